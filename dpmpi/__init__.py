@@ -1,0 +1,76 @@
+"""dpmpi: keep an MPI job running when one of its ranks dies.
+
+``import dpmpi`` is cheap and does not initialise MPI: it installs the exit guard (so that any
+way this rank dies is noticed by the others, see ``dpmpi._guard``) and loads a fault plan from
+``DPMPI_FAULTS`` if one is set. Import dpmpi *before* ``mpi4py.MPI`` so that dpmpi, not mpi4py,
+ends MPI at exit (a fault-tolerant end instead of a plain MPI_Finalize that can hang).
+
+The communicator API is loaded on first use::
+
+    import dpmpi
+    comm = dpmpi.COMM_WORLD          # a dpmpi.Comm wrapping MPI.COMM_WORLD
+    try:
+        comm.Allreduce(sendbuf, recvbuf)
+    except (dpmpi.ProcFailedError, dpmpi.RevokedError):
+        comm.Revoke()
+        comm = comm.Shrink()
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from dpmpi import _guard
+from dpmpi._version import __version__
+
+_guard.install()
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpmpi import faults
+    from dpmpi.comm import Comm, Request
+    from dpmpi.errors import (
+        DpmpiError,
+        FaultToleranceUnavailableError,
+        ProcFailedError,
+        RevokedError,
+    )
+
+_LAZY = {
+    "Comm": "dpmpi.comm",
+    "Request": "dpmpi.comm",
+    "DpmpiError": "dpmpi.errors",
+    "ProcFailedError": "dpmpi.errors",
+    "RevokedError": "dpmpi.errors",
+    "FaultToleranceUnavailableError": "dpmpi.errors",
+}
+
+__all__ = [
+    "COMM_WORLD",
+    "Comm",
+    "DpmpiError",
+    "FaultToleranceUnavailableError",
+    "ProcFailedError",
+    "Request",
+    "RevokedError",
+    "__version__",
+    "faults",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name == "COMM_WORLD":
+        from dpmpi.comm import world
+
+        value = world()
+    elif name == "faults":
+        value = importlib.import_module("dpmpi.faults")
+    else:
+        raise AttributeError(f"module 'dpmpi' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,208 @@
+"""The exit guard: every way a rank can end is either a clean, fault-tolerant end of MPI or a
+death the other ranks notice.
+
+Measured with Open MPI 5.0.11 + ULFM over shared memory (../shared/ulfm-facts.md, re-measured):
+survivors notice a rank that dies by a signal or by exit(0) without MPI_Finalize, but not one
+that exits with a non-zero status; and a rank that ends with an uncaught exception or
+``sys.exit(1)`` never ends at all, because mpi4py's exit hook calls MPI_Finalize, which waits for
+the others. The guard closes that gap:
+
+* ``mpi4py.rc.finalize = False`` (when dpmpi is imported before ``mpi4py.MPI``), so mpi4py does
+  not finalize; dpmpi's C ``on_exit`` handler does, knowing the real exit status;
+* status != 0 (uncaught exception, ``sys.exit(n)``, ``raise SystemExit(n)``, exit(n) from C):
+  write a status record and end with SIGKILL, which the survivors notice in milliseconds;
+* ``os._exit(n)`` skips exit handlers, so it is wrapped to do the same;
+* status == 0: agree on COMM_WORLD (fault tolerant, without spinning) until every live rank is
+  done, then MPI_Finalize under a watchdog (``DPMPI_FINALIZE_TIMEOUT`` seconds, default 10).
+
+The status records (one JSON line on stderr, only when ``DPMPI_STATUS=1``, which dpmpi-run sets)
+let dpmpi-run compute the job's exit code: mpirun's own is 0 with ``--with-ft ulfm`` even when
+every rank was killed.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+from typing import Any
+
+ENV_STATUS = "DPMPI_STATUS"
+ENV_FINALIZE_TIMEOUT = "DPMPI_FINALIZE_TIMEOUT"
+ENV_STALL_TIMEOUT = "DPMPI_STALL_TIMEOUT"
+
+_installed = False
+_owns_finalize = False
+_real_os_exit = os._exit
+_real_sys_exit = sys.exit
+_real_excepthook = sys.excepthook
+_requested_exit: int | None = None  # last sys.exit() code, used only when mpi4py finalizes
+_uncaught = False
+_lib: Any = None
+
+
+def world_rank_from_env() -> int:
+    """This process's rank in its launch, from the launcher's environment (-1 if none)."""
+    for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
+        value = os.environ.get(name)
+        if value is not None and value.isdigit():
+            return int(value)
+    return -1
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number of seconds; set it to e.g. {name}=10") from None
+    if value < 0:
+        raise ValueError(f"{name}={raw!r} is negative; set it to a number of seconds >= 0")
+    return value
+
+
+def _mpi() -> Any:
+    """mpi4py.MPI if this process initialised MPI and has not finalised it, else None."""
+    mod = sys.modules.get("mpi4py.MPI")
+    if mod is None:
+        return None
+    try:
+        if mod.Is_initialized() and not mod.Is_finalized():
+            return mod
+    except Exception:  # pragma: no cover - defensive: never fail on the exit path
+        return None
+    return None
+
+
+def _libmpi_path() -> str | None:
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(maxsplit=5)[-1]
+                base = os.path.basename(path)
+                if base.startswith("libmpi.so"):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+def _tell_c_about_mpi() -> bool:
+    """Give the C exit handler what it needs to end MPI; True when peers exist."""
+    MPI = _mpi()
+    if MPI is None:
+        return False
+    path = _libmpi_path()
+    multi = MPI.COMM_WORLD.Get_size() > 1
+    if path is None:
+        return multi
+    world = _lib.ffi.cast("void *", MPI._handleof(MPI.COMM_WORLD)) if multi else _lib.ffi.NULL
+    timeout = _env_float(ENV_FINALIZE_TIMEOUT, 10.0)
+    _lib.lib.dpmpi_exit_set_mpi(path.encode(), world, int(_owns_finalize), timeout)
+    return multi
+
+
+def set_cause(cause: str) -> None:
+    if _lib is not None:
+        _lib.lib.dpmpi_exit_set_cause(json.dumps(cause[:400]).encode())
+
+
+def note_recovered(world_ranks: list[int]) -> None:
+    """Record world ranks whose failure the program repaired around (for the job's exit code)."""
+    if _lib is not None:
+        for r in world_ranks:
+            _lib.lib.dpmpi_exit_add_recovered(int(r))
+
+
+def die(status: int, cause: str) -> None:
+    """End this rank now as a failure the other ranks notice (SIGKILL after the status record)."""
+    sys.stdout.flush() if sys.stdout else None
+    sys.stderr.flush() if sys.stderr else None
+    set_cause(cause)
+    _tell_c_about_mpi()
+    _lib.lib.dpmpi_die(int(status) or 1)
+
+
+def _os_exit(status: int, /) -> None:
+    if _mpi() is not None and _tell_c_about_mpi():
+        if status != 0:
+            die(status, f"os._exit({status})")
+        set_cause("os._exit(0) without MPI_Finalize")
+        _lib.lib.dpmpi_write_record(0)
+    _real_os_exit(status)
+
+
+def _sys_exit(status: object = None, /) -> None:
+    global _requested_exit
+    _requested_exit = 0 if status is None else (status if isinstance(status, int) else 1)
+    if _requested_exit:
+        set_cause(f"sys.exit({status!r})")
+    _real_sys_exit(status)
+
+
+def _excepthook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+    global _uncaught
+    _uncaught = True
+    set_cause(f"uncaught {exc_type.__name__}: {exc}")
+    _real_excepthook(exc_type, exc, tb)
+
+
+def _at_python_exit() -> None:
+    """Runs first among dpmpi's exit steps, while Python is still alive."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:
+            pass
+    if _mpi() is None:
+        return
+    multi = _tell_c_about_mpi()
+    if not _owns_finalize and multi:
+        # mpi4py will call MPI_Finalize before dpmpi's C handler runs; a failing rank must not
+        # get there. Only failures seen from Python are known here (documented limitation).
+        if _uncaught:
+            die(1, "uncaught exception")
+        if _requested_exit:
+            die(_requested_exit, f"sys.exit({_requested_exit})")
+
+
+def install() -> None:
+    """Install the guard (idempotent). Does not initialise MPI."""
+    global _installed, _owns_finalize, _lib
+    if _installed:
+        return
+    _installed = True
+    from dpmpi import _cext
+
+    _lib = _cext
+    if "mpi4py.MPI" not in sys.modules:
+        import mpi4py
+
+        mpi4py.rc.finalize = False
+        _owns_finalize = True
+    rank = world_rank_from_env()
+    _lib.lib.dpmpi_exit_set_record(int(os.environ.get(ENV_STATUS) == "1"), rank)
+    os._exit = _os_exit
+    sys.exit = _sys_exit
+    sys.excepthook = _excepthook
+    atexit.register(_at_python_exit)
+    # The MPI libraries register no exit handlers of their own (checked with nm), so the order
+    # of registration does not matter.
+    _lib.lib.dpmpi_exit_register()
+    stall = _env_float(ENV_STALL_TIMEOUT, 0.0)
+    if stall > 0:
+        from dpmpi import _hooks
+
+        _lib.lib.dpmpi_stall_start(stall)
+        _hooks.enable_stall(_lib.lib.dpmpi_stall_enter, _lib.lib.dpmpi_stall_leave)
+    if os.environ.get("DPMPI_FAULTS"):
+        from dpmpi import faults
+
+        faults.load_env()
+
+
+def owns_finalize() -> bool:
+    return _owns_finalize

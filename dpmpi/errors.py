@@ -1,0 +1,111 @@
+"""dpmpi's exceptions, and the one place where MPI errors are turned into them.
+
+Every dpmpi exception is also an ``mpi4py.MPI.Exception`` (code written for mpi4py that catches
+``MPI.Exception`` keeps working) and carries the MPI error class and, when known, the ranks
+that failed.
+"""
+from __future__ import annotations
+
+from mpi4py import MPI
+
+
+class DpmpiError(MPI.Exception):
+    """Base class of dpmpi's errors. ``Get_error_class()`` gives the MPI error class."""
+
+    def __init__(self, message: str, ierr: int = MPI.ERR_OTHER, failed_ranks: tuple[int, ...] = ()):
+        super().__init__(ierr)
+        self.message = message
+        #: ranks (in the communicator the error was raised on) known locally to have failed
+        self.failed_ranks: tuple[int, ...] = tuple(failed_ranks)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
+    def __reduce__(self):  # picklable, e.g. to report it to another rank
+        return (type(self), (self.message, self.Get_error_code(), self.failed_ranks))
+
+
+class ProcFailedError(DpmpiError):
+    """A peer process failed (ERR_PROC_FAILED, ERR_PROC_FAILED_PENDING, or ERR_OTHER seen
+    because a peer died)."""
+
+
+class RevokedError(DpmpiError):
+    """The communicator was revoked by some rank, usually because a peer failed."""
+
+
+class FaultToleranceUnavailableError(DpmpiError):
+    """The MPI library or the way the job was launched gives no fault tolerance."""
+
+
+_NAMES = {
+    MPI.ERR_PROC_FAILED: "ERR_PROC_FAILED",
+    MPI.ERR_PROC_FAILED_PENDING: "ERR_PROC_FAILED_PENDING",
+    MPI.ERR_REVOKED: "ERR_REVOKED",
+    MPI.ERR_OTHER: "ERR_OTHER",
+}
+
+
+def failed_ranks(comm: MPI.Comm) -> tuple[int, ...]:
+    """Ranks of ``comm`` that this process knows to have failed (local knowledge, never raises)."""
+    try:
+        failed = comm.Get_failed()
+    except (MPI.Exception, NotImplementedError):
+        return ()
+    try:
+        if failed.Get_size() == 0:
+            return ()
+        ranks = MPI.Group.Translate_ranks(failed, list(range(failed.Get_size())), comm.Get_group())
+        return tuple(sorted(r for r in ranks if r != MPI.UNDEFINED))
+    except MPI.Exception:
+        return ()
+    finally:
+        failed.Free()
+
+
+def _is_revoked(comm: MPI.Comm) -> bool:
+    try:
+        return bool(comm.Is_revoked())
+    except (MPI.Exception, NotImplementedError):
+        return False
+
+
+def from_mpi(exc: MPI.Exception, comm: MPI.Comm | None, op: str = "") -> DpmpiError:
+    """Choose the dpmpi exception for an MPI error raised by ``op`` on ``comm``."""
+    cls = exc.Get_error_class()
+    failed = failed_ranks(comm) if comm is not None else ()
+    if cls in (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING):
+        kind: type[DpmpiError] = ProcFailedError
+    elif cls == MPI.ERR_REVOKED:
+        kind = RevokedError
+    elif cls == MPI.ERR_OTHER and failed:
+        # Measured on Open MPI 5.0.11: in a collective, rank 0 can get ERR_OTHER when a peer died.
+        kind = ProcFailedError
+    elif cls == MPI.ERR_OTHER and comm is not None and _is_revoked(comm):
+        kind = RevokedError
+    else:
+        kind = DpmpiError
+    where = f" in {op}" if op else ""
+    size = ""
+    if comm is not None:
+        try:
+            size = f" on a communicator of size {comm.Get_size()}"
+        except MPI.Exception:
+            pass
+    name = _NAMES.get(cls, str(cls))
+    msg = f"MPI error{where}{size}: {exc.Get_error_string()} (error class {name}={cls})"
+    if kind is ProcFailedError:
+        known = f"failed ranks known here: {list(failed)}" if failed else "the failed ranks are not known here yet"
+        msg = (
+            f"a peer process failed{where}{size} ({name}={cls}; {known}). "
+            "Repair the communicator: comm.Revoke(), then comm.Shrink()."
+        )
+    elif kind is RevokedError:
+        msg = (
+            f"the communicator was revoked{where}{size} ({name}={cls}), usually because a peer "
+            "failed. Repair the communicator: comm.Shrink()."
+        )
+    return kind(msg, exc.Get_error_code(), failed)
