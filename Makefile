@@ -40,7 +40,7 @@ test-mpi:
 	  echo "== fault-free MPI tests on $$n rank(s)"; \
 	  timeout 600 $(MPIRUN) -n $$n $(BIN)/pytest -q --color=no -p no:cacheprovider --with-mpi --only-mpi tests/test_mpi.py \
 	    > .test-mpi-$$n.log 2>&1; rc=$$?; \
-	  tail -n 3 .test-mpi-$$n.log; \
+	  grep -E "(passed|failed|error)" .test-mpi-$$n.log; \
 	  if [ $$rc -ne 0 ]; then cat .test-mpi-$$n.log; exit $$rc; fi; \
 	done
 

@@ -192,6 +192,8 @@ def install() -> None:
     # The MPI libraries register no exit handlers of their own (checked with nm), so the order
     # of registration does not matter.
     _lib.lib.dpmpi_exit_register()
+    if rank < 0:
+        return  # not an MPI rank (e.g. dpmpi-run itself): no watchdog, no fault plan from the env
     stall = _env_float(ENV_STALL_TIMEOUT, 0.0)
     if stall > 0:
         from dpmpi import _hooks

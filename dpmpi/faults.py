@@ -120,7 +120,8 @@ def parse(spec: str) -> list[Fault]:
         try:
             count: float = float(count_s) if point == TIME_POINT else int(count_s or 1)
         except ValueError:
-            raise ValueError(f"bad fault {item!r}: {count_s!r} after '@' is not a number") from None
+            what = "a number of seconds" if point == TIME_POINT else "an int >= 1 (the N-th time the point is reached)"
+            raise ValueError(f"bad fault {item!r}: {count_s!r} after '@' is not {what}") from None
         faults.append(Fault(int(rank_s), point, _kind(kind_s), count))
     return faults
 

@@ -1,0 +1,87 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+@dataclass
+class Job:
+    returncode: int
+    stdout: str
+    stderr: str
+    events: list = field(default_factory=list)
+
+    def by_rank(self, event):
+        return {e["rank"]: e for e in self.events if e.get("event") == event}
+
+    def faults(self):
+        out = []
+        for line in self.stderr.splitlines():
+            if line.startswith("[dpmpi-fault] "):
+                out.append(json.loads(line[len("[dpmpi-fault] "):]))
+        return out
+
+
+def run_cmd(cmd, cwd, env=None, timeout=90):
+    """Run a command in its own session; on timeout kill the whole session (a hang fails)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"hang: {cmd} did not finish in {timeout} s\nstdout:\n{out}\nstderr:\n{err}")
+    events = []
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                pass
+    return Job(proc.returncode, out, err, events)
+
+
+@pytest.fixture
+def dpmpi_run(tmp_path):
+    """Launch ``dpmpi-run -n N -- python PROGRAM ARGS`` from a scratch directory."""
+
+    def launch(n, program, *args, faults="", env=None, launcher_args=(), timeout=90):
+        job_env = {"DPMPI_FAULTS": faults} if faults else {}
+        job_env.update(env or {})
+        cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), *launcher_args, "--",
+               sys.executable, str(PROGRAMS / program), *map(str, args)]
+        return run_cmd(cmd, tmp_path, job_env, timeout)
+
+    return launch
+
+
+@pytest.fixture
+def run_job(tmp_path):
+    """Run any command (e.g. a plain mpirun) from a scratch directory, with a hard timeout."""
+
+    def launch(cmd, env=None, timeout=90):
+        return run_cmd(cmd, tmp_path, env, timeout)
+
+    return launch
+
+
+@pytest.fixture
+def mpirun():
+    """The venv's mpirun with this machine's flags (no --with-ft: tests add it themselves)."""
+    return [str(Path(sys.executable).parent / "mpirun"), "--mca", "btl", "^ofi", "--oversubscribe", "--allow-run-as-root"]
+
+
+@pytest.fixture
+def program():
+    return lambda name: str(PROGRAMS / name)

@@ -1,0 +1,72 @@
+"""Fault-test program: loop one kind of communication; when a peer fails, repair the
+communicator (Revoke, Shrink, Agree) and finish with an Allreduce on the shrunk one.
+
+Every rank prints one JSON object per event on stdout (``start``, ``caught``, ``repaired``,
+``finished``) so that tests judge from structured output. Launched by the tests through
+dpmpi-run with a DPMPI_FAULTS plan.
+"""
+import argparse
+import array
+import json
+import time
+
+import dpmpi
+from mpi4py import MPI
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--op", default="allreduce", choices=["allreduce", "barrier", "recv-victim", "recv-any"])
+parser.add_argument("--victim", type=int, default=2, help="for recv-victim: the rank the others receive from")
+parser.add_argument("--iters", type=int, default=1_000_000)
+parser.add_argument("--no-repair", action="store_true", help="let the failure escape (job must fail)")
+args = parser.parse_args()
+
+comm = dpmpi.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+
+
+def log(event, **fields):
+    print(json.dumps({"event": event, "rank": rank, "time": time.time(), **fields}), flush=True)
+
+
+one = array.array("d", [1.0])
+out = array.array("d", [0.0])
+msg = array.array("d", [0.0])
+
+
+def step(i):
+    if args.op == "allreduce":
+        comm.Allreduce(one, out)
+    elif args.op == "barrier":
+        comm.Barrier()
+    elif args.op == "recv-victim":
+        if rank == args.victim:
+            for dst in range(size):
+                if dst != rank:
+                    comm.Send(msg, dest=dst, tag=7)
+        else:
+            comm.Recv(msg, source=args.victim, tag=7)
+    elif args.op == "recv-any":
+        comm.Send(msg, dest=(rank + 1) % size, tag=8)
+        comm.Recv(msg, source=MPI.ANY_SOURCE, tag=8)
+
+
+log("start", size=size, op=args.op)
+for i in range(args.iters):
+    try:
+        step(i)
+    except (dpmpi.ProcFailedError, dpmpi.RevokedError) as exc:
+        log("caught", iteration=i, error=type(exc).__name__, error_class=exc.Get_error_class(), failed=list(exc.failed_ranks))
+        if args.no_repair:
+            raise
+        comm.Revoke()
+        shrunk = comm.Shrink()
+        log("shrunk", size=shrunk.Get_size())
+        flag = shrunk.Agree(1)
+        mine = array.array("d", [float(rank + 1)])
+        total = array.array("d", [0.0])
+        shrunk.Allreduce(mine, total)
+        log("repaired", size=shrunk.Get_size(), agreed=flag, sum=total[0])
+        break
+else:
+    log("no-failure", iterations=args.iters)
+log("finished")

@@ -1,0 +1,111 @@
+"""Tier 3: fault tests. Each test is its own dpmpi-run job with a hard timeout, judged from the
+ranks' JSON-lines output and the job's exit code."""
+import sys
+
+import pytest
+
+N = 4
+FAILURE_ERRORS = {"ProcFailedError", "RevokedError"}
+
+
+def check_recovered(job, victims, n=N):
+    assert job.returncode == 0, f"job exit code {job.returncode}\n{job.stdout}\n{job.stderr}"
+    survivors = [r for r in range(n) if r not in victims]
+    caught, repaired, finished = job.by_rank("caught"), job.by_rank("repaired"), job.by_rank("finished")
+    assert sorted(caught) == survivors, job.stdout + job.stderr
+    for r in survivors:
+        assert caught[r]["error"] in FAILURE_ERRORS
+        assert repaired[r]["size"] == len(survivors)
+        assert repaired[r]["agreed"] == 1
+        assert repaired[r]["sum"] == float(sum(s + 1 for s in survivors))
+    assert sorted(finished) == survivors
+    assert not job.by_rank("no-failure")
+    fired = {f["rank"] for f in job.faults()}
+    assert fired == set(victims)
+
+
+# item 7: every way a rank can die, victim rank 2 in an Allreduce loop
+@pytest.mark.parametrize("kind", ["KILL", "TERM", "SEGV", "ABORT", "EXIT", "SYSEXIT", "EXCEPTION"])
+def test_every_kind_of_death_is_noticed(dpmpi_run, kind):
+    job = dpmpi_run(N, "survive.py", "--op", "allreduce", faults=f"2:Allreduce@200:{kind}")
+    check_recovered(job, [2])
+
+
+def test_exit_status_of_failed_rank_is_reported(dpmpi_run):
+    job = dpmpi_run(N, "survive.py", faults="2:Allreduce@50:EXIT")
+    check_recovered(job, [2])
+    assert "rank 2 failed (status 3, os._exit(3))" in job.stderr
+
+
+def test_hang_is_ended_by_the_stall_watchdog(dpmpi_run):
+    job = dpmpi_run(N, "survive.py", faults="2:Allreduce@200:HANG", env={"DPMPI_STALL_TIMEOUT": "1"})
+    check_recovered(job, [2])
+    assert "made no progress" in job.stderr
+
+
+def test_victim_is_rank_0(dpmpi_run):
+    check_recovered(dpmpi_run(N, "survive.py", faults="0:Allreduce@100:KILL"), [0])
+
+
+def test_two_ranks_die_together(dpmpi_run):
+    check_recovered(dpmpi_run(N, "survive.py", faults="1:Allreduce@100:KILL,2:Allreduce@100:KILL"), [1, 2])
+
+
+def test_survivors_in_barrier(dpmpi_run):
+    check_recovered(dpmpi_run(N, "survive.py", "--op", "barrier", faults="2:Barrier@100:KILL"), [2])
+
+
+def test_survivors_in_recv_from_victim(dpmpi_run):
+    # the victim sends 3 messages an iteration; it dies before the first send of iteration 50
+    job = dpmpi_run(N, "survive.py", "--op", "recv-victim", faults=f"2:Send@{49 * 3 + 1}:KILL")
+    check_recovered(job, [2])
+
+
+def test_survivors_in_recv_any_source(dpmpi_run):
+    check_recovered(dpmpi_run(N, "survive.py", "--op", "recv-any", faults="2:Send@100:KILL"), [2])
+
+
+def test_time_fault_on_a_plain_mpi4py_program(dpmpi_run):
+    """A program that never imports dpmpi is covered when launched with dpmpi-run."""
+    job = dpmpi_run(N, "plain_mpi4py.py", faults="2:time@0.5:EXCEPTION")
+    assert job.returncode == 0, job.stdout + job.stderr
+    shrunk = job.by_rank("shrunk")
+    assert sorted(shrunk) == [0, 1, 3]
+    assert all(e["size"] == 3 for e in shrunk.values())
+    assert "InjectedFault" in job.stderr
+
+
+def test_unrecovered_failure_fails_the_job(dpmpi_run):
+    job = dpmpi_run(N, "survive.py", "--no-repair", faults="2:Allreduce@100:KILL")
+    assert job.returncode != 0
+    assert sorted(job.by_rank("caught")) == [0, 1, 3]
+    assert not job.by_rank("finished")
+
+
+def test_fault_free_job_ends_cleanly(dpmpi_run):
+    job = dpmpi_run(N, "survive.py", "--iters", "300")
+    assert job.returncode == 0, job.stderr
+    assert sorted(job.by_rank("no-failure")) == list(range(N))
+    assert sorted(job.by_rank("finished")) == list(range(N))
+
+
+def test_program_error_on_every_rank_gives_its_status(dpmpi_run):
+    job = dpmpi_run(2, "survive.py", "--op", "nonsense")  # argparse exits 2 on every rank
+    assert job.returncode == 2
+
+
+
+def test_refuses_to_run_without_fault_tolerance(run_job, mpirun):
+    code = "import dpmpi; dpmpi.COMM_WORLD.Barrier(); print('ran without FT')"
+    job = run_job([*mpirun, "-n", "2", sys.executable, "-c", code], timeout=60)
+    assert job.returncode != 0
+    assert "ran without FT" not in job.stdout
+    assert "FaultToleranceUnavailableError" in job.stderr
+    assert "--with-ft ulfm" in job.stderr
+
+
+def test_plain_mpirun_with_ft_keeps_working(run_job, mpirun, program):
+    """Users who launch with mpirun themselves (no dpmpi-run) get the same recovery."""
+    cmd = [*mpirun, "--with-ft", "ulfm", "-n", "4", sys.executable, program("survive.py")]
+    job = run_job(cmd, env={"DPMPI_FAULTS": "2:Allreduce@100:EXCEPTION"})
+    check_recovered(job, [2])

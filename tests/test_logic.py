@@ -1,0 +1,150 @@
+"""Tier 1: pure logic, no MPI initialised (fault plans, launcher arguments, exit codes)."""
+import subprocess
+import sys
+
+import pytest
+
+from dpmpi import faults, run
+from dpmpi.faults import Fault, InjectedFault, Kind
+
+
+# ---- fault plans -----------------------------------------------------------------------------
+def test_parse_spec():
+    assert faults.parse("2:Allreduce@50:KILL, 0:time@1.5:term;1:step:exception") == [
+        Fault(2, "Allreduce", Kind.KILL, 50),
+        Fault(0, "time", Kind.TERM, 1.5),
+        Fault(1, "step", Kind.EXCEPTION, 1),
+    ]
+    assert faults.parse("") == []
+    assert Fault(3, "Send", "hang", 2).spec() == "3:Send@2:HANG"
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("2:Allreduce", "RANK:POINT[@N]:KIND"),
+        ("x:Allreduce:KILL", "not an int"),
+        ("2:Allreduce@0:KILL", "int >= 1"),
+        ("2:Allreduce@1.5:KILL", "int >= 1"),
+        ("2:Allreduce@ten:KILL", "not an int >= 1"),
+        ("2:time@soon:KILL", "not a number of seconds"),
+        ("2:Allreduce@3:EXPLODE", "unknown fault kind"),
+        ("2:time@-1:KILL", "seconds >= 0"),
+    ],
+)
+def test_bad_spec_names_the_problem(spec, words):
+    with pytest.raises(ValueError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        faults.parse(spec)
+
+
+def test_fault_validates_fields():
+    with pytest.raises(ValueError, match="world rank"):
+        Fault(-1, "x", Kind.KILL)
+    with pytest.raises(ValueError, match="point"):
+        Fault(0, "a:b", Kind.KILL)
+    with pytest.raises(ValueError, match="kind"):
+        Fault(0, "a", 5)
+    with pytest.raises(TypeError):
+        faults.parse(42)
+    with pytest.raises(TypeError, match="Fault objects"):
+        faults.plan(["2:x:KILL"])
+
+
+def test_plan_keeps_only_this_ranks_faults_in_its_first_life(monkeypatch):
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "2")
+    try:
+        assert faults.plan("2:step@3:EXCEPTION,1:step@1:KILL") == [Fault(2, "step", Kind.EXCEPTION, 3)]
+        faults.point("step")
+        faults.point("other")
+        faults.point("step")
+        with pytest.raises(InjectedFault, match="rank 2 at step@3"):
+            faults.point("step")
+        faults.point("step")  # fires once only
+        monkeypatch.setenv(faults.ENV_REPLACEMENT, "1")
+        assert faults.plan("2:step@1:KILL") == []  # a replacement never re-fails
+    finally:
+        faults.clear()
+
+
+def test_load_env_names_the_variable(monkeypatch):
+    monkeypatch.setenv("DPMPI_FAULTS", "2:oops")
+    with pytest.raises(ValueError, match="DPMPI_FAULTS='2:oops'"):
+        faults.load_env()
+
+
+# ---- launcher --------------------------------------------------------------------------------
+def test_parse_args_splits_mpirun_options_from_program():
+    o = run.parse_args(["-n", "5", "--spares", "1", "--mca", "btl", "tcp,self", "--", "python", "p.py", "-n", "3"])
+    assert (o.n, o.spares, o.dry_run) == (5, 1, False)
+    assert o.mpirun_args == ["--mca", "btl", "tcp,self"]
+    assert o.program == ["python", "p.py", "-n", "3"]
+
+
+def test_build_command(monkeypatch):
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    env = {}
+    cmd = run.build(run.parse_args(["-n", "4", "--spares", "1", "--", "python", "p.py"]), "/x/mpirun", env)
+    assert cmd[:3] == ["/x/mpirun", "--with-ft", "ulfm"]
+    assert cmd[3:6] == ["--mca", "btl", "^ofi"]
+    assert "--oversubscribe" in cmd
+    assert cmd[-4:] == ["-n", "4", "python", "p.py"]
+    assert env["DPMPI_SPARES"] == "1" and env["DPMPI_STATUS"] == "1"
+    assert ["-x", "DPMPI_SPARES"] == cmd[cmd.index("DPMPI_SPARES") - 1 : cmd.index("DPMPI_SPARES") + 1]
+    assert env["PYTHONPATH"].split(":")[0].endswith("_boot")
+    # the user's own btl choice and host list win
+    cmd = run.build(run.parse_args(["-n", "8", "--mca", "btl", "tcp,self", "--host", "a:8", "--", "p"]), "m", {})
+    assert "^ofi" not in cmd and "--oversubscribe" not in cmd
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["-n", "0", "--", "p"], "-n must be at least 1"),
+        (["-n", "4", "--spares", "-1", "--", "p"], "--spares must be >= 0"),
+        (["-n", "4", "--spares", "4", "--", "p"], "leaves no active rank"),
+        (["-n", "4", "--"], "missing the program"),
+        (["-n", "4", "p.py"], "missing '--'"),
+        (["--", "p"], "missing -n"),
+        (["-n", "four", "--", "p"], "takes an integer"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(argv, words):
+    proc = subprocess.run([sys.executable, "-m", "dpmpi.run", *argv], capture_output=True, text=True, cwd="/")
+    assert proc.returncode == 2
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("dpmpi-run: ") and words in first
+    assert "Traceback" not in proc.stderr
+
+
+def test_dry_run_prints_the_command():
+    proc = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", "3", "--dry-run", "--", "python", "x.py"],
+                          capture_output=True, text=True, cwd="/")
+    assert proc.returncode == 0
+    assert "--with-ft ulfm" in proc.stdout and proc.stdout.rstrip().endswith("-n 3 python x.py")
+
+
+def ok(rank, recovered=()):
+    return {"rank": rank, "status": 0, "recovered": list(recovered)}
+
+
+def bad(rank, status=1, cause="x"):
+    return {"rank": rank, "status": status, "cause": cause, "recovered": []}
+
+
+@pytest.mark.parametrize(
+    "records, mpirun_rc, expected",
+    [
+        ({}, 0, 0),  # no dpmpi in the ranks: mpirun decides
+        ({}, 7, 7),
+        ({0: ok(0), 1: ok(1)}, 0, 0),
+        ({0: ok(0, [2]), 1: ok(1, [2]), 2: bad(2, 3)}, 0, 0),  # recovered
+        ({0: ok(0, [2]), 1: ok(1, [2])}, 0, 0),  # rank 2 SIGKILLed (no record), recovered
+        ({0: ok(0, [1]), 2: bad(2, 5)}, 0, 5),  # rank 2's failure was not repaired around
+        ({0: bad(0, 1), 1: bad(1, 1), 2: bad(2, 3)}, 0, 1),  # nobody completed
+        ({0: bad(0, 2), 1: bad(1, 2)}, 0, 2),
+        ({0: ok(0), 1: ok(1), 2: bad(2, 4)}, 0, 0),  # no dpmpi repair recorded: completed ranks judge
+    ],
+)
+def test_job_exit_code(records, mpirun_rc, expected):
+    n = 3 if any(r == 2 for r in records) or len(records) != 2 else 2
+    assert run.job_exit_code(n, records, mpirun_rc)[0] == expected

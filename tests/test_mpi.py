@@ -1,0 +1,118 @@
+"""Tier 2: fault-free MPI tests, run under pytest-mpi at 1, 2 and 4 ranks
+(``mpirun --with-ft ulfm -n N pytest --with-mpi --only-mpi tests/test_mpi.py``)."""
+import array
+
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+MPI = pytest.importorskip("mpi4py.MPI")
+import dpmpi  # noqa: E402
+
+
+@pytest.fixture
+def comm():
+    c = dpmpi.Comm(MPI.COMM_WORLD).Dup()
+    yield c
+    c.Free()
+
+
+def test_world_wraps_comm_world():
+    w = dpmpi.COMM_WORLD
+    assert isinstance(w, dpmpi.Comm)
+    assert w.mpi is MPI.COMM_WORLD
+    assert (w.Get_rank(), w.Get_size()) == (MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size())
+    assert (w.rank, w.size) == (w.Get_rank(), w.Get_size())  # attributes pass through
+
+
+def test_buffer_and_pickle_methods(comm):
+    n, r = comm.Get_size(), comm.Get_rank()
+    out = array.array("d", [0.0])
+    comm.Allreduce(array.array("d", [r + 1.0]), out)
+    assert out[0] == n * (n + 1) / 2
+    assert comm.allreduce(r) == sum(range(n))
+    assert comm.bcast({"from": 0} if r == 0 else None, root=0) == {"from": 0}
+    assert comm.allgather(r) == list(range(n))
+
+
+def test_derived_communicators_are_dpmpi_comms(comm):
+    r = comm.Get_rank()
+    half = comm.Split(r % 2, r)
+    assert isinstance(half, dpmpi.Comm)
+    assert half.allreduce(1) == len(range(r % 2, comm.Get_size(), 2))
+    half.Free()
+    d = comm.Dup()
+    assert isinstance(d, dpmpi.Comm) and d.Get_size() == comm.Get_size()
+    d.Free()
+
+
+def test_nonblocking_requests_are_wrapped(comm):
+    n, r = comm.Get_size(), comm.Get_rank()
+    recv = array.array("i", [-1])
+    reqs = [comm.Irecv(recv, source=(r - 1) % n, tag=3), comm.Isend(array.array("i", [r]), dest=(r + 1) % n, tag=3)]
+    assert all(isinstance(q, dpmpi.Request) for q in reqs)
+    dpmpi.Request.Waitall(reqs)
+    assert recv[0] == (r - 1) % n
+    q = comm.isend({"r": r}, dest=(r + 1) % n, tag=4)
+    assert comm.recv(source=(r - 1) % n, tag=4) == {"r": (r - 1) % n}
+    q.wait()
+
+
+def test_ulfm_primitives_without_failures(comm):
+    r, n = comm.Get_rank(), comm.Get_size()
+    assert comm.Is_revoked() is False
+    assert comm.Agree(0b111 if r else 0b101) == 0b101
+    flag = array.array("i", [1])
+    comm.Iagree(flag).Wait()
+    assert flag[0] == 1
+    assert comm.Ack_failed() == 0
+    g = comm.Get_failed()
+    assert g.Get_size() == 0
+    g.Free()
+    assert comm.failed_ranks() == ()
+    s = comm.Shrink()
+    assert isinstance(s, dpmpi.Comm) and s.Get_size() == n and s.Get_rank() == r
+    s.Free()
+
+
+def test_revoke_makes_every_rank_raise_revoked_error(comm):
+    d = comm.Dup()  # dpmpi sends one collective on it first, so revoking it is safe at 3+ ranks
+    d.Revoke()
+    assert d.Is_revoked()
+    with pytest.raises(dpmpi.RevokedError) as info:
+        d.Barrier()
+    assert info.value.Get_error_class() == MPI.ERR_REVOKED
+    assert isinstance(info.value, MPI.Exception)  # mpi4py code that catches MPI.Exception still works
+    s = d.Shrink()  # repair works on a revoked communicator
+    assert s.allreduce(1) == comm.Get_size()
+    s.Free()
+    d.Free()
+
+
+def test_plain_mpi_errors_become_dpmpi_errors(comm):
+    with pytest.raises(dpmpi.DpmpiError) as info:
+        comm.Send(array.array("i", [1]), dest=comm.Get_size() + 5)
+    assert info.value.Get_error_class() == MPI.ERR_RANK
+    assert type(info.value) is dpmpi.DpmpiError
+    assert "Send" in str(info.value)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="mpi4py communicator"):
+        dpmpi.Comm(None)
+    with pytest.raises(ValueError, match="COMM_NULL"):
+        dpmpi.Comm(MPI.COMM_NULL)
+    with pytest.raises(TypeError, match="Agree"):
+        dpmpi.COMM_WORLD.Agree("yes")
+    with pytest.raises(ValueError, match="one 32-bit int"):
+        dpmpi.COMM_WORLD.Iagree(array.array("d", [1.0]))
+    with pytest.raises(ValueError, match="num_to_ack"):
+        dpmpi.COMM_WORLD.Ack_failed(-1)
+
+
+def test_fault_tolerance_is_on():
+    from dpmpi import _ft
+
+    assert _ft.library_has_ulfm()
+    if MPI.COMM_WORLD.Get_size() > 1:
+        assert _ft.problem() is None
