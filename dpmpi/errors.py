@@ -41,12 +41,10 @@ class FaultToleranceUnavailableError(DpmpiError):
     """The MPI library or the way the job was launched gives no fault tolerance."""
 
 
-_NAMES = {
-    MPI.ERR_PROC_FAILED: "ERR_PROC_FAILED",
-    MPI.ERR_PROC_FAILED_PENDING: "ERR_PROC_FAILED_PENDING",
-    MPI.ERR_REVOKED: "ERR_REVOKED",
-    MPI.ERR_OTHER: "ERR_OTHER",
-}
+_NAMES: dict[int, str] = {}
+for _name in sorted(dir(MPI)):  # error class -> its MPI name, e.g. 75 -> "ERR_PROC_FAILED"
+    if _name.startswith("ERR_") and isinstance(getattr(MPI, _name), int) and _name != "ERR_LASTCODE":
+        _NAMES.setdefault(getattr(MPI, _name), _name)
 
 
 def failed_ranks(comm: MPI.Comm) -> tuple[int, ...]:
