@@ -34,12 +34,19 @@ def _raw(obj: Any) -> Any:
     return obj
 
 
+_FAILURE_CLASSES = (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED, MPI.ERR_OTHER)
+
+
 def _warm_up(comm: MPI.Intracomm, op: str) -> None:
     one = array.array("i", [1])
     try:
         comm.Allreduce(MPI.IN_PLACE, one, MPI.SUM)
     except MPI.Exception as exc:
-        raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
+        # A peer may already have finished this collective and revoked the new communicator, or
+        # a peer died: hand the communicator out anyway (its next operation reports that, and
+        # it can be shrunk); raising here would lose the only handle to it.
+        if exc.Get_error_class() not in _FAILURE_CLASSES:
+            raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
 
 
 def _convert(op: str, result: Any, raw: MPI.Comm | None = None) -> Any:

@@ -6,8 +6,8 @@ N is the total number of processes, S of them spares (default 0; N - S are activ
 ``mpirun --with-ft ulfm --mca btl ^ofi -n N`` (plus ``--oversubscribe`` when N exceeds the cores
 here and no host list is given, and ``--allow-run-as-root`` as root), passes ``DPMPI_SPARES``
 to the ranks, puts dpmpi's exit guard into every Python rank, and returns the job's exit code:
-0 when every rank completed or the ranks that completed repaired around the ones that failed,
-otherwise the status of a failed rank. (mpirun's own exit code is 0 with --with-ft ulfm even
+0 when every rank completed or the ranks that completed repaired around the ones that failed
+(dpmpi's Shrink records that), otherwise the status of a failed rank. (mpirun's own exit code is 0 with --with-ft ulfm even
 when every rank was killed, so dpmpi-run computes it from the ranks' status records.)
 
 The mpirun used is ``$DPMPI_MPIRUN`` if set, else the one installed beside this Python (the
@@ -173,12 +173,13 @@ def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int) -> tuple[int
     first_status = next((failed[r]["status"] for r in failed_ranks if r in failed), 1) or 1
     if not completed:
         return first_status, "; ".join(why(r) for r in failed_ranks) + "; no rank completed"
-    # When no dpmpi repair was recorded the program repaired without dpmpi's calls (raw
-    # mpi4py) or did not need the lost ranks: the ranks that completed are the judges.
-    unrecovered = [r for r in failed_ranks if r not in recovered] if recovered else []
+    # Only a repair recorded by a rank that completed (dpmpi's Shrink) makes a failure
+    # recovered; a rank that completed without one may simply not have needed the lost rank's
+    # work, and its result is incomplete.
+    unrecovered = [r for r in failed_ranks if r not in recovered]
     if unrecovered:
         status = next((failed[r]["status"] for r in unrecovered if r in failed), 1) or 1
-        return status, "; ".join(why(r) for r in unrecovered) + "; the other ranks completed without repairing around it"
+        return status, "; ".join(why(r) for r in unrecovered) + "; no rank that completed repaired around it"
     return 0, "; ".join(why(r) for r in failed_ranks) + f"; the other {len(completed)} rank(s) recovered and completed"
 
 

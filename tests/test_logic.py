@@ -142,7 +142,7 @@ def bad(rank, status=1, cause="x"):
         ({0: ok(0, [1]), 2: bad(2, 5)}, 0, 5),  # rank 2's failure was not repaired around
         ({0: bad(0, 1), 1: bad(1, 1), 2: bad(2, 3)}, 0, 1),  # nobody completed
         ({0: bad(0, 2), 1: bad(1, 2)}, 0, 2),
-        ({0: ok(0), 1: ok(1), 2: bad(2, 4)}, 0, 0),  # no dpmpi repair recorded: completed ranks judge
+        ({0: ok(0), 1: ok(1), 2: bad(2, 4)}, 0, 4),  # completed without repairing: rank 2's work is lost
     ],
 )
 def test_job_exit_code(records, mpirun_rc, expected):

@@ -69,4 +69,5 @@ for i in range(args.iters):
         break
 else:
     log("no-failure", iterations=args.iters)
+dpmpi.faults.point("finish")
 log("finished")
