@@ -53,6 +53,8 @@ static struct {
     fn_iagree iagree;
     fn_test test;
     fn_comm failure_ack;
+    void *adopted_request; /* a pending exit agreement posted from Python (spares) */
+    int agreed;            /* the exit agreement is already done */
 } g = {.rank = -1, .cause = "null", .lock = PTHREAD_MUTEX_INITIALIZER, .finalize_timeout = 10.0};
 
 static void write_all(int fd, const char *buf, size_t len) {
@@ -121,11 +123,14 @@ static void *finalize_watchdog(void *arg) {
  * agree again), polled with short sleeps so a rank that finishes early does not spin a core. */
 static void end_mpi(void) {
     static int flag;
-    for (int attempt = 0; g.world && g.iagree && attempt < 1000; attempt++) {
+    for (int attempt = 0; !g.agreed && g.world && g.iagree && attempt < 1000; attempt++) {
         void *req = NULL;
-        int done = 0, rc;
+        int done = 0, rc = 0;
         flag = 1;
-        rc = g.iagree(g.world, &flag, &req);
+        if (attempt == 0 && g.adopted_request) /* the agreement this process posted earlier */
+            req = g.adopted_request;
+        else
+            rc = g.iagree(g.world, &flag, &req);
         while (rc == 0 && !done) {
             rc = g.test(&req, &done, NULL);
             if (rc == 0 && !done) sleep_seconds(0.0005);
@@ -149,6 +154,14 @@ static void on_exit_handler(int status, void *arg) {
         return;
     }
     if (g.owns_finalize && mpi_active()) end_mpi();
+}
+
+void dpmpi_exit_adopt_agree(void *request) { g.adopted_request = request; }
+
+void dpmpi_exit_after_agree(int status) {
+    g.agreed = 1;
+    fflush(NULL);
+    exit(status);
 }
 
 int dpmpi_exit_register(void) {

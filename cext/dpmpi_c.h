@@ -13,6 +13,12 @@ int dpmpi_exit_set_mpi(const char *libmpi_path, void *world, int owns_finalize, 
 void dpmpi_exit_set_record(int enabled, int world_rank);
 void dpmpi_exit_set_cause(const char *cause);
 void dpmpi_exit_add_recovered(int world_rank);
+/* A spare's exit agreement was posted early (it is how an idle spare learns that the job ended):
+ * the exit handler waits for that request instead of starting a new agreement. */
+void dpmpi_exit_adopt_agree(void *request);
+/* The exit agreement already completed (an idle spare saw the job end): exit(status) now, with
+ * only MPI_Finalize (under its watchdog) left to do. */
+void dpmpi_exit_after_agree(int status);
 /* End this process now as a failure that peers notice: write the status record, flush, SIGKILL. */
 void dpmpi_write_record(int status);
 void dpmpi_die(int status);

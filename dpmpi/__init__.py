@@ -28,6 +28,14 @@ _guard.install()
 if TYPE_CHECKING:  # pragma: no cover
     from dpmpi import faults
     from dpmpi.comm import Comm, Request
+    from dpmpi.resilient import (
+        RepairEvent,
+        ResilientComm,
+        Role,
+        SparesDepletedError,
+        SparesDepletedWarning,
+        init,
+    )
     from dpmpi.errors import (
         DpmpiError,
         FaultToleranceUnavailableError,
@@ -42,6 +50,12 @@ _LAZY = {
     "ProcFailedError": "dpmpi.errors",
     "RevokedError": "dpmpi.errors",
     "FaultToleranceUnavailableError": "dpmpi.errors",
+    "init": "dpmpi.resilient",
+    "Role": "dpmpi.resilient",
+    "ResilientComm": "dpmpi.resilient",
+    "RepairEvent": "dpmpi.resilient",
+    "SparesDepletedWarning": "dpmpi.resilient",
+    "SparesDepletedError": "dpmpi.resilient",
 }
 
 __all__ = [
@@ -50,10 +64,16 @@ __all__ = [
     "DpmpiError",
     "FaultToleranceUnavailableError",
     "ProcFailedError",
+    "RepairEvent",
     "Request",
+    "ResilientComm",
     "RevokedError",
+    "Role",
+    "SparesDepletedError",
+    "SparesDepletedWarning",
     "__version__",
     "faults",
+    "init",
 ]
 
 

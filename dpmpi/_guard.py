@@ -116,6 +116,20 @@ def note_recovered(world_ranks: list[int]) -> None:
             _lib.lib.dpmpi_exit_add_recovered(int(r))
 
 
+def adopt_exit_agreement(request_handle: int) -> None:
+    """An exit agreement this process already posted (a spare's): the exit path finishes it."""
+    _lib.lib.dpmpi_exit_adopt_agree(_lib.ffi.cast("void *", request_handle))
+
+
+def exit_after_agreement(status: int) -> None:
+    """The exit agreement completed (a spare saw the job end): flush and exit now."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    _tell_c_about_mpi()
+    _lib.lib.dpmpi_exit_after_agree(status)
+
+
 def die(status: int, cause: str) -> None:
     """End this rank now as a failure the other ranks notice (SIGKILL after the status record)."""
     sys.stdout.flush() if sys.stdout else None

@@ -1,0 +1,518 @@
+"""Hot swap: spare ranks take a failed rank's place, so the program keeps its rank numbers.
+
+``dpmpi.init(spares=S)`` (collective over COMM_WORLD) makes the last S world ranks spares and
+returns the *active* communicator to the others. Each process has a fixed identity, its world
+rank ("wid"); each active process also has a *logical rank*, its rank in the active
+communicator. ``comm.Respawn()`` (collective over the surviving actives, and the idle spares,
+which join by themselves) rebuilds the active communicator with a spare in each failed
+logical rank's place.
+
+The protocol, run by every live process of the job:
+
+1. revoke the active communicator and the job-wide protocol communicator ("world"), so that
+   every active rank leaves what it was doing and every idle spare wakes up;
+2. shrink the protocol communicator (actives and spares; the dead drop out);
+3. allgather what each process knows (identity, the committed plan, derived-communicator
+   recipes) and compute the new plan, a pure function of that (``plan_repair``): failed
+   logical ranks are filled from the idle spares in order; when there are too few, the
+   ``on_depleted`` policy decides ("shrink": continue with fewer, renumbered ranks;
+   "abort": ``SparesDepletedError``);
+4. split the new active communicator (key = logical rank) and rebuild the derived ones;
+5. agree (the commit point). Any failure before the commit restarts at 1 with the newest
+   protocol communicator: a failure during repair (an active rank, an idle spare, or the spare
+   being swapped in) is simply one more dead process for the next attempt.
+
+An idle spare waits without spinning: it polls (with sleeps) a receive from itself on the
+protocol communicator, which only a revoke completes, and its exit agreement on COMM_WORLD,
+which completes when every active rank has ended; then it exits with status 0 without running
+user code.
+"""
+from __future__ import annotations
+
+import array
+import ctypes
+import enum
+import json
+import os
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from mpi4py import MPI
+
+from dpmpi import _guard
+from dpmpi.comm import Comm, _warm_up
+from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, from_mpi
+
+ENV_SPARES = "DPMPI_SPARES"
+ENV_ON_DEPLETED = "DPMPI_ON_DEPLETED"
+ENV_EVENTS = "DPMPI_EVENTS"
+ENV_SPARE_POLL = "DPMPI_SPARE_POLL"
+POLICIES = ("shrink", "abort")
+DEFAULT_POLICY = "shrink"
+_WAKE_TAG = 31_337
+_MAX_ATTEMPTS = 64
+
+
+class Role(enum.Enum):
+    INITIAL = "INITIAL"  # has not lived through a repair
+    SURVIVOR = "SURVIVOR"  # lived through at least one repair
+    RECOVERED = "RECOVERED"  # a spare that took a failed rank's place
+
+
+class SparesDepletedWarning(UserWarning):
+    """Not enough spares: the job continues with fewer ranks (policy "shrink")."""
+
+
+class SparesDepletedError(DpmpiError):
+    """Not enough spares and the policy is "abort"."""
+
+
+@dataclass
+class RepairEvent:
+    """One repair as seen by one process."""
+
+    epoch: int
+    rank: int  # logical rank after the repair (-1: this process stays a spare)
+    wid: int  # world rank of this process
+    role: str
+    failed: list[int]  # logical ranks (before the repair) that failed
+    filled: dict[int, str]  # failed logical rank -> "spare:<wid>" or "dropped"
+    size: int  # size of the active communicator after the repair
+    attempts: int
+    detected_at: float  # time.time() when this process saw the failure (or joined)
+    phases_ms: dict[str, float] = field(default_factory=dict)  # revoke, shrink, agree, reassign, rebuild
+    total_ms: float = 0.0
+    repaired_at: float = 0.0  # time.time() when this process held the usable new communicator
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Who holds which logical rank; the same on every process after each commit."""
+
+    epoch: int
+    actives: tuple[int, ...]  # actives[logical rank] = wid
+    spares: tuple[int, ...]  # idle spares' wids, in the order they will be used
+
+
+def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[int], dict[int, str], dict[int, int]]:
+    """The next plan when only the wids in ``alive`` live. Pure: every process computes the
+    same result from the same inputs.
+
+    Returns (new plan, failed logical ranks, how each was filled, old logical -> new logical
+    for the ranks that keep a place). Raises SparesDepletedError under policy "abort"."""
+    failed = [lr for lr, wid in enumerate(plan.actives) if wid not in alive]
+    spares = [wid for wid in plan.spares if wid in alive]
+    actives = list(plan.actives)
+    filled: dict[int, str] = {}
+    for lr in failed:
+        if spares:
+            wid = spares.pop(0)
+            actives[lr] = wid
+            filled[lr] = f"spare:{wid}"
+        else:
+            filled[lr] = "dropped"
+    dropped = [lr for lr in failed if filled[lr] == "dropped"]
+    if dropped and policy == "abort":
+        raise SparesDepletedError(
+            f"logical rank(s) {dropped} failed and no spare is left to replace them (policy 'abort'). "
+            f"Launch with more spares (dpmpi-run --spares S), or use on_depleted='shrink'.",
+            MPI.ERR_PROC_FAILED,
+            tuple(dropped),
+        )
+    kept = [(lr, wid) for lr, wid in enumerate(actives) if lr not in dropped]
+    renumber = {old: new for new, (old, _wid) in enumerate(kept)}
+    new_plan = Plan(plan.epoch + 1, tuple(wid for _lr, wid in kept), tuple(spares))
+    return new_plan, failed, filled, renumber
+
+
+# ---- derived communicators -------------------------------------------------------------------
+@dataclass
+class _Recipe:
+    """How a derived communicator was made, keyed by *logical* rank (rank in the active
+    communicator), so that it can be remade after a repair, on a replacement too."""
+
+    op: str  # "Split", "Dup" or "Create_group"
+    parent: int  # index of the parent recipe, -1 for the active communicator
+    args: dict[int, Any]  # Split: logical -> (color, key); Create_group: {-1: (logical members, tag)}
+
+    def renumbered(self, renumber: dict[int, int]) -> _Recipe:
+        if self.op == "Split":
+            args = {renumber[lr]: v for lr, v in self.args.items() if lr in renumber}
+        elif self.op == "Create_group":
+            members, tag = self.args[-1]
+            args = {-1: (tuple(renumber[m] for m in members if m in renumber), tag)}
+        else:
+            args = dict(self.args)
+        return _Recipe(self.op, self.parent, args)
+
+
+class _Tracked(Comm):
+    """A communicator whose derived communicators dpmpi tracks and rebuilds after repairs."""
+
+    _state: _State
+
+    def Split(self, color: int = 0, key: int = 0) -> Comm:
+        return self._state.derive("Split", self, (color, key))
+
+    def Dup(self) -> Comm:
+        return self._state.derive("Dup", self, ())
+
+    def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
+        return self._state.derive("Create_group", self, (group, tag))
+
+
+class _Derived(_Tracked):
+    """A communicator derived from the active one; rebuilt in place after each repair."""
+
+    def __init__(self, raw: MPI.Comm, index: int, state: _State) -> None:
+        super().__init__(raw)
+        self._index = index
+        self._state = state
+
+
+class ResilientComm(_Tracked):
+    """The active communicator returned by ``dpmpi.init``: repairable with ``Respawn()``."""
+
+    def __init__(self, raw: MPI.Intracomm, state: _State) -> None:
+        super().__init__(raw)
+        self._state = state
+
+    @property
+    def role(self) -> Role:
+        return self._state.role
+
+    @property
+    def epoch(self) -> int:
+        """How many repairs this job went through (the same on every active rank)."""
+        return self._state.plan.epoch
+
+    @property
+    def history(self) -> list[RepairEvent]:
+        """The repairs this process took part in."""
+        return list(self._state.history)
+
+    def on_repair(self, callback: Callable[[RepairEvent], None]) -> None:
+        """Call ``callback(event)`` on this process after each repair it takes part in."""
+        if not callable(callback):
+            raise TypeError(f"on_repair() takes a callable(event), got {type(callback).__name__}")
+        self._state.callbacks.append(callback)
+
+    def Respawn(self) -> ResilientComm:
+        """Repair after a ProcFailedError/RevokedError: a spare takes each failed rank's place.
+
+        Collective over the surviving active ranks (idle spares join by themselves). Returns
+        this communicator, rebuilt in place: same rank numbers and size, unless spares ran out
+        under policy "shrink". Derived communicators (Split, Dup, Create_group) are rebuilt in
+        place too."""
+        self._state.repair(time.time())
+        return self
+
+
+
+class _State:
+    """Everything one process knows about the job's composition."""
+
+    def __init__(self, world: MPI.Intracomm, plan: Plan, policy: str, poll: float) -> None:
+        self.world = world  # protocol communicator: every live process (actives and spares)
+        self.plan = plan
+        self.policy = policy
+        self.poll = poll
+        self.wid = MPI.COMM_WORLD.Get_rank()
+        self.role = Role.INITIAL
+        self.history: list[RepairEvent] = []
+        self.callbacks: list[Callable[[RepairEvent], None]] = []
+        self.recipes: list[_Recipe] = []
+        self.derived: list[_Derived | None] = []
+        self.replay: list[_Derived] = []  # prebuilt for a replacement, served in creation order
+        self.active: ResilientComm | None = None
+        self.graveyard: list[MPI.Comm] = []  # revoked communicators, never freed (see README)
+        self.exit_flag = array.array("i", [1])
+        self.exit_req: MPI.Request | None = None
+
+    # -- identities --
+    def logical(self) -> int:
+        try:
+            return self.plan.actives.index(self.wid)
+        except ValueError:
+            return -1
+
+    # -- derived communicators --
+    def derive(self, op: str, parent: Comm, args: tuple) -> Any:
+        if self.replay:  # a replacement catching up: the survivors made this one already
+            return self.replay.pop(0)
+        parent_index = -1 if isinstance(parent, ResilientComm) else parent._index
+        praw, me = parent.mpi, self.logical()
+        if op == "Split":
+            color, key = args
+            if color != MPI.UNDEFINED and (isinstance(color, bool) or not isinstance(color, int) or color < 0):
+                raise ValueError(f"Split color must be an int >= 0 or MPI.UNDEFINED, got {color!r}")
+            if isinstance(key, bool) or not isinstance(key, int):
+                raise TypeError(f"Split key must be an int, got {key!r}")
+            try:
+                table = praw.allgather((me, color, key))
+            except MPI.Exception as exc:
+                raise from_mpi(exc, praw, "Split") from exc
+            recipe = _Recipe(op, parent_index, {lr: (c, k) for lr, c, k in table})
+        elif op == "Dup":
+            recipe = _Recipe(op, parent_index, {})
+        else:
+            group, tag = args
+            if not isinstance(group, MPI.Group):
+                raise TypeError(f"Create_group takes an MPI.Group, got {type(group).__name__}")
+            agroup = self.active.mpi.Get_group()
+            members = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), agroup)
+            agroup.Free()
+            recipe = _Recipe(op, parent_index, {-1: (tuple(members), tag)})
+        made = self._make(recipe, praw)
+        self.recipes.append(recipe)
+        result = MPI.COMM_NULL if made is None else _Derived(made, len(self.recipes) - 1, self)
+        self.derived.append(result)
+        return result
+
+    def _make(self, recipe: _Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | None:
+        me = self.logical()
+        try:
+            if recipe.op == "Split":
+                color, key = recipe.args[me]
+                raw = praw.Split(color, key)
+            elif recipe.op == "Dup":
+                raw = praw.Dup()
+            else:
+                members, tag = recipe.args[-1]
+                if me not in members:
+                    return None
+                agroup, pgroup = self.active.mpi.Get_group(), praw.Get_group()
+                local = MPI.Group.Translate_ranks(agroup, list(members), pgroup)
+                g = pgroup.Incl(local)
+                raw = praw.Create_group(g, tag)
+                for x in (g, agroup, pgroup):
+                    x.Free()
+        except MPI.Exception as exc:
+            raise from_mpi(exc, praw, recipe.op) from exc
+        if raw == MPI.COMM_NULL:
+            return None
+        _warm_up(raw, recipe.op)
+        return raw
+
+    def _rebuild_derived(self, recipes: list[_Recipe], renumber: dict[int, int], fresh: bool) -> None:
+        """Remake every derived communicator on the new active one (same colours and keys).
+        On a replacement (``fresh``) they wait in ``replay`` for the program to ask for them."""
+        self.recipes = [r.renumbered(renumber) for r in recipes]
+        made: list[MPI.Comm | None] = []
+        for recipe in self.recipes:
+            praw = self.active.mpi if recipe.parent < 0 else made[recipe.parent]
+            made.append(None if praw is None else self._make(recipe, praw))
+        if fresh:
+            self.derived = [MPI.COMM_NULL if raw is None else _Derived(raw, i, self) for i, raw in enumerate(made)]
+            self.replay = list(self.derived)
+            return
+        for i, (old, raw) in enumerate(zip(self.derived, made)):
+            if isinstance(old, _Derived):  # rebuilt in place: the program's handles stay valid
+                self.graveyard.append(old.mpi)
+                old.__dict__.clear()  # drops the cached bound methods of the old communicator
+                old.__dict__.update(_comm=MPI.COMM_NULL if raw is None else raw, _index=i, _state=self)
+
+    # -- the spare's wait --
+    def post_exit_agreement(self) -> None:
+        self.exit_req = MPI.COMM_WORLD.Iagree(self.exit_flag)
+        # The request must outlive the interpreter: dpmpi's C exit handler finishes it.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.exit_req))
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.exit_flag))
+        _guard.adopt_exit_agreement(MPI._handleof(self.exit_req))
+
+    def wait_as_spare(self) -> bool:
+        """Block (without spinning) until called in (True) or until the job ends (exits)."""
+        wake_buf = bytearray(1)
+        wake = self.world.Irecv(wake_buf, source=self.world.Get_rank(), tag=_WAKE_TAG)
+        while True:
+            try:
+                if self.exit_req.Test():
+                    _guard.exit_after_agreement(0)  # every active rank ended: nothing to do
+            except MPI.Exception:
+                MPI.COMM_WORLD.Ack_failed()  # a process died; agree again (as the exit path does)
+                self.post_exit_agreement()
+            try:
+                if wake.Test():
+                    raise RuntimeError("dpmpi: unexpected message to an idle spare")
+            except MPI.Exception as exc:
+                if exc.Get_error_class() != MPI.ERR_REVOKED:
+                    raise
+                self.repair(time.time())
+                if self.logical() >= 0:
+                    return True
+                wake = self.world.Irecv(wake_buf, source=self.world.Get_rank(), tag=_WAKE_TAG)
+            time.sleep(self.poll)
+
+    # -- the repair --
+    def repair(self, detected_at: float) -> None:
+        was_active = self.logical() >= 0
+        t0 = time.perf_counter()
+        phases = {"revoke": 0.0, "shrink": 0.0, "agree": 0.0, "reassign": 0.0, "rebuild": 0.0}
+        old_plan = self.plan
+        for attempt in range(1, _MAX_ATTEMPTS + 1):
+            t = time.perf_counter()
+            if self.active is not None and was_active:
+                _revoke(self.active.mpi)
+            _revoke(self.world)
+            phases["revoke"] += time.perf_counter() - t
+            try:
+                t = time.perf_counter()
+                new_world = self.world.Shrink()
+                _warm_up(new_world, "Shrink")
+                phases["shrink"] += time.perf_counter() - t
+                self.graveyard.append(self.world)
+                self.world = new_world
+                t = time.perf_counter()
+                mine = (self.wid, self.plan, self.recipes if was_active else None)
+                infos = new_world.allgather(mine)
+                alive = {wid for wid, _p, _r in infos}
+                base = max((p for _w, p, _r in infos), key=lambda p: p.epoch)
+                recipes = next((r for _w, _p, r in infos if r is not None), [])
+                new_plan, failed, filled, renumber = plan_repair(base, alive, self.policy)
+                phases["reassign"] += time.perf_counter() - t
+                t = time.perf_counter()
+                me = new_plan.actives.index(self.wid) if self.wid in new_plan.actives else -1
+                raw = new_world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
+                if raw != MPI.COMM_NULL:
+                    _warm_up(raw, "Split")
+                phases["rebuild"] += time.perf_counter() - t
+                t = time.perf_counter()
+                ok = new_world.Agree(1)  # the commit point
+                phases["agree"] += time.perf_counter() - t
+                if ok != 1:
+                    continue
+            except SparesDepletedError:
+                raise
+            except MPI.Exception as exc:
+                if exc.Get_error_class() in (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED, MPI.ERR_OTHER):
+                    continue  # another failure during the repair: start again
+                raise from_mpi(exc, self.world, "Respawn") from exc
+            except (ProcFailedError, RevokedError):
+                continue
+            break
+        else:
+            raise ProcFailedError(f"Respawn did not converge in {_MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
+        _guard.note_recovered([wid for wid in old_plan.actives + old_plan.spares if wid not in alive])
+        self.plan = new_plan
+        t = time.perf_counter()
+        if me >= 0:
+            if self.active is None:
+                self.active = ResilientComm(raw, self)
+            else:
+                self.graveyard.append(self.active.mpi)
+                self.active.__dict__.clear()
+                self.active.__dict__.update(_comm=raw, _state=self)
+            self._rebuild_derived(self.recipes if was_active else recipes, renumber, fresh=not was_active)
+            self.role = Role.SURVIVOR if was_active else Role.RECOVERED
+        phases["rebuild"] += time.perf_counter() - t
+        dropped = [lr for lr, how in filled.items() if how == "dropped"]
+        event = RepairEvent(
+            epoch=new_plan.epoch, rank=me, wid=self.wid, role=self.role.value if me >= 0 else "SPARE",
+            failed=failed, filled=filled, size=len(new_plan.actives), attempts=attempt, detected_at=detected_at,
+            phases_ms={k: round(1e3 * v, 3) for k, v in phases.items()},
+            total_ms=round(1e3 * (time.perf_counter() - t0), 3), repaired_at=time.time(),
+        )
+        self.history.append(event)
+        _log_event(event)
+        if dropped and me >= 0:
+            warnings.warn(
+                f"dpmpi: no spare left for logical rank(s) {dropped}; continuing with {event.size} ranks "
+                f"(renumbered; policy 'shrink')", SparesDepletedWarning, stacklevel=3)
+        if me >= 0:
+            for cb in list(self.callbacks):
+                cb(event)
+
+
+def _revoke(comm: MPI.Comm) -> None:
+    try:
+        comm.Revoke()
+    except MPI.Exception:
+        pass  # already revoked, or unusable: the shrink that follows decides
+
+
+def _log_event(event: RepairEvent) -> None:
+    path = os.environ.get(ENV_EVENTS)
+    if not path:
+        return
+    line = (event.to_json() + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)  # one write of a short line with O_APPEND: lines do not interleave
+    finally:
+        os.close(fd)
+
+
+_STATE: _State | None = None
+
+
+def _spares_from(value: int | None, size: int) -> int:
+    if value is None:
+        raw = os.environ.get(ENV_SPARES, "0") or "0"
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{ENV_SPARES}={raw!r} is not an int; set it to the number of spare ranks") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"spares must be an int, got {type(value).__name__}")
+    if value < 0 or value >= size:
+        raise ValueError(f"spares={value} with {size} processes: need 0 <= spares < {size} (at least one active rank)")
+    return value
+
+
+def _policy_from(value: str | None) -> str:
+    value = value if value is not None else os.environ.get(ENV_ON_DEPLETED, DEFAULT_POLICY)
+    if value == "respawn":
+        raise ValueError("on_depleted='respawn' is not available in this version; use 'shrink' or 'abort'")
+    if value not in POLICIES:
+        raise ValueError(f"on_depleted must be one of {POLICIES}, got {value!r}")
+    return value
+
+
+def init(spares: int | None = None, on_depleted: str | None = None) -> ResilientComm:
+    """Split COMM_WORLD into active ranks and spares; return the active communicator.
+
+    Collective over COMM_WORLD. The last ``spares`` world ranks (default: ``DPMPI_SPARES``, set
+    by ``dpmpi-run --spares``, else 0) become spares: on them this call returns only when the
+    spare takes a failed rank's place (``comm.role is Role.RECOVERED``), or never (the process
+    exits with status 0 when the job ends). ``on_depleted`` ("shrink", the default, or "abort";
+    also ``DPMPI_ON_DEPLETED``) says what a repair does when spares run out."""
+    global _STATE
+    if _STATE is not None:
+        raise RuntimeError("dpmpi.init() was already called in this process; use the communicator it returned")
+    size = MPI.COMM_WORLD.Get_size()
+    n_spares = _spares_from(spares, size)
+    policy = _policy_from(on_depleted)
+    poll_raw = os.environ.get(ENV_SPARE_POLL, "0.005")
+    try:
+        poll = float(poll_raw)
+    except ValueError:
+        raise ValueError(f"{ENV_SPARE_POLL}={poll_raw!r} is not a number of seconds") from None
+    Comm(MPI.COMM_WORLD)  # checks that the job is fault tolerant
+    try:
+        world = MPI.COMM_WORLD.Dup()
+    except MPI.Exception as exc:
+        raise from_mpi(exc, MPI.COMM_WORLD, "init") from exc
+    _warm_up(world, "init")
+    n_active = size - n_spares
+    plan = Plan(0, tuple(range(n_active)), tuple(range(n_active, size)))
+    state = _State(world, plan, policy, poll)
+    _STATE = state
+    me = state.logical()
+    try:
+        raw = world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
+    except MPI.Exception as exc:
+        raise from_mpi(exc, world, "init") from exc
+    if me >= 0:
+        _warm_up(raw, "init")
+        state.active = ResilientComm(raw, state)
+        return state.active
+    state.post_exit_agreement()
+    state.wait_as_spare()
+    assert state.active is not None
+    return state.active

@@ -1,0 +1,57 @@
+"""Hot-swap test program: active ranks loop an Allreduce of rank-dependent values; on a failure
+they call Respawn(); a spare takes the dead rank's place. One JSON line per event on stdout."""
+import argparse
+import array
+import json
+import time
+
+import dpmpi
+from dpmpi import Role
+from mpi4py import MPI
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--iters", type=int, default=200)
+parser.add_argument("--split", action="store_true", help="also Allreduce on a communicator split by parity")
+args = parser.parse_args()
+
+comm = dpmpi.init()
+wid = MPI.COMM_WORLD.Get_rank()
+
+
+def log(event, **fields):
+    print(json.dumps({"event": event, "wid": wid, "rank": comm.Get_rank(), "time": time.time(), **fields}), flush=True)
+
+
+log("active", role=comm.role.value, size=comm.Get_size(), epoch=comm.epoch)
+half = comm.Split(comm.Get_rank() % 2, comm.Get_rank()) if args.split else None
+i = 0
+sums = []
+while True:
+    try:
+        if comm.role is Role.RECOVERED and not sums:
+            pass
+        # where to (re)start: survivors can be one iteration apart; a replacement knows nothing
+        i = comm.allreduce(i if comm.role is not Role.RECOVERED or sums else args.iters, op=MPI.MIN)
+        while i < args.iters:
+            dpmpi.faults.point("iteration")
+            mine = array.array("d", [float((comm.Get_rank() + 1) * (i + 1))])
+            total = array.array("d", [0.0])
+            comm.Allreduce(mine, total)
+            n = comm.Get_size()
+            if total[0] != (i + 1) * n * (n + 1) / 2:
+                log("wrong-sum", iteration=i, got=total[0])
+            if half is not None:
+                h = half.allreduce(comm.Get_rank())
+                want = sum(r for r in range(n) if r % 2 == comm.Get_rank() % 2)
+                if h != want:
+                    log("wrong-split", iteration=i, got=h, want=want)
+            sums.append(total[0])
+            i += 1
+        break
+    except (dpmpi.ProcFailedError, dpmpi.RevokedError) as exc:
+        log("caught", iteration=i, error=type(exc).__name__)
+        comm.Respawn()
+        ev = comm.history[-1]
+        log("respawned", role=comm.role.value, size=comm.Get_size(), epoch=comm.epoch, failed=ev.failed,
+            filled=ev.filled, total_ms=ev.total_ms, attempts=ev.attempts)
+log("done", role=comm.role.value, size=comm.Get_size(), epoch=comm.epoch, iterations=i, last_sum=sums[-1] if sums else None)
