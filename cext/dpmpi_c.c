@@ -43,6 +43,8 @@ static struct {
     char cause[512]; /* already JSON-encoded by the caller */
     int *recovered;
     size_t n_recovered, cap_recovered;
+    int idle_spares[1024]; /* idle spares in the newest plan: their death loses no work */
+    int n_idle_spares;
     pthread_mutex_t lock;
     /* MPI */
     void *world;
@@ -95,6 +97,9 @@ static void write_record(int status) {
     for (size_t i = 0; i < g.n_recovered && n < (int)sizeof buf - 32; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, i ? ", %d" : "%d", g.recovered[i]);
     pthread_mutex_unlock(&g.lock);
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "], \"idle_spares\": [");
+    for (int i = 0; i < g.n_idle_spares && n < (int)sizeof buf - 32; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, i ? ", %d" : "%d", g.idle_spares[i]);
     n += snprintf(buf + n, sizeof buf - (size_t)n, "]}\n");
     fflush(NULL);
     write_all(2, buf, (size_t)n);
@@ -196,6 +201,14 @@ void dpmpi_exit_set_record(int enabled, int world_rank) {
 
 void dpmpi_exit_set_cause(const char *cause) {
     snprintf(g.cause, sizeof g.cause, "%s", cause);
+}
+
+void dpmpi_exit_set_idle_spares(const int *world_ranks, int n) {
+    pthread_mutex_lock(&g.lock);
+    g.n_idle_spares = 0;
+    for (int i = 0; i < n && i < (int)(sizeof g.idle_spares / sizeof g.idle_spares[0]); i++)
+        g.idle_spares[g.n_idle_spares++] = world_ranks[i];
+    pthread_mutex_unlock(&g.lock);
 }
 
 void dpmpi_exit_add_recovered(int world_rank) {

@@ -13,6 +13,7 @@ int dpmpi_exit_set_mpi(const char *libmpi_path, void *world, int owns_finalize, 
 void dpmpi_exit_set_record(int enabled, int world_rank);
 void dpmpi_exit_set_cause(const char *cause);
 void dpmpi_exit_add_recovered(int world_rank);
+void dpmpi_exit_set_idle_spares(const int *world_ranks, int n);
 /* A spare's exit agreement was posted early (it is how an idle spare learns that the job ended):
  * the exit handler waits for that request instead of starting a new agreement. */
 void dpmpi_exit_adopt_agree(void *request);

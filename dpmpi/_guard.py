@@ -130,6 +130,12 @@ def exit_after_agreement(status: int) -> None:
     _lib.lib.dpmpi_exit_after_agree(status)
 
 
+def set_idle_spares(world_ranks: list[int]) -> None:
+    """The idle spares of the newest plan: if one dies, no work is lost (for the exit code)."""
+    if _lib is not None:
+        _lib.lib.dpmpi_exit_set_idle_spares(_lib.ffi.new("int[]", list(world_ranks) or [0]), len(world_ranks))
+
+
 def die(status: int, cause: str) -> None:
     """End this rank now as a failure the other ranks notice (SIGKILL after the status record)."""
     sys.stdout.flush() if sys.stdout else None

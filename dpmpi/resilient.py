@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import _guard
+from dpmpi import _guard, faults
 from dpmpi.comm import Comm, _warm_up
 from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, from_mpi
 
@@ -328,12 +328,17 @@ class _State:
 
     def wait_as_spare(self) -> bool:
         """Block (without spinning) until called in (True) or until the job ends (exits)."""
+        faults.point("spare")  # lets tests kill an idle spare
         wake_buf = bytearray(1)
         wake = self.world.Irecv(wake_buf, source=self.world.Get_rank(), tag=_WAKE_TAG)
+        wall0, cpu0 = time.perf_counter(), time.process_time()
         while True:
             try:
-                if self.exit_req.Test():
-                    _guard.exit_after_agreement(0)  # every active rank ended: nothing to do
+                if self.exit_req.Test():  # every active rank ended: nothing to do
+                    wall = time.perf_counter() - wall0
+                    _log_line({"event": "spare-exit", "wid": self.wid, "idle_s": round(wall, 3),
+                               "cpu_fraction": round((time.process_time() - cpu0) / wall, 4) if wall > 0 else 0.0})
+                    _guard.exit_after_agreement(0)
             except MPI.Exception:
                 MPI.COMM_WORLD.Ack_failed()  # a process died; agree again (as the exit path does)
                 self.post_exit_agreement()
@@ -361,6 +366,7 @@ class _State:
                 _revoke(self.active.mpi)
             _revoke(self.world)
             phases["revoke"] += time.perf_counter() - t
+            faults.point("repair")  # lets tests fail a process in the middle of a repair
             try:
                 t = time.perf_counter()
                 new_world = self.world.Shrink()
@@ -400,6 +406,7 @@ class _State:
             raise ProcFailedError(f"Respawn did not converge in {_MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
         _guard.note_recovered([wid for wid in old_plan.actives + old_plan.spares if wid not in alive])
         self.plan = new_plan
+        _guard.set_idle_spares(list(new_plan.spares))
         t = time.perf_counter()
         if me >= 0:
             if self.active is None:
@@ -437,10 +444,14 @@ def _revoke(comm: MPI.Comm) -> None:
 
 
 def _log_event(event: RepairEvent) -> None:
+    _log_line({"event": "repair", **asdict(event)})
+
+
+def _log_line(record: dict) -> None:
     path = os.environ.get(ENV_EVENTS)
     if not path:
         return
-    line = (event.to_json() + "\n").encode()
+    line = (json.dumps(record) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, line)  # one write of a short line with O_APPEND: lines do not interleave
@@ -503,6 +514,7 @@ def init(spares: int | None = None, on_depleted: str | None = None) -> Resilient
     plan = Plan(0, tuple(range(n_active)), tuple(range(n_active, size)))
     state = _State(world, plan, policy, poll)
     _STATE = state
+    _guard.set_idle_spares(list(plan.spares))
     me = state.logical()
     try:
         raw = world.Split(0 if me >= 0 else MPI.UNDEFINED, me)

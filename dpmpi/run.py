@@ -162,6 +162,8 @@ def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int) -> tuple[int
     recovered: set[int] = set()
     for r in completed:
         recovered.update(records[r].get("recovered", []))
+        # a spare that died while idle held no work: nothing to recover
+        recovered.update(records[r].get("idle_spares", []))
 
     def why(r: int) -> str:
         rec = failed.get(r)

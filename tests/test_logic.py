@@ -143,8 +143,39 @@ def bad(rank, status=1, cause="x"):
         ({0: bad(0, 1), 1: bad(1, 1), 2: bad(2, 3)}, 0, 1),  # nobody completed
         ({0: bad(0, 2), 1: bad(1, 2)}, 0, 2),
         ({0: ok(0), 1: ok(1), 2: bad(2, 4)}, 0, 4),  # completed without repairing: rank 2's work is lost
+        ({0: ok(0), 1: dict(ok(1), idle_spares=[2])}, 0, 0),  # rank 2 died as an idle spare: nothing lost
     ],
 )
 def test_job_exit_code(records, mpirun_rc, expected):
     n = 3 if any(r == 2 for r in records) or len(records) != 2 else 2
     assert run.job_exit_code(n, records, mpirun_rc)[0] == expected
+
+
+# ---- hot-swap planning (pure) ------------------------------------------------------------------
+def _plan():
+    from dpmpi.resilient import Plan
+
+    return Plan(0, (0, 1, 2, 3), (4, 5))
+
+
+def test_plan_fills_failed_ranks_from_spares_in_order():
+    from dpmpi.resilient import plan_repair
+
+    new, failed, filled, renumber = plan_repair(_plan(), {0, 2, 3, 4, 5}, "shrink")
+    assert (new.epoch, new.actives, new.spares) == (1, (0, 4, 2, 3), (5,))
+    assert failed == [1] and filled == {1: "spare:4"} and renumber == {0: 0, 1: 1, 2: 2, 3: 3}
+
+
+def test_plan_skips_dead_spares_and_shrinks_when_they_run_out():
+    from dpmpi.resilient import plan_repair
+
+    new, failed, filled, renumber = plan_repair(_plan(), {0, 3, 5}, "shrink")
+    assert new.actives == (0, 5, 3) and new.spares == ()
+    assert filled == {1: "spare:5", 2: "dropped"} and renumber == {0: 0, 1: 1, 3: 2}
+
+
+def test_plan_abort_policy_raises():
+    from dpmpi.resilient import SparesDepletedError, plan_repair
+
+    with pytest.raises(SparesDepletedError, match=r"logical rank\(s\) \[2\]"):
+        plan_repair(_plan(), {0, 3, 4}, "abort")  # rank 1 gets spare 4, rank 2 has none

@@ -1,0 +1,90 @@
+"""Hot swap: spares take failed ranks' places (dpmpi.init + Respawn). Each test is a dpmpi-run
+job with a hard timeout, judged from the ranks' JSON lines and the job's exit code."""
+import pytest
+
+ITERS = 200
+# the program's sums: sum over ranks r of (r + 1) * (i + 1), at the last iteration i = ITERS - 1
+LAST = lambda n: ITERS * n * (n + 1) / 2  # noqa: E731
+
+
+def check(job, n_active, replaced=None, wids=None):
+    """Every logical rank 0..n_active-1 completed all iterations with correct sums."""
+    assert job.returncode == 0, f"exit code {job.returncode}\n{job.stdout}\n{job.stderr}"
+    done = {e["rank"]: e for e in job.events if e["event"] == "done"}
+    assert sorted(done) == list(range(n_active)), job.stdout + job.stderr
+    for e in done.values():
+        assert (e["iterations"], e["size"], e["last_sum"]) == (ITERS, n_active, LAST(n_active))
+    assert not [e for e in job.events if e["event"].startswith("wrong")], job.stdout
+    for rank, wid in (replaced or {}).items():
+        assert (done[rank]["wid"], done[rank]["role"]) == (wid, "RECOVERED")
+    for rank, e in done.items():
+        if rank not in (replaced or {}):  # a survivor keeps its place (renumbered after a shrink)
+            assert e["role"] in ("SURVIVOR", "INITIAL") and e["wid"] == (wids[rank] if wids else rank)
+    return done
+
+
+@pytest.mark.parametrize("victim", [0, 1, 3])
+def test_spare_takes_the_failed_rank(dpmpi_run, victim):
+    job = dpmpi_run(5, "hotswap.py", "--split", launcher_args=["--spares", "1"], faults=f"{victim}:iteration@51:KILL")
+    done = check(job, 4, replaced={victim: 4})
+    assert all(e["epoch"] == 1 for e in done.values())
+    respawned = [e for e in job.events if e["event"] == "respawned"]
+    assert len(respawned) == 3 and all(e["failed"] == [victim] and e["filled"] == {str(victim): "spare:4"} for e in respawned)
+
+
+def test_two_ranks_die_together_two_spares(dpmpi_run):
+    job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
+                    faults="1:iteration@51:KILL,2:iteration@51:KILL")
+    check(job, 4, replaced={1: 4, 2: 5})
+
+
+def test_second_failure_during_repair(dpmpi_run):
+    job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
+                    faults="2:iteration@51:KILL,3:repair@1:KILL")
+    check(job, 4, replaced={2: 4, 3: 5})
+
+
+def test_spare_being_swapped_in_dies_during_repair(dpmpi_run):
+    job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
+                    faults="2:iteration@51:KILL,4:repair@1:KILL")
+    check(job, 4, replaced={2: 5})
+
+
+def test_idle_spare_killed_before_it_is_needed(dpmpi_run):
+    job = dpmpi_run(5, "hotswap.py", launcher_args=["--spares", "1"], faults="4:spare@1:KILL")
+    done = check(job, 4)
+    assert all(e["role"] == "INITIAL" and e["epoch"] == 0 for e in done.values())
+    assert "rank 4 died" in job.stderr  # and yet exit code 0: an idle spare holds no work
+
+
+def test_idle_spare_killed_then_active_fails(dpmpi_run):
+    """The dead spare is skipped; the live one is used."""
+    job = dpmpi_run(6, "hotswap.py", launcher_args=["--spares", "2"], faults="4:spare@1:KILL,1:iteration@51:KILL")
+    check(job, 4, replaced={1: 5})
+
+
+def test_spares_exhausted_shrink(dpmpi_run):
+    job = dpmpi_run(5, "hotswap.py", launcher_args=["--spares", "1"], faults="1:iteration@51:KILL,2:iteration@51:KILL")
+    done = check(job, 3, replaced={1: 4}, wids={0: 0, 2: 3})  # rank 2 dropped, old rank 3 is now 2
+    assert all(e["epoch"] == 1 for e in done.values())
+    assert "SparesDepletedWarning" in job.stderr and "continuing with 3 ranks" in job.stderr
+
+
+def test_spares_exhausted_abort(dpmpi_run):
+    job = dpmpi_run(5, "hotswap.py", launcher_args=["--spares", "1"], env={"DPMPI_ON_DEPLETED": "abort"},
+                    faults="1:iteration@51:KILL,2:iteration@51:KILL")
+    assert job.returncode != 0
+    assert not [e for e in job.events if e["event"] == "done"]
+    assert "SparesDepletedError" in job.stderr and "--spares" in job.stderr
+
+
+def test_no_spares_shrinks_by_default(dpmpi_run):
+    job = dpmpi_run(4, "hotswap.py", faults="1:iteration@51:KILL")
+    check(job, 3, wids={0: 0, 1: 2, 2: 3})
+
+
+def test_fault_free_with_spares_ends_cleanly(dpmpi_run):
+    job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"])
+    done = check(job, 4)
+    assert all(e["role"] == "INITIAL" for e in done.values())
+    assert "dpmpi-run:" not in job.stderr  # nothing failed
