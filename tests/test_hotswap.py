@@ -1,5 +1,7 @@
 """Hot swap: spares take failed ranks' places (dpmpi.init + Respawn). Each test is a dpmpi-run
 job with a hard timeout, judged from the ranks' JSON lines and the job's exit code."""
+import json
+
 import pytest
 
 ITERS = 200
@@ -30,12 +32,23 @@ def test_spare_takes_the_failed_rank(dpmpi_run, victim):
     assert all(e["epoch"] == 1 for e in done.values())
     respawned = [e for e in job.events if e["event"] == "respawned"]
     assert len(respawned) == 3 and all(e["failed"] == [victim] and e["filled"] == {str(victim): "spare:4"} for e in respawned)
+    hooks = [e for e in job.events if e["event"] == "on-repair"]  # callbacks ran on each survivor
+    assert sorted(e["wid"] for e in hooks) == [r for r in range(4) if r != victim]
+    assert all(e["failed"] == [victim] and e["epoch"] == 1 and e["role"] == "SURVIVOR" for e in hooks)
 
 
-def test_two_ranks_die_together_two_spares(dpmpi_run):
+def test_two_ranks_die_together_two_spares(dpmpi_run, tmp_path):
+    log = tmp_path / "events.jsonl"
     job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
-                    faults="1:iteration@51:KILL,2:iteration@51:KILL")
+                    faults="1:iteration@51:KILL,2:iteration@51:KILL", env={"DPMPI_EVENTS": str(log)})
     check(job, 4, replaced={1: 4, 2: 5})
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    repairs = [r for r in records if r["event"] == "repair"]
+    assert sorted(r["wid"] for r in repairs) == [0, 3, 4, 5]  # one line per process of the new communicator
+    for r in repairs:
+        assert (r["epoch"], r["failed"], r["filled"], r["size"]) == (1, [1, 2], {"1": "spare:4", "2": "spare:5"}, 4)
+        assert set(r["phases_ms"]) == {"revoke", "shrink", "agree", "reassign", "rebuild"}
+        assert r["repaired_at"] >= r["detected_at"] and r["total_ms"] > 0
 
 
 def test_second_failure_during_repair(dpmpi_run):

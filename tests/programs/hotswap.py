@@ -23,13 +23,12 @@ def log(event, **fields):
 
 
 log("active", role=comm.role.value, size=comm.Get_size(), epoch=comm.epoch)
+comm.on_repair(lambda ev: log("on-repair", epoch=ev.epoch, failed=ev.failed, role=ev.role))
 half = comm.Split(comm.Get_rank() % 2, comm.Get_rank()) if args.split else None
 i = 0
 sums = []
 while True:
     try:
-        if comm.role is Role.RECOVERED and not sums:
-            pass
         # where to (re)start: survivors can be one iteration apart; a replacement knows nothing
         i = comm.allreduce(i if comm.role is not Role.RECOVERED or sums else args.iters, op=MPI.MIN)
         while i < args.iters:
