@@ -57,7 +57,7 @@ static struct {
     fn_comm failure_ack;
     void *adopted_request; /* a pending exit agreement posted from Python (spares) */
     int agreed;            /* the exit agreement is already done */
-} g = {.rank = -1, .cause = "null", .lock = PTHREAD_MUTEX_INITIALIZER, .finalize_timeout = 10.0};
+} g = {.rank = -1, .cause = "null", .lock = PTHREAD_MUTEX_INITIALIZER, .finalize_timeout = 2.0};
 
 static void write_all(int fd, const char *buf, size_t len) {
     while (len > 0) {

@@ -13,7 +13,8 @@ the others. The guard closes that gap:
   write a status record and end with SIGKILL, which the survivors notice in milliseconds;
 * ``os._exit(n)`` skips exit handlers, so it is wrapped to do the same;
 * status == 0: agree on COMM_WORLD (fault tolerant, without spinning) until every live rank is
-  done, then MPI_Finalize under a watchdog (``DPMPI_FINALIZE_TIMEOUT`` seconds, default 10).
+  done, then MPI_Finalize under a watchdog (``DPMPI_FINALIZE_TIMEOUT`` seconds, default
+  2 + 0.002 x the number of processes).
 
 The status records (one JSON line on stderr, only when ``DPMPI_STATUS=1``, which dpmpi-run sets)
 let dpmpi-run compute the job's exit code: mpirun's own is 0 with ``--with-ft ulfm`` even when
@@ -99,7 +100,9 @@ def _tell_c_about_mpi() -> bool:
     if path is None:
         return multi
     world = _lib.ffi.cast("void *", MPI._handleof(MPI.COMM_WORLD)) if multi else _lib.ffi.NULL
-    timeout = _env_float(ENV_FINALIZE_TIMEOUT, 10.0)
+    # Every live rank has passed the exit agreement before Finalize, so a hung Finalize (seen
+    # here after two ranks died together) holds nothing worth waiting long for.
+    timeout = _env_float(ENV_FINALIZE_TIMEOUT, 2.0 + 0.002 * MPI.COMM_WORLD.Get_size())
     _lib.lib.dpmpi_exit_set_mpi(path.encode(), world, int(_owns_finalize), timeout)
     return multi
 

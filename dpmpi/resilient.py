@@ -44,7 +44,7 @@ from mpi4py import MPI
 
 from dpmpi import _guard, faults
 from dpmpi.comm import Comm, _warm_up
-from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, from_mpi
+from dpmpi.errors import DpmpiError, ProcFailedError, from_mpi
 
 ENV_SPARES = "DPMPI_SPARES"
 ENV_ON_DEPLETED = "DPMPI_ON_DEPLETED"
@@ -53,6 +53,7 @@ ENV_SPARE_POLL = "DPMPI_SPARE_POLL"
 POLICIES = ("shrink", "abort")
 DEFAULT_POLICY = "shrink"
 _WAKE_TAG = 31_337
+_RETRY_CLASSES = (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED, MPI.ERR_OTHER)
 _MAX_ATTEMPTS = 64
 
 
@@ -231,7 +232,7 @@ class _State:
         self.derived: list[_Derived | None] = []
         self.replay: list[_Derived] = []  # prebuilt for a replacement, served in creation order
         self.active: ResilientComm | None = None
-        self.graveyard: list[MPI.Comm] = []  # revoked communicators, never freed (see README)
+        self.graveyard: list[MPI.Comm] = []  # replaced communicators, freed after the next commit
         self.exit_flag = array.array("i", [1])
         self.exit_req: MPI.Request | None = None
 
@@ -318,6 +319,12 @@ class _State:
                 old.__dict__.clear()  # drops the cached bound methods of the old communicator
                 old.__dict__.update(_comm=MPI.COMM_NULL if raw is None else raw, _index=i, _state=self)
 
+    def _bury(self) -> None:
+        """Free the communicators that the committed repair replaced."""
+        for comm in self.graveyard:
+            _free(comm)
+        self.graveyard.clear()
+
     # -- the spare's wait --
     def post_exit_agreement(self) -> None:
         self.exit_req = MPI.COMM_WORLD.Iagree(self.exit_flag)
@@ -395,12 +402,10 @@ class _State:
                     continue
             except SparesDepletedError:
                 raise
-            except MPI.Exception as exc:
-                if exc.Get_error_class() in (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED, MPI.ERR_OTHER):
+            except MPI.Exception as exc:  # dpmpi's errors are MPI.Exceptions too
+                if exc.Get_error_class() in _RETRY_CLASSES:
                     continue  # another failure during the repair: start again
                 raise from_mpi(exc, self.world, "Respawn") from exc
-            except (ProcFailedError, RevokedError):
-                continue
             break
         else:
             raise ProcFailedError(f"Respawn did not converge in {_MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
@@ -417,6 +422,7 @@ class _State:
                 self.active.__dict__.update(_comm=raw, _state=self)
             self._rebuild_derived(self.recipes if was_active else recipes, renumber, fresh=not was_active)
             self.role = Role.SURVIVOR if was_active else Role.RECOVERED
+        self._bury()
         phases["rebuild"] += time.perf_counter() - t
         dropped = [lr for lr, how in filled.items() if how == "dropped"]
         event = RepairEvent(
@@ -434,6 +440,14 @@ class _State:
         if me >= 0:
             for cb in list(self.callbacks):
                 cb(event)
+
+
+def _free(comm: MPI.Comm) -> None:
+    try:
+        if comm != MPI.COMM_NULL:
+            comm.Free()
+    except MPI.Exception:
+        pass  # a communicator that cannot be freed any more is only a small leak
 
 
 def _revoke(comm: MPI.Comm) -> None:
