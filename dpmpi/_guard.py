@@ -107,6 +107,15 @@ def _tell_c_about_mpi() -> bool:
     return multi
 
 
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # a closed or broken stream must not stop the exit path
+            pass
+
+
 def set_cause(cause: str) -> None:
     if _lib is not None:
         _lib.lib.dpmpi_exit_set_cause(json.dumps(cause[:400]).encode())
@@ -126,9 +135,7 @@ def adopt_exit_agreement(request_handle: int) -> None:
 
 def exit_after_agreement(status: int) -> None:
     """The exit agreement completed (a spare saw the job end): flush and exit now."""
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
+    _flush()
     _tell_c_about_mpi()
     _lib.lib.dpmpi_exit_after_agree(status)
 
@@ -141,8 +148,7 @@ def set_idle_spares(world_ranks: list[int]) -> None:
 
 def die(status: int, cause: str) -> None:
     """End this rank now as a failure the other ranks notice (SIGKILL after the status record)."""
-    sys.stdout.flush() if sys.stdout else None
-    sys.stderr.flush() if sys.stderr else None
+    _flush()
     set_cause(cause)
     _tell_c_about_mpi()
     _lib.lib.dpmpi_die(int(status) or 1)
@@ -174,12 +180,7 @@ def _excepthook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> N
 
 def _at_python_exit() -> None:
     """Runs first among dpmpi's exit steps, while Python is still alive."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except Exception:
-            pass
+    _flush()
     if _mpi() is None:
         return
     multi = _tell_c_about_mpi()

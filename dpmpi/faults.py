@@ -52,7 +52,7 @@ class Kind(enum.Enum):
     HANG = "HANG"
 
 
-KILL, TERM, SEGV, ABORT, EXIT, SYSEXIT, EXCEPTION, HANG = Kind  # noqa: E741 - re-exported names
+KILL, TERM, SEGV, ABORT, EXIT, SYSEXIT, EXCEPTION, HANG = Kind  # module-level names: faults.KILL, ...
 
 
 class InjectedFault(RuntimeError):
