@@ -99,11 +99,13 @@ def from_mpi(exc: MPI.Exception, comm: MPI.Comm | None, op: str = "") -> DpmpiEr
         known = f"failed ranks known here: {list(failed)}" if failed else "the failed ranks are not known here yet"
         msg = (
             f"a peer process failed{where}{size} ({name}={cls}; {known}). "
-            "Repair the communicator: comm.Revoke(), then comm.Shrink()."
+            "Repair the communicator: comm.Revoke(), then comm.Shrink() (or comm.Respawn() on a "
+            "communicator from dpmpi.init())."
         )
     elif kind is RevokedError:
         msg = (
             f"the communicator was revoked{where}{size} ({name}={cls}), usually because a peer "
-            "failed. Repair the communicator: comm.Shrink()."
+            "failed. Repair the communicator: comm.Shrink() (or comm.Respawn() on a communicator "
+            "from dpmpi.init())."
         )
     return kind(msg, exc.Get_error_code(), failed)
