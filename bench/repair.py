@@ -15,18 +15,18 @@ import json
 import os
 import pathlib
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from _jobs import run_job
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "programs" / "hotswap.py"
 
 
-def run_job(n_active: int, spares: int, faults: str, iters: int, timeout: float) -> tuple[int, list, list, str]:
+def one_job(n_active: int, spares: int, faults: str, iters: int, timeout: float) -> tuple[int, list, list, str]:
     with tempfile.TemporaryDirectory() as tmp:
         events_path = os.path.join(tmp, "events.jsonl")
         env = dict(os.environ, DPMPI_EVENTS=events_path)
@@ -34,18 +34,14 @@ def run_job(n_active: int, spares: int, faults: str, iters: int, timeout: float)
             env["DPMPI_FAULTS"] = faults
         cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n_active + spares), "--spares", str(spares), "--",
                sys.executable, str(PROGRAM), "--iters", str(iters)]
-        proc = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+        ran = run_job(cmd, env, tmp, timeout)
+        if ran is None:
             return -999, [], [], "hang"
+        returncode, out, err = ran
         events = [json.loads(x) for x in open(events_path)] if os.path.exists(events_path) else []
         kills = [json.loads(x.split(" ", 1)[1]) for x in err.splitlines() if x.startswith("[dpmpi-fault]")]
         done = [json.loads(x) for x in out.splitlines() if x.startswith('{"event": "done"')]
-        ok = proc.returncode == 0 and len(done) == n_active and all(d["size"] == n_active for d in done)
+        ok = returncode == 0 and len(done) == n_active and all(d["size"] == n_active for d in done)
         return (0 if ok else 1), events, kills, err[-1500:]
 
 
@@ -59,7 +55,7 @@ def bench_config(n_active: int, spares: int, kills: int, timeout: float) -> dict
     rows, failures = [], []
     for k in range(kills):
         victim = k % n_active
-        rc, events, fired, err = run_job(n_active, spares, f"{victim}:iteration@51:KILL", 200, timeout)
+        rc, events, fired, err = one_job(n_active, spares, f"{victim}:iteration@51:KILL", 200, timeout)
         repairs = [e for e in events if e["event"] == "repair" and e["rank"] >= 0]
         if rc != 0 or not fired or len(repairs) != n_active:
             failures.append({"kill": k, "victim": victim, "why": err})
@@ -92,7 +88,7 @@ def bench_config(n_active: int, spares: int, kills: int, timeout: float) -> dict
 
 
 def idle_spare_cpu(n_active: int, spares: int, iters: int, timeout: float) -> dict:
-    rc, events, _k, err = run_job(n_active, spares, "", iters, timeout)
+    rc, events, _k, err = one_job(n_active, spares, "", iters, timeout)
     exits = [e for e in events if e["event"] == "spare-exit"]
     return {"ranks": f"{n_active}+{spares}", "ok": rc == 0 and len(exits) == spares,
             "cpu_fraction": [e["cpu_fraction"] for e in exits], "idle_s": [e["idle_s"] for e in exits]}

@@ -14,11 +14,11 @@ import json
 import os
 import pathlib
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import time
+
+from _jobs import run_job
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "examples" / "allreduce_repair.py"
@@ -29,22 +29,18 @@ def one_cycle(kind: str, n: int, victim: int, at: int, timeout: float) -> dict:
     env = dict(os.environ, DPMPI_FAULTS=f"{victim}:Allreduce@{at}:{kind}")
     cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--", sys.executable, str(PROGRAM),
            "--iters", str(2 * at), "--events"]
-    proc = subprocess.Popen(cmd, env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    ran = run_job(cmd, env, "/", timeout)
+    if ran is None:
         return {"kind": kind, "ok": False, "why": "hang"}
+    returncode, out, err = ran
     events = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
     kills = [json.loads(x.split(" ", 1)[1]) for x in err.splitlines() if x.startswith("[dpmpi-fault]")]
     by = lambda name: [e for e in events if e["event"] == name]  # noqa: E731
     done, detected, shrunk = by("done"), by("detected"), by("shrunk")
     survivors = n - 1
     why = None
-    if proc.returncode != 0:
-        why = f"exit code {proc.returncode}"
+    if returncode != 0:
+        why = f"exit code {returncode}"
     elif not kills:
         why = "no fault fired"
     elif len(done) != survivors or any(d["wrong_sums"] or d["iterations"] != 2 * at for d in done):

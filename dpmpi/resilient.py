@@ -34,7 +34,6 @@ import ctypes
 import enum
 import json
 import os
-import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
