@@ -11,6 +11,8 @@ the others. The guard closes that gap:
   not finalize; dpmpi's C ``on_exit`` handler does, knowing the real exit status;
 * status != 0 (uncaught exception, ``sys.exit(n)``, ``raise SystemExit(n)``, exit(n) from C):
   write a status record and end with SIGKILL, which the survivors notice in milliseconds;
+* ``mpi4py.rc.fast_reduce = False``, so that reductions of Python objects run on the
+  communicator itself and a Revoke interrupts them;
 * ``os._exit(n)`` skips exit handlers, so it is wrapped to do the same;
 * status == 0: agree on COMM_WORLD (fault tolerant, without spinning) until every live rank is
   done, then MPI_Finalize under a watchdog (``DPMPI_FINALIZE_TIMEOUT`` seconds, default
@@ -206,6 +208,11 @@ def install() -> None:
         import mpi4py
 
         mpi4py.rc.finalize = False
+        # mpi4py reduces pickled objects (comm.allreduce(x), reduce, scan) point-to-point on a
+        # private duplicate of the communicator, which a Revoke does not reach: a rank waiting
+        # there for a live peer that went into repair hangs forever (seen here). The plain
+        # algorithm (gather + bcast on the communicator itself) is interrupted by a Revoke.
+        mpi4py.rc.fast_reduce = False
         _owns_finalize = True
     rank = world_rank_from_env()
     _lib.lib.dpmpi_exit_set_record(int(os.environ.get(ENV_STATUS) == "1"), rank)

@@ -14,7 +14,7 @@ import dpmpi
 from mpi4py import MPI
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--op", default="allreduce", choices=["allreduce", "barrier", "recv-victim", "recv-any"])
+parser.add_argument("--op", default="allreduce", choices=["allreduce", "allreduce-obj", "barrier", "recv-victim", "recv-any"])
 parser.add_argument("--victim", type=int, default=2, help="for recv-victim: the rank the others receive from")
 parser.add_argument("--iters", type=int, default=1_000_000)
 parser.add_argument("--no-repair", action="store_true", help="let the failure escape (job must fail)")
@@ -36,6 +36,8 @@ msg = array.array("d", [0.0])
 def step(i):
     if args.op == "allreduce":
         comm.Allreduce(one, out)
+    elif args.op == "allreduce-obj":  # a pickled reduction (mpi4py's lower-case API)
+        assert comm.allreduce(1) == size
     elif args.op == "barrier":
         comm.Barrier()
     elif args.op == "recv-victim":
