@@ -31,3 +31,47 @@ void dpmpi_stall_leave(void);
 
 /* ---- fault injection ---- */
 void dpmpi_segv(void);
+
+/* ---- snapshots (dpmpi_snap.c; see dpmpi/snapshot.py) ---- */
+#define DPMPI_UNIT 1048576            /* bytes per copy/checksum unit */
+#define DPMPI_ENGINE_INJECTED 1       /* the test hook stopped the copy half-way */
+#define DPMPI_ENGINE_GATE_FAILED 2    /* the replication this copy waited for failed */
+
+typedef struct dpmpi_engine dpmpi_engine;
+typedef struct dpmpi_repl dpmpi_repl;
+typedef struct {
+    int peer;
+    int tag;
+    int send; /* 1: MPI_Isend, 0: MPI_Irecv */
+    void *buf;
+    size_t len;
+} dpmpi_op;
+
+/* Page-aligned memory, locked when allowed (*locked = 1), else pre-faulted (*err = errno of mlock). */
+void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err);
+void dpmpi_mem_free(void *p, size_t nbytes, int locked);
+/* The checksum of segments, as a copy job over the same segments computes it. */
+uint64_t dpmpi_checksum(int nseg, char *const *src, const size_t *len, size_t unit);
+
+/* Copy threads. A job copies src[i] -> dst[i] (dst NULL or dst[i] NULL: checksum only) in units
+ * of `unit` bytes (0: DPMPI_UNIT), after waiting for `gate` (may be NULL) to finish. */
+dpmpi_engine *dpmpi_engine_new(int nthreads);
+void dpmpi_engine_free(dpmpi_engine *e);
+int dpmpi_engine_threads(dpmpi_engine *e);
+int dpmpi_engine_start(dpmpi_engine *e, int nseg, char *const *dst, char *const *src, const size_t *len, size_t unit,
+                       dpmpi_repl *gate);
+int dpmpi_engine_busy(dpmpi_engine *e);
+/* Wait for the job (GIL released); returns 0 or DPMPI_ENGINE_*; *digest = the job's checksum. */
+int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest);
+void dpmpi_engine_fail_after(dpmpi_engine *e, size_t nbytes); /* test hook; 0 disables */
+
+/* Replication thread: non-blocking MPI sends/receives, then an optional MPI_Ibarrier. */
+int dpmpi_mpi_bind(const char *libmpi_path);
+dpmpi_repl *dpmpi_repl_new(void);
+int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier);
+/* 0: done, 1: still running after `timeout` seconds (< 0: no limit), < 0: -(MPI error class). */
+int dpmpi_repl_wait(dpmpi_repl *r, double timeout);
+/* Op i of the last job: 1 done, 0 pending or unknown, < 0: -(MPI error class). */
+int dpmpi_repl_op_state(dpmpi_repl *r, int i);
+void dpmpi_repl_abandon(dpmpi_repl *r);
+int dpmpi_repl_free(dpmpi_repl *r, double timeout);

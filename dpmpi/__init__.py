@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
         SparesDepletedWarning,
         init,
     )
+    from dpmpi.snapshot import Snapshot, SnapshotCopyError, SnapshotLostError
     from dpmpi.errors import (
         DpmpiError,
         FaultToleranceUnavailableError,
@@ -56,6 +57,9 @@ _LAZY = {
     "RepairEvent": "dpmpi.resilient",
     "SparesDepletedWarning": "dpmpi.resilient",
     "SparesDepletedError": "dpmpi.resilient",
+    "Snapshot": "dpmpi.snapshot",
+    "SnapshotLostError": "dpmpi.snapshot",
+    "SnapshotCopyError": "dpmpi.snapshot",
 }
 
 __all__ = [
@@ -71,6 +75,9 @@ __all__ = [
     "Role",
     "SparesDepletedError",
     "SparesDepletedWarning",
+    "Snapshot",
+    "SnapshotCopyError",
+    "SnapshotLostError",
     "__version__",
     "faults",
     "init",

@@ -36,6 +36,7 @@ import json
 import os
 import time
 import warnings
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -236,6 +237,9 @@ class _State:
         self.graveyard: list[MPI.Comm] = []  # replaced communicators, freed after the next commit
         self.exit_flag = array.array("i", [1])
         self.exit_req: MPI.Request | None = None
+        # objects with their own communicators (snapshots) that a repair must interrupt first:
+        # each has ``_interrupt()``, which revokes them without waiting
+        self.interrupt: weakref.WeakSet = weakref.WeakSet()
 
     # -- identities --
     def logical(self) -> int:
@@ -373,6 +377,8 @@ class _State:
             if self.active is not None and was_active:
                 _revoke(self.active.mpi)
             _revoke(self.world)
+            for obj in list(self.interrupt):
+                obj._interrupt()
             phases["revoke"] += time.perf_counter() - t
             faults.point("repair")  # lets tests fail a process in the middle of a repair
             try:

@@ -1,0 +1,611 @@
+/* dpmpi snapshot engine: snapshot memory, copy threads, and the replication thread.
+ *
+ * - Memory: page-aligned anonymous mappings, locked with mlock when the process may lock them
+ *   (CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK), otherwise pre-faulted ordinary memory.
+ * - Engine: a pool of worker threads that copy (or only read) a list of segments in fixed-size
+ *   units and checksum every unit while copying. Units are claimed from an atomic counter, so
+ *   any number of threads gives the same per-unit digests, folded in order into one digest.
+ *   A job may be gated on the replication of the previous epoch (see below): its workers wait
+ *   for it before they write, so the slot they overwrite is never one that is still needed.
+ * - Replicator: one thread that posts a list of non-blocking sends and receives, then (when
+ *   they all succeeded) an MPI_Ibarrier, and polls them with short sleeps: no core spins, and
+ *   Python is never needed to make progress (MPI_THREAD_MULTIPLE). MPI is reached through
+ *   dlsym on the libmpi that mpi4py loaded; handles follow the Open MPI ABI (pointers).
+ *
+ * Checksum: Fletcher-style sums modulo 2^64 in 8 lanes of 64-bit words over 64-byte blocks
+ * (a += word; b += a), folded with a 64-bit mixer. Any change to one word changes lane a; a
+ * swap of words changes lane b. It is not cryptographic: it detects corruption, not attacks.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "dpmpi_c.h"
+
+/* ---------------------------------------------------------------- checksum kernels */
+typedef struct {
+    uint64_t a[8], b[8];
+} lanes_t;
+
+static inline uint64_t load64(const char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* n bytes, a multiple of 64; dst may be NULL (checksum only); any alignment. */
+static void lanes_generic(lanes_t *c, char *dst, const char *src, size_t n) {
+    uint64_t a[8], b[8];
+    memcpy(a, c->a, sizeof a);
+    memcpy(b, c->b, sizeof b);
+    if (dst) {
+        for (size_t i = 0; i < n; i += 64) {
+            memcpy(dst + i, src + i, 64);
+            for (int j = 0; j < 8; j++) {
+                a[j] += load64(src + i + 8 * j);
+                b[j] += a[j];
+            }
+        }
+    } else {
+        for (size_t i = 0; i < n; i += 64)
+            for (int j = 0; j < 8; j++) {
+                a[j] += load64(src + i + 8 * j);
+                b[j] += a[j];
+            }
+    }
+    memcpy(c->a, a, sizeof a);
+    memcpy(c->b, b, sizeof b);
+}
+
+#if defined(__x86_64__)
+/* The same sums with AVX2; stores bypass the cache (the copy is not read again soon), which is
+ * what makes copy+checksum faster than a plain memcpy here. dst must be 32-byte aligned. */
+__attribute__((target("avx2"))) static void lanes_avx2(lanes_t *c, char *dst, const char *src, size_t n) {
+    __m256i a0 = _mm256_loadu_si256((const __m256i *)c->a), a1 = _mm256_loadu_si256((const __m256i *)(c->a + 4));
+    __m256i b0 = _mm256_loadu_si256((const __m256i *)c->b), b1 = _mm256_loadu_si256((const __m256i *)(c->b + 4));
+    for (size_t i = 0; i < n; i += 64) {
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(src + i));
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        if (dst) {
+            _mm256_stream_si256((__m256i *)(dst + i), v0);
+            _mm256_stream_si256((__m256i *)(dst + i + 32), v1);
+        }
+        a0 = _mm256_add_epi64(a0, v0);
+        a1 = _mm256_add_epi64(a1, v1);
+        b0 = _mm256_add_epi64(b0, a0);
+        b1 = _mm256_add_epi64(b1, a1);
+    }
+    if (dst) _mm_sfence();
+    _mm256_storeu_si256((__m256i *)c->a, a0);
+    _mm256_storeu_si256((__m256i *)(c->a + 4), a1);
+    _mm256_storeu_si256((__m256i *)c->b, b0);
+    _mm256_storeu_si256((__m256i *)(c->b + 4), b1);
+}
+#endif
+
+static int have_avx2(void) {
+#if defined(__x86_64__)
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx2") ? 1 : 0;
+        if (getenv("DPMPI_NO_SIMD")) cached = 0;
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Copy (dst != NULL) and checksum one unit of len bytes. */
+static uint64_t do_unit(char *dst, const char *src, size_t len) {
+    lanes_t c;
+    memset(&c, 0, sizeof c);
+    size_t body = len & ~(size_t)63;
+    if (body) {
+#if defined(__x86_64__)
+        if (have_avx2() && (dst == NULL || ((uintptr_t)dst & 31) == 0))
+            lanes_avx2(&c, dst, src, body);
+        else
+#endif
+            lanes_generic(&c, dst, src, body);
+    }
+    if (len > body) { /* the tail, zero-padded to a block for the checksum */
+        char tmp[64];
+        memset(tmp, 0, sizeof tmp);
+        memcpy(tmp, src + body, len - body);
+        if (dst) memcpy(dst + body, src + body, len - body);
+        lanes_generic(&c, NULL, tmp, 64);
+    }
+    uint64_t h = mix64(len ^ 0x9e3779b97f4a7c15ULL);
+    for (int j = 0; j < 8; j++) h = mix64(h ^ c.a[j]) + c.b[j];
+    return mix64(h);
+}
+
+static uint64_t fold(uint64_t h, uint64_t unit_digest) { return mix64(h ^ unit_digest) * 0x100000001b3ULL + 1; }
+
+uint64_t dpmpi_checksum(int nseg, char *const *src, const size_t *len, size_t unit) {
+    if (unit == 0) unit = DPMPI_UNIT;
+    uint64_t h = 0;
+    for (int s = 0; s < nseg; s++) {
+        size_t off = 0;
+        do { /* the same units as dpmpi_engine_start */
+            size_t m = len[s] - off < unit ? len[s] - off : unit;
+            h = fold(h, do_unit(NULL, src[s] + off, m));
+            off += m;
+        } while (off < len[s]);
+    }
+    return h;
+}
+
+/* ---------------------------------------------------------------- memory */
+static size_t page_round(size_t n) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (n == 0) n = 1;
+    return (n + page - 1) / page * page;
+}
+
+void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err) {
+    size_t size = page_round(nbytes);
+    *locked = 0;
+    *err = 0;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        *err = errno;
+        return NULL;
+    }
+    if (want_lock) {
+        if (mlock(p, size) == 0)
+            *locked = 1; /* mlock faults every page in */
+        else
+            *err = errno;
+    }
+    if (!*locked) { /* fault the pages in now, not during the first (timed) copy */
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        for (size_t i = 0; i < size; i += page) ((volatile char *)p)[i] = 0;
+    }
+    return p;
+}
+
+void dpmpi_mem_free(void *p, size_t nbytes, int locked) {
+    if (!p) return;
+    size_t size = page_round(nbytes);
+    if (locked) munlock(p, size);
+    munmap(p, size);
+}
+
+/* ---------------------------------------------------------------- MPI (dlsym) */
+typedef int (*fn_isend)(const void *, int, void *, int, int, void *, void **);
+typedef int (*fn_irecv)(void *, int, void *, int, int, void *, void **);
+typedef int (*fn_test)(void **, int *, void *);
+typedef int (*fn_ibarrier)(void *, void **);
+typedef int (*fn_error_class)(int, int *);
+
+static struct {
+    fn_isend isend;
+    fn_irecv irecv;
+    fn_test test;
+    fn_ibarrier ibarrier;
+    fn_error_class error_class;
+} mpi;
+
+int dpmpi_mpi_bind(const char *libmpi_path) {
+    void *h = dlopen(libmpi_path, RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen(libmpi_path, RTLD_NOW);
+    if (!h) return -1;
+    mpi.isend = (fn_isend)dlsym(h, "MPI_Isend");
+    mpi.irecv = (fn_irecv)dlsym(h, "MPI_Irecv");
+    mpi.test = (fn_test)dlsym(h, "MPI_Test");
+    mpi.ibarrier = (fn_ibarrier)dlsym(h, "MPI_Ibarrier");
+    mpi.error_class = (fn_error_class)dlsym(h, "MPI_Error_class");
+    if (!mpi.isend || !mpi.irecv || !mpi.test || !mpi.ibarrier || !mpi.error_class) return -2;
+    return 0;
+}
+
+static void sleep_ns(long ns) {
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void deadline_after(struct timespec *ts, double seconds) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += (time_t)seconds;
+    ts->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* ---------------------------------------------------------------- replicator */
+#define CHUNK ((size_t)1 << 30) /* MPI counts are ints: messages of at most 1 GiB */
+
+struct dpmpi_repl {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    pthread_t thread;
+    int started, stop, abandon;
+    uint64_t gen, seen;
+    /* the job */
+    void *comm, *dtype;
+    dpmpi_op *ops;
+    int nops, barrier;
+    int *op_state; /* 0 pending, 1 done, -class: failed with that MPI error class */
+    int running;   /* a job is posted and not finished */
+    int error;     /* MPI error class of the first failure in the job, 0 if none */
+};
+
+static int poll_requests(dpmpi_repl *r, void **reqs, int *owner, int nreq, int *failed_class) {
+    int pending = nreq;
+    int *done = calloc((size_t)nreq + 1, sizeof(int));
+    long nap = 20000; /* 20 us, doubling to 1 ms while nothing completes */
+    while (pending > 0) {
+        int progressed = 0;
+        for (int i = 0; i < nreq; i++) {
+            if (done[i]) continue;
+            int flag = 0;
+            int rc = mpi.test(&reqs[i], &flag, NULL);
+            if (rc != 0) {
+                int cls = rc;
+                mpi.error_class(rc, &cls);
+                if (!*failed_class) *failed_class = cls;
+                if (owner && owner[i] >= 0) r->op_state[owner[i]] = -cls;
+                flag = 1;
+            }
+            if (flag) {
+                done[i] = 1;
+                pending--;
+                progressed = 1;
+            }
+        }
+        if (pending == 0) break;
+        if (atomic_load_explicit((_Atomic int *)&r->abandon, memory_order_relaxed)) break;
+        if (progressed)
+            nap = 20000;
+        else {
+            sleep_ns(nap);
+            if (nap < 1000000) nap *= 2;
+        }
+    }
+    free(done);
+    return pending;
+}
+
+static void run_job(dpmpi_repl *r) {
+    int nreq = 0;
+    for (int i = 0; i < r->nops; i++) nreq += (int)((r->ops[i].len + CHUNK - 1) / CHUNK) + (r->ops[i].len == 0);
+    void **reqs = calloc((size_t)nreq + 1, sizeof(void *));
+    int *owner = calloc((size_t)nreq + 1, sizeof(int));
+    int k = 0, failed = 0;
+    for (int i = 0; i < r->nops && !failed; i++) {
+        dpmpi_op *op = &r->ops[i];
+        size_t off = 0;
+        do {
+            size_t n = op->len - off < CHUNK ? op->len - off : CHUNK;
+            int rc = op->send ? mpi.isend((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &reqs[k])
+                              : mpi.irecv((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &reqs[k]);
+            if (rc != 0) {
+                int cls = rc;
+                mpi.error_class(rc, &cls);
+                failed = cls;
+                r->op_state[i] = -cls;
+                break;
+            }
+            owner[k++] = i;
+            off += n;
+        } while (off < op->len);
+    }
+    int left = poll_requests(r, reqs, owner, k, &failed);
+    for (int i = 0; i < r->nops; i++)
+        if (r->op_state[i] == 0 && left == 0) r->op_state[i] = 1;
+    /* a failed op leaves op_state negative; ops of an abandoned job stay 0 (unknown) */
+    if (!failed && left == 0 && r->barrier) {
+        void *req = NULL;
+        int rc = mpi.ibarrier(r->comm, &req);
+        if (rc != 0) {
+            mpi.error_class(rc, &failed);
+        } else {
+            int owner_none = -1;
+            poll_requests(r, &req, &owner_none, 1, &failed);
+        }
+    }
+    if (!failed && atomic_load((_Atomic int *)&r->abandon)) failed = -1;
+    free(reqs);
+    free(owner);
+    pthread_mutex_lock(&r->mu);
+    r->error = failed;
+    r->running = 0;
+    pthread_cond_broadcast(&r->done);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void *repl_main(void *arg) {
+    dpmpi_repl *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->stop && r->gen == r->seen) pthread_cond_wait(&r->work, &r->mu);
+        if (r->stop) break;
+        r->seen = r->gen;
+        pthread_mutex_unlock(&r->mu);
+        run_job(r);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+dpmpi_repl *dpmpi_repl_new(void) {
+    dpmpi_repl *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->work, NULL);
+    pthread_cond_init(&r->done, NULL);
+    if (pthread_create(&r->thread, NULL, repl_main, r) != 0) {
+        free(r);
+        return NULL;
+    }
+    r->started = 1;
+    return r;
+}
+
+int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier) {
+    if (!mpi.test) return -2;
+    pthread_mutex_lock(&r->mu);
+    if (r->running) {
+        pthread_mutex_unlock(&r->mu);
+        return -1;
+    }
+    free(r->ops);
+    free(r->op_state);
+    r->ops = malloc(sizeof(dpmpi_op) * (size_t)(nops + 1));
+    r->op_state = calloc((size_t)nops + 1, sizeof(int));
+    memcpy(r->ops, ops, sizeof(dpmpi_op) * (size_t)nops);
+    r->nops = nops;
+    r->comm = comm;
+    r->dtype = dtype;
+    r->barrier = barrier;
+    r->error = 0;
+    r->abandon = 0;
+    r->running = 1;
+    r->gen++;
+    pthread_cond_signal(&r->work);
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+int dpmpi_repl_wait(dpmpi_repl *r, double timeout) {
+    pthread_mutex_lock(&r->mu);
+    if (timeout < 0) {
+        while (r->running) pthread_cond_wait(&r->done, &r->mu);
+    } else {
+        struct timespec ts;
+        deadline_after(&ts, timeout);
+        while (r->running)
+            if (pthread_cond_timedwait(&r->done, &r->mu, &ts) == ETIMEDOUT) break;
+    }
+    int rc = r->running ? 1 : (r->error ? -r->error : 0);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int dpmpi_repl_op_state(dpmpi_repl *r, int i) {
+    pthread_mutex_lock(&r->mu);
+    int s = (i >= 0 && i < r->nops) ? r->op_state[i] : 0;
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+void dpmpi_repl_abandon(dpmpi_repl *r) { atomic_store((_Atomic int *)&r->abandon, 1); }
+
+int dpmpi_repl_free(dpmpi_repl *r, double timeout) {
+    if (!r) return 0;
+    if (dpmpi_repl_wait(r, timeout) == 1) {
+        dpmpi_repl_abandon(r); /* the thread leaves at its next poll; its requests leak */
+        if (dpmpi_repl_wait(r, 1.0) == 1) return -1; /* stuck inside MPI: leak it all */
+    }
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_signal(&r->work);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+    free(r->ops);
+    free(r->op_state);
+    free(r);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- copy engine */
+typedef struct {
+    char *dst;
+    const char *src;
+    size_t len;
+    uint64_t digest;
+} unit_t;
+
+struct dpmpi_engine {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    pthread_t *threads;
+    int nthreads, stop;
+    uint64_t gen;
+    /* the job */
+    unit_t *units;
+    size_t nunits, cap;
+    atomic_size_t next;
+    atomic_size_t copied;
+    size_t fail_after; /* test hook: fail after copying this many bytes (SIZE_MAX: never) */
+    dpmpi_repl *gate;
+    int left;    /* workers that finished the current job */
+    int running; /* a job is started and not finished */
+    atomic_int error;
+};
+
+typedef struct {
+    dpmpi_engine *e;
+} worker_arg;
+
+static void *engine_main(void *arg) {
+    dpmpi_engine *e = arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stop && e->gen == seen) pthread_cond_wait(&e->work, &e->mu);
+        if (e->stop) break;
+        seen = e->gen;
+        dpmpi_repl *gate = e->gate;
+        pthread_mutex_unlock(&e->mu);
+        if (gate) { /* the previous epoch must be safe everywhere before its older slot is overwritten */
+            int rc = dpmpi_repl_wait(gate, -1);
+            if (rc < 0) {
+                int expected = 0;
+                atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_GATE_FAILED);
+            }
+        }
+        for (;;) {
+            if (atomic_load(&e->error)) break;
+            size_t u = atomic_fetch_add(&e->next, 1);
+            if (u >= e->nunits) break;
+            unit_t *un = &e->units[u];
+            if (e->fail_after != SIZE_MAX) {
+                size_t before = atomic_fetch_add(&e->copied, un->len);
+                if (before + un->len > e->fail_after) { /* half-write this unit, then fail */
+                    if (un->dst) memcpy(un->dst, un->src, un->len / 2);
+                    int expected = 0;
+                    atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_INJECTED);
+                    break;
+                }
+            }
+            un->digest = do_unit(un->dst, un->src, un->len);
+        }
+        pthread_mutex_lock(&e->mu);
+        if (++e->left == e->nthreads) {
+            e->running = 0;
+            pthread_cond_broadcast(&e->done);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+dpmpi_engine *dpmpi_engine_new(int nthreads) {
+    if (nthreads < 1 || nthreads > 64) return NULL;
+    dpmpi_engine *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work, NULL);
+    pthread_cond_init(&e->done, NULL);
+    e->fail_after = SIZE_MAX;
+    e->threads = calloc((size_t)nthreads, sizeof(pthread_t));
+    for (int i = 0; i < nthreads; i++) {
+        if (pthread_create(&e->threads[i], NULL, engine_main, e) != 0) {
+            e->nthreads = i;
+            dpmpi_engine_free(e);
+            return NULL;
+        }
+        e->nthreads = i + 1;
+    }
+    return e;
+}
+
+void dpmpi_engine_free(dpmpi_engine *e) {
+    if (!e) return;
+    dpmpi_engine_wait(e, NULL);
+    pthread_mutex_lock(&e->mu);
+    e->stop = 1;
+    pthread_cond_broadcast(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < e->nthreads; i++) pthread_join(e->threads[i], NULL);
+    free(e->threads);
+    free(e->units);
+    free(e);
+}
+
+int dpmpi_engine_threads(dpmpi_engine *e) { return e->nthreads; }
+
+void dpmpi_engine_fail_after(dpmpi_engine *e, size_t nbytes) { e->fail_after = nbytes ? nbytes : SIZE_MAX; }
+
+int dpmpi_engine_start(dpmpi_engine *e, int nseg, char *const *dst, char *const *src, const size_t *len, size_t unit,
+                       dpmpi_repl *gate) {
+    if (unit == 0) unit = DPMPI_UNIT;
+    pthread_mutex_lock(&e->mu);
+    if (e->running) {
+        pthread_mutex_unlock(&e->mu);
+        return -1;
+    }
+    size_t n = 0;
+    for (int s = 0; s < nseg; s++) n += len[s] ? (len[s] + unit - 1) / unit : 1;
+    if (n > e->cap) {
+        unit_t *u = realloc(e->units, n * sizeof(unit_t));
+        if (!u) {
+            pthread_mutex_unlock(&e->mu);
+            return -3;
+        }
+        e->units = u;
+        e->cap = n;
+    }
+    size_t k = 0;
+    for (int s = 0; s < nseg; s++) {
+        size_t off = 0;
+        do {
+            size_t m = len[s] - off < unit ? len[s] - off : unit;
+            e->units[k].dst = dst ? (dst[s] ? dst[s] + off : NULL) : NULL;
+            e->units[k].src = src[s] + off;
+            e->units[k].len = m;
+            e->units[k].digest = 0;
+            k++;
+            off += m;
+        } while (off < len[s]);
+    }
+    e->nunits = k;
+    atomic_store(&e->next, 0);
+    atomic_store(&e->copied, 0);
+    atomic_store(&e->error, 0);
+    e->gate = gate;
+    e->left = 0;
+    e->running = 1;
+    e->gen++;
+    pthread_cond_broadcast(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+int dpmpi_engine_busy(dpmpi_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    int b = e->running;
+    pthread_mutex_unlock(&e->mu);
+    return b;
+}
+
+int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest) {
+    pthread_mutex_lock(&e->mu);
+    while (e->running) pthread_cond_wait(&e->done, &e->mu);
+    int err = atomic_load(&e->error);
+    if (digest) {
+        uint64_t h = 0;
+        for (size_t u = 0; u < e->nunits; u++) h = fold(h, e->units[u].digest);
+        *digest = h;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return err;
+}

@@ -1,0 +1,226 @@
+"""dpmpi.Snapshot on one process (MPI singleton, COMM_SELF): the C copy engine, double buffering,
+checksums, the mlock fallback, persistence, and bad input. The multi-rank and fault cases are in
+test_snapshot.py."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import dpmpi
+from dpmpi import snapshot as snapmod
+from mpi4py import MPI
+
+
+def state(seed=0, n=100_003):
+    rng = np.random.default_rng(seed)
+    return {
+        "w": rng.standard_normal(n),  # 800,024 bytes: not a multiple of the 64-byte block
+        "m": rng.integers(0, 2**31, size=(37, 11), dtype=np.int32),
+        "b": bytearray(rng.bytes(77)),
+    }
+
+
+def fill(arrays, seed):
+    fresh = state(seed, n=len(arrays["w"]))
+    for k in arrays:
+        arrays[k][:] = fresh[k]
+
+
+def same(a, b):
+    return all(bytes(memoryview(a[k])) == bytes(memoryview(b[k])) for k in a)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_round_trip_is_bit_exact(threads):
+    arrays = state(1)
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays, threads=threads) as snap:
+        snap.stage()
+        snap.commit(1)
+        fill(arrays, 2)
+        assert not same(arrays, state(1))
+        assert snap.restore() == 1
+        assert same(arrays, state(1))
+        assert snap.epoch == 1 and snap.locked  # root here: CAP_IPC_LOCK
+
+
+def test_checksum_does_not_depend_on_the_number_of_threads():
+    digests = set()
+    for threads in (1, 2, 4):
+        with dpmpi.Snapshot(MPI.COMM_SELF, state(3), threads=threads) as snap:
+            snap.stage()
+            snap.commit(1)
+            digests.add(snap._own[snap._committed].digest)
+    assert len(digests) == 1
+
+
+def test_c_checksum_matches_the_copy_engine_and_sees_every_byte():
+    from dpmpi._cext import ffi, lib
+
+    data = bytearray(np.random.default_rng(4).bytes(3 * (1 << 20) + 13))  # 3 units and a tail
+    ptr = ffi.from_buffer(data)
+    one = lib.dpmpi_checksum(1, ffi.new("char *[]", [ptr]), ffi.new("size_t[]", [len(data)]), 0)
+    engine = snapmod._Engine(2)
+    assert engine.checksum([ptr], [len(data)]) == one
+    for pos in (0, 63, 64, 1 << 20, len(data) - 1):  # first, block edge, unit edge, tail
+        data[pos] ^= 0x10
+        assert lib.dpmpi_checksum(1, ffi.new("char *[]", [ptr]), ffi.new("size_t[]", [len(data)]), 0) != one
+        data[pos] ^= 0x10
+    swapped = bytearray(data)
+    swapped[0:8], swapped[8:16] = data[64:72], data[0:8]
+    swapped[64:72] = data[8:16]  # same multiset of words in lane 0 and 1, different places
+    sp = ffi.from_buffer(swapped)
+    assert lib.dpmpi_checksum(1, ffi.new("char *[]", [sp]), ffi.new("size_t[]", [len(data)]), 0) != one
+
+
+def test_a_copy_stopped_half_way_never_touches_the_committed_epoch():
+    arrays = state(10, n=3 << 20)  # 24 MiB: the copy is stopped inside the third 1 MiB unit
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
+        snap.stage()
+        snap.commit(1)
+        fill(arrays, 11)
+        snap.stage()
+        snap.commit(2)
+        fill(arrays, 12)
+        snap._inject_copy_failure(2 * (1 << 20) + 512)
+        snap.stage()
+        with pytest.raises(dpmpi.SnapshotCopyError, match="epoch 2 is intact"):
+            snap.commit(3)
+        snap._inject_copy_failure(0)
+        fill(arrays, 13)
+        assert snap.restore() == 2
+        assert same(arrays, state(11, n=3 << 20))
+
+
+def test_an_exception_between_stage_and_commit_keeps_the_previous_epoch():
+    arrays = state(20)
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
+        snap.stage()
+        snap.commit(5)
+        fill(arrays, 21)
+        snap.stage()  # staged, never committed: the program failed here
+        fill(arrays, 22)
+        assert snap.restore() == 5
+        assert same(arrays, state(20))
+        fill(arrays, 23)  # and it goes on normally
+        snap.stage()
+        snap.commit(6)
+        fill(arrays, 24)
+        assert snap.restore() == 6 and same(arrays, state(23))
+
+
+def test_a_flipped_byte_in_the_snapshot_is_caught():
+    arrays = state(30)
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
+        snap.stage()
+        snap.commit(1)
+        slot = snap._own[snap._committed]
+        slot.buffer()[12345] ^= 0x01
+        with pytest.raises(dpmpi.SnapshotLostError, match="checksum"):
+            snap.restore()
+
+
+def test_memory_falls_back_to_unlocked_with_one_warning(tmp_path):
+    """A child without CAP_IPC_LOCK and with RLIMIT_MEMLOCK of 64 KiB cannot lock 2 x 1 MiB."""
+    code = textwrap.dedent("""
+        import resource, warnings, json, numpy as np
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536))
+        import dpmpi
+        from mpi4py import MPI
+        a = np.arange(1 << 17, dtype=np.float64)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s1 = dpmpi.Snapshot(MPI.COMM_SELF, {"a": a})
+            s2 = dpmpi.Snapshot(MPI.COMM_SELF, {"a": a})
+        s1.stage(); s1.commit(1); a[:] = -1; s1.restore()
+        print(json.dumps({"locked": [s1.locked, s2.locked], "ok": bool((a == np.arange(1 << 17)).all()),
+                          "warnings": [str(w.message) for w in caught]}))
+    """)
+    cmd = [sys.executable, "-c", code]
+    if os.geteuid() == 0:  # root locks regardless of the limit: drop the capability
+        setpriv = shutil.which("setpriv")
+        assert setpriv, "setpriv (util-linux) is needed to drop CAP_IPC_LOCK as root"
+        cmd = [setpriv, "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", *cmd]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["locked"] == [False, False] and result["ok"]
+    assert len(result["warnings"]) == 1 and "not locked" in result["warnings"][0]
+    assert "ulimit -l" in result["warnings"][0]
+
+
+def test_persisted_epochs_reload_and_a_corrupt_file_is_refused(tmp_path):
+    arrays = state(40)
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays, persist_dir=tmp_path, persist_every=2) as snap:
+        for epoch in range(1, 8):
+            fill(arrays, 40 + epoch)
+            snap.stage()
+            snap.commit(epoch)
+        snap.wait()
+    assert sorted(os.listdir(tmp_path)) == ["rank00000.epoch0000000004.dpmpi", "rank00000.epoch0000000006.dpmpi"]
+    fresh = state(99)
+    assert dpmpi.Snapshot.load(MPI.COMM_SELF, fresh, tmp_path) == 6
+    assert same(fresh, state(46))
+    path = tmp_path / "rank00000.epoch0000000006.dpmpi"
+    raw = bytearray(path.read_bytes())
+    raw[-10] ^= 0xFF  # inside the last array
+    path.write_bytes(bytes(raw))
+    with pytest.raises(dpmpi.SnapshotLostError, match="checksum"):
+        dpmpi.Snapshot.load(MPI.COMM_SELF, state(99), tmp_path)
+
+
+def test_bad_input_gets_errors_that_name_the_problem():
+    a = np.zeros(100)
+    with pytest.raises(ValueError, match="'x' is not C-contiguous"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"x": a[::2]})
+    ro = np.zeros(10)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="'r' is read-only"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"r": ro})
+    with pytest.raises(TypeError, match="'l' is a list"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"l": [1, 2]})
+    with pytest.raises(TypeError, match="non-empty dict"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {})
+    with pytest.raises(TypeError, match="dpmpi.Comm or an mpi4py Intracomm"):
+        dpmpi.Snapshot("world", {"a": a})
+    with pytest.raises(ValueError, match="replicas=2 on a communicator of size 1"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"a": a}, replicas=2)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"a": a}, threads=0)
+    with pytest.raises(ValueError, match="persist_every needs persist_dir"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"a": a}, persist_every=3)
+    snap = dpmpi.Snapshot(MPI.COMM_SELF, {"a": a})
+    with pytest.raises(ValueError, match="restore\\(\\) before any commit"):
+        snap.restore()
+    with pytest.raises(ValueError, match="commit\\(\\) without stage\\(\\)"):
+        snap.commit(1)
+    snap.stage()
+    with pytest.raises(ValueError, match="already called"):
+        snap.stage()
+    snap.commit(3)
+    snap.stage()
+    with pytest.raises(ValueError, match="epochs must grow; the last committed epoch is 3"):
+        snap.commit(3)
+    with pytest.raises(TypeError, match="epoch must be an int"):
+        snap.commit(4.0)
+    snap.commit(4)
+    a.dtype = np.int64  # same bytes, another dtype: changed since registration
+    with pytest.raises(ValueError, match="'a' changed since registration"):
+        snap.stage()
+    snap.close()
+    with pytest.raises(ValueError, match="closed"):
+        snap.stage()
+
+
+def test_a_resized_buffer_is_refused():
+    buf = bytearray(1000)
+    snap = dpmpi.Snapshot(MPI.COMM_SELF, {"buf": buf})
+    buf.extend(b"x" * 10)
+    with pytest.raises(ValueError, match="'buf' changed since registration"):
+        snap.stage()
+    snap.close()
