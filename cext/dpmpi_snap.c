@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -71,15 +73,18 @@ static void lanes_generic(lanes_t *c, char *dst, const char *src, size_t n) {
 #if defined(__x86_64__)
 /* The same sums with AVX2; stores bypass the cache (the copy is not read again soon), which is
  * what makes copy+checksum faster than a plain memcpy here. dst must be 32-byte aligned. */
-__attribute__((target("avx2"))) static void lanes_avx2(lanes_t *c, char *dst, const char *src, size_t n) {
+__attribute__((target("avx2"))) static void lanes_avx2(lanes_t *c, char *dst, const char *src, size_t n, int stream) {
     __m256i a0 = _mm256_loadu_si256((const __m256i *)c->a), a1 = _mm256_loadu_si256((const __m256i *)(c->a + 4));
     __m256i b0 = _mm256_loadu_si256((const __m256i *)c->b), b1 = _mm256_loadu_si256((const __m256i *)(c->b + 4));
     for (size_t i = 0; i < n; i += 64) {
         __m256i v0 = _mm256_loadu_si256((const __m256i *)(src + i));
         __m256i v1 = _mm256_loadu_si256((const __m256i *)(src + i + 32));
-        if (dst) {
+        if (dst && stream) {
             _mm256_stream_si256((__m256i *)(dst + i), v0);
             _mm256_stream_si256((__m256i *)(dst + i + 32), v1);
+        } else if (dst) {
+            _mm256_storeu_si256((__m256i *)(dst + i), v0);
+            _mm256_storeu_si256((__m256i *)(dst + i + 32), v1);
         }
         a0 = _mm256_add_epi64(a0, v0);
         a1 = _mm256_add_epi64(a1, v1);
@@ -117,15 +122,16 @@ static inline uint64_t mix64(uint64_t x) {
     return x;
 }
 
-/* Copy (dst != NULL) and checksum one unit of len bytes. */
-static uint64_t do_unit(char *dst, const char *src, size_t len) {
+/* Copy (dst != NULL) and checksum one unit of len bytes; `stream`: stores bypass the cache
+ * (for large jobs, whose copy would only evict the program's data). */
+static uint64_t do_unit(char *dst, const char *src, size_t len, int stream) {
     lanes_t c;
     memset(&c, 0, sizeof c);
     size_t body = len & ~(size_t)63;
     if (body) {
 #if defined(__x86_64__)
-        if (have_avx2() && (dst == NULL || ((uintptr_t)dst & 31) == 0))
-            lanes_avx2(&c, dst, src, body);
+        if (have_avx2() && (dst == NULL || ((uintptr_t)dst & 31) == 0 || !stream))
+            lanes_avx2(&c, dst, src, body, stream);
         else
 #endif
             lanes_generic(&c, dst, src, body);
@@ -151,7 +157,7 @@ uint64_t dpmpi_checksum(int nseg, char *const *src, const size_t *len, size_t un
         size_t off = 0;
         do { /* the same units as dpmpi_engine_start */
             size_t m = len[s] - off < unit ? len[s] - off : unit;
-            h = fold(h, do_unit(NULL, src[s] + off, m));
+            h = fold(h, do_unit(NULL, src[s] + off, m, 0));
             off += m;
         } while (off < len[s]);
     }
@@ -222,6 +228,15 @@ int dpmpi_mpi_bind(const char *libmpi_path) {
     return 0;
 }
 
+/* Snapshot threads run at the lowest priority (DPMPI_SNAPSHOT_NICE, default 19; 0 disables):
+ * on a busy core the program's own thread keeps the CPU. When the program waits for a copy
+ * (commit), it copies the rest itself, at its own priority. */
+static void lower_priority(void) {
+    const char *env = getenv("DPMPI_SNAPSHOT_NICE");
+    int nice_value = env ? atoi(env) : 19;
+    if (nice_value > 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
+}
+
 static void sleep_ns(long ns) {
     struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -256,10 +271,13 @@ struct dpmpi_repl {
     int error;     /* MPI error class of the first failure in the job, 0 if none */
 };
 
-static int poll_requests(dpmpi_repl *r, void **reqs, int *owner, int nreq, int *failed_class) {
+/* Poll until every request completed (or failed, or the job is abandoned). Naps start at 5 us and
+ * double while nothing completes, up to max_nap: short while data moves (a rendezvous needs a
+ * few rounds of progress on both sides), long in the barrier (it waits for the slowest rank). */
+static int poll_requests(dpmpi_repl *r, void **reqs, int *owner, int nreq, int *failed_class, long max_nap) {
     int pending = nreq;
     int *done = calloc((size_t)nreq + 1, sizeof(int));
-    long nap = 20000; /* 20 us, doubling to 1 ms while nothing completes */
+    long nap = 5000;
     while (pending > 0) {
         int progressed = 0;
         for (int i = 0; i < nreq; i++) {
@@ -282,10 +300,10 @@ static int poll_requests(dpmpi_repl *r, void **reqs, int *owner, int nreq, int *
         if (pending == 0) break;
         if (atomic_load_explicit((_Atomic int *)&r->abandon, memory_order_relaxed)) break;
         if (progressed)
-            nap = 20000;
+            nap = 5000;
         else {
             sleep_ns(nap);
-            if (nap < 1000000) nap *= 2;
+            if (nap < max_nap) nap *= 2;
         }
     }
     free(done);
@@ -316,7 +334,7 @@ static void run_job(dpmpi_repl *r) {
             off += n;
         } while (off < op->len);
     }
-    int left = poll_requests(r, reqs, owner, k, &failed);
+    int left = poll_requests(r, reqs, owner, k, &failed, 20000);
     for (int i = 0; i < r->nops; i++)
         if (r->op_state[i] == 0 && left == 0) r->op_state[i] = 1;
     /* a failed op leaves op_state negative; ops of an abandoned job stay 0 (unknown) */
@@ -327,7 +345,7 @@ static void run_job(dpmpi_repl *r) {
             mpi.error_class(rc, &failed);
         } else {
             int owner_none = -1;
-            poll_requests(r, &req, &owner_none, 1, &failed);
+            poll_requests(r, &req, &owner_none, 1, &failed, 250000);
         }
     }
     if (!failed && atomic_load((_Atomic int *)&r->abandon)) failed = -1;
@@ -342,6 +360,7 @@ static void run_job(dpmpi_repl *r) {
 
 static void *repl_main(void *arg) {
     dpmpi_repl *r = arg;
+    lower_priority();
     pthread_mutex_lock(&r->mu);
     for (;;) {
         while (!r->stop && r->gen == r->seen) pthread_cond_wait(&r->work, &r->mu);
@@ -436,6 +455,13 @@ int dpmpi_repl_free(dpmpi_repl *r, double timeout) {
 }
 
 /* ---------------------------------------------------------------- copy engine */
+static int gate_running(dpmpi_repl *r) {
+    pthread_mutex_lock(&r->mu);
+    int running = r->running;
+    pthread_mutex_unlock(&r->mu);
+    return running;
+}
+
 typedef struct {
     char *dst;
     const char *src;
@@ -457,16 +483,42 @@ struct dpmpi_engine {
     size_t fail_after; /* test hook: fail after copying this many bytes (SIZE_MAX: never) */
     dpmpi_repl *gate;
     int left;    /* workers that finished the current job */
+    int helpers; /* waiting callers copying units themselves */
     int running; /* a job is started and not finished */
     atomic_int error;
+    int stream;
 };
+
+#define STREAM_MIN ((size_t)8 << 20) /* jobs from 8 MiB on bypass the cache */
+#define INLINE_MAX ((size_t)2 << 20) /* jobs up to 2 MiB run in the caller: a thread hand-off costs more */
 
 typedef struct {
     dpmpi_engine *e;
 } worker_arg;
 
+/* Claim and process units until none is left (workers, and callers that wait). */
+static void run_units(dpmpi_engine *e) {
+    for (;;) {
+        if (atomic_load(&e->error)) break;
+        size_t u = atomic_fetch_add(&e->next, 1);
+        if (u >= e->nunits) break;
+        unit_t *un = &e->units[u];
+        if (e->fail_after != SIZE_MAX) {
+            size_t before = atomic_fetch_add(&e->copied, un->len);
+            if (before + un->len > e->fail_after) { /* half-write this unit, then fail */
+                if (un->dst) memcpy(un->dst, un->src, un->len / 2);
+                int expected = 0;
+                atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_INJECTED);
+                break;
+            }
+        }
+        un->digest = do_unit(un->dst, un->src, un->len, e->stream);
+    }
+}
+
 static void *engine_main(void *arg) {
     dpmpi_engine *e = arg;
+    lower_priority();
     uint64_t seen = 0;
     pthread_mutex_lock(&e->mu);
     for (;;) {
@@ -482,24 +534,9 @@ static void *engine_main(void *arg) {
                 atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_GATE_FAILED);
             }
         }
-        for (;;) {
-            if (atomic_load(&e->error)) break;
-            size_t u = atomic_fetch_add(&e->next, 1);
-            if (u >= e->nunits) break;
-            unit_t *un = &e->units[u];
-            if (e->fail_after != SIZE_MAX) {
-                size_t before = atomic_fetch_add(&e->copied, un->len);
-                if (before + un->len > e->fail_after) { /* half-write this unit, then fail */
-                    if (un->dst) memcpy(un->dst, un->src, un->len / 2);
-                    int expected = 0;
-                    atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_INJECTED);
-                    break;
-                }
-            }
-            un->digest = do_unit(un->dst, un->src, un->len);
-        }
+        run_units(e);
         pthread_mutex_lock(&e->mu);
-        if (++e->left == e->nthreads) {
+        if (++e->left == e->nthreads && e->helpers == 0) {
             e->running = 0;
             pthread_cond_broadcast(&e->done);
         }
@@ -578,11 +615,21 @@ int dpmpi_engine_start(dpmpi_engine *e, int nseg, char *const *dst, char *const 
         } while (off < len[s]);
     }
     e->nunits = k;
+    size_t total = 0;
+    for (int s = 0; s < nseg; s++) total += len[s];
+    e->stream = total >= STREAM_MIN;
     atomic_store(&e->next, 0);
     atomic_store(&e->copied, 0);
     atomic_store(&e->error, 0);
     e->gate = gate;
     e->left = 0;
+    if (total <= INLINE_MAX && gate == NULL && e->fail_after == SIZE_MAX) {
+        /* small: copy here (the caller has released the GIL), the job is done on return */
+        for (size_t u = 0; u < k; u++)
+            e->units[u].digest = do_unit(e->units[u].dst, e->units[u].src, e->units[u].len, 0);
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
     e->running = 1;
     e->gen++;
     pthread_cond_broadcast(&e->work);
@@ -599,6 +646,19 @@ int dpmpi_engine_busy(dpmpi_engine *e) {
 
 int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest) {
     pthread_mutex_lock(&e->mu);
+    /* The caller helps with what is left of the copy, at its own priority: the copy threads run
+     * niced, and a program that waits for its snapshot must not wait for them to be scheduled.
+     * Not while the job waits for its gate (the slot it writes may still be needed). */
+    if (e->running && (e->gate == NULL || !gate_running(e->gate))) {
+        e->helpers++;
+        pthread_mutex_unlock(&e->mu);
+        run_units(e);
+        pthread_mutex_lock(&e->mu);
+        if (--e->helpers == 0 && e->left == e->nthreads) {
+            e->running = 0;
+            pthread_cond_broadcast(&e->done);
+        }
+    }
     while (e->running) pthread_cond_wait(&e->done, &e->mu);
     int err = atomic_load(&e->error);
     if (digest) {

@@ -392,6 +392,14 @@ class Snapshot:
         self._staging = target
         self.stats["stage_ms"] = 1e3 * (time.perf_counter() - t0)
 
+    def busy(self) -> bool:
+        """Whether a staging copy or a replication is still running (local, does not block)."""
+        if self._closed:
+            return False
+        if _cext().lib.dpmpi_engine_busy(self._engine.raw):
+            return True
+        return self._repl is not None and self._repl.running and self._repl.wait(0.0) == 1
+
     def wait(self) -> None:
         """Wait until the last commit's replication and file write are done (local). Raises
         ProcFailedError if a peer failed during the replication."""
