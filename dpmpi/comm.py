@@ -91,6 +91,32 @@ def _translating(op: str, fn: Callable[..., Any], raw: MPI.Comm | None) -> Calla
     return call
 
 
+def _sendrecv(raw: MPI.Comm) -> Callable[..., None]:
+    """``Sendrecv`` as Irecv + Isend + Waitall. Open MPI 5.0.x's MPI_Sendrecv cancels an
+    uninitialised request when ``source`` is MPI_PROC_NULL and the send fails with an error
+    other than ERR_PROC_FAILED (ERR_REVOKED, after a peer's failure): a segfault, seen here in a
+    halo exchange at the edge of a decomposition. Same signature and semantics as mpi4py's."""
+
+    def Sendrecv(sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = MPI.ANY_SOURCE,
+                 recvtag: int = MPI.ANY_TAG, status: MPI.Status | None = None) -> None:
+        if recvbuf is None:
+            raise TypeError("Sendrecv needs a recvbuf (use sendrecv() for Python objects)")
+        reqs = [raw.Irecv(recvbuf, source, recvtag), raw.Isend(sendbuf, dest, sendtag)]
+        statuses = [status if status is not None else MPI.Status(), MPI.Status()]
+        try:
+            MPI.Request.Waitall(reqs, statuses)
+        except MPI.Exception as exc:
+            if exc.Get_error_class() != MPI.ERR_IN_STATUS:
+                raise
+            for st in statuses:  # the request that failed says why
+                if st.Get_error() != MPI.SUCCESS:
+                    raise MPI.Exception(st.Get_error()) from exc
+            raise
+
+    Sendrecv.__doc__ = MPI.Comm.Sendrecv.__doc__
+    return Sendrecv
+
+
 class Comm:
     """A communicator whose failures raise ``ProcFailedError`` / ``RevokedError``.
 
@@ -119,7 +145,7 @@ class Comm:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        attr = getattr(self._comm, name)
+        attr = _sendrecv(self._comm) if name == "Sendrecv" else getattr(self._comm, name)
         if not callable(attr):
             return attr
         wrapped = _translating(name, attr, self._comm)

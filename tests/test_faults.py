@@ -61,6 +61,15 @@ def test_survivors_in_a_pickled_reduction(dpmpi_run):
     check_recovered(dpmpi_run(N, "survive.py", "--op", "allreduce-obj", faults="3:allreduce@100:KILL"), [3])
 
 
+@pytest.mark.parametrize("victim", [1, 2])
+def test_survivors_in_a_halo_exchange_at_the_chain_ends(dpmpi_run, victim):
+    # Open MPI 5.0.x MPI_Sendrecv with source=PROC_NULL segfaults when its send fails with
+    # ERR_REVOKED; dpmpi's Sendrecv is Irecv + Isend + Waitall
+    job = dpmpi_run(N, "survive.py", "--op", "halo", faults=f"{victim}:Sendrecv@{2 * 50 + 1}:KILL")
+    assert "Segmentation fault" not in job.stderr
+    check_recovered(job, [victim])
+
+
 def test_survivors_in_recv_from_victim(dpmpi_run):
     # the victim sends 3 messages an iteration; it dies before the first send of iteration 50
     job = dpmpi_run(N, "survive.py", "--op", "recv-victim", faults=f"2:Send@{49 * 3 + 1}:KILL")

@@ -14,7 +14,7 @@ import dpmpi
 from mpi4py import MPI
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--op", default="allreduce", choices=["allreduce", "allreduce-obj", "barrier", "recv-victim", "recv-any"])
+parser.add_argument("--op", default="allreduce", choices=["allreduce", "allreduce-obj", "barrier", "recv-victim", "recv-any", "halo"])
 parser.add_argument("--victim", type=int, default=2, help="for recv-victim: the rank the others receive from")
 parser.add_argument("--iters", type=int, default=1_000_000)
 parser.add_argument("--no-repair", action="store_true", help="let the failure escape (job must fail)")
@@ -40,6 +40,11 @@ def step(i):
         assert comm.allreduce(1) == size
     elif args.op == "barrier":
         comm.Barrier()
+    elif args.op == "halo":  # an open chain, as in a stencil's halo exchange: the ends use PROC_NULL
+        up = rank - 1 if rank > 0 else MPI.PROC_NULL
+        down = rank + 1 if rank < size - 1 else MPI.PROC_NULL
+        comm.Sendrecv(one, dest=up, sendtag=1, recvbuf=msg, source=down, recvtag=1)
+        comm.Sendrecv(one, dest=down, sendtag=2, recvbuf=msg, source=up, recvtag=2)
     elif args.op == "recv-victim":
         if rank == args.victim:
             for dst in range(size):
