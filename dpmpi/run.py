@@ -150,9 +150,21 @@ class Outcome:
             self.records[rank] = record
 
 
-def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int) -> tuple[int, str]:
-    """The job's exit code, and a one-line account when something failed."""
+def is_python(program: list[str]) -> bool:
+    """Whether the program is a Python interpreter (or script): then every rank has dpmpi's exit
+    guard (through the sitecustomize on PYTHONPATH) and writes a status record when it ends."""
+    if not program:
+        return False
+    first = os.path.basename(program[0])
+    return first.startswith("python") or first.endswith(".py") or first in ("pytest", "py.test")
+
+
+def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
+    """The job's exit code, and a one-line account when something failed. ``expect_records``:
+    every rank runs the exit guard, so a rank without a record was killed by a signal."""
     if not records:
+        if expect_records and n > 0:  # every rank died by a signal (mpirun --with-ft still says 0)
+            return 1, f"every rank died without a status (killed by a signal); no rank completed"
         return mpirun_rc, ""
     completed = {r for r, rec in records.items() if rec.get("status") == 0}
     failed = {r: rec for r, rec in records.items() if rec.get("status") != 0}
@@ -225,7 +237,7 @@ def launch(opts: Options, mpirun: str) -> int:
         except KeyboardInterrupt:  # mpirun got the same SIGINT from the terminal; wait for it
             continue
     pump.join()
-    code, account = job_exit_code(opts.n, outcome.records, rc)
+    code, account = job_exit_code(opts.n, outcome.records, rc, expect_records=is_python(opts.program))
     if account:
         sys.stderr.write(f"dpmpi-run: {account}; exit code {code}\n")
     sys.stdout.flush()

@@ -151,6 +151,14 @@ def test_job_exit_code(records, mpirun_rc, expected):
     assert run.job_exit_code(n, records, mpirun_rc)[0] == expected
 
 
+def test_python_ranks_that_all_died_by_signal_fail_the_job():
+    # seen: both ranks segfaulted in MPI, mpirun --with-ft ulfm returned 0, and so did dpmpi-run
+    code, account = run.job_exit_code(2, {}, 0, expect_records=True)
+    assert code == 1 and "every rank died" in account
+    assert run.is_python(["/x/.venv/bin/python3", "p.py"]) and run.is_python(["./train.py"])
+    assert not run.is_python(["hostname"])
+
+
 # ---- hot-swap planning (pure) ------------------------------------------------------------------
 def _plan():
     from dpmpi.resilient import Plan
