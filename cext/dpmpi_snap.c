@@ -650,6 +650,10 @@ int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest) {
      * niced, and a program that waits for its snapshot must not wait for them to be scheduled.
      * Not while the job waits for its gate (the slot it writes may still be needed). */
     if (e->running && (e->gate == NULL || !gate_running(e->gate))) {
+        if (e->gate && dpmpi_repl_wait(e->gate, 0.0) < 0) { /* failed gate: nothing may be written */
+            int expected = 0;
+            atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_GATE_FAILED);
+        }
         e->helpers++;
         pthread_mutex_unlock(&e->mu);
         run_units(e);

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
         SparesDepletedWarning,
         init,
     )
+    from dpmpi.runtime import Recovery, Runtime
     from dpmpi.snapshot import Snapshot, SnapshotCopyError, SnapshotLostError
     from dpmpi.errors import (
         DpmpiError,
@@ -57,6 +58,8 @@ _LAZY = {
     "RepairEvent": "dpmpi.resilient",
     "SparesDepletedWarning": "dpmpi.resilient",
     "SparesDepletedError": "dpmpi.resilient",
+    "Runtime": "dpmpi.runtime",
+    "Recovery": "dpmpi.runtime",
     "Snapshot": "dpmpi.snapshot",
     "SnapshotLostError": "dpmpi.snapshot",
     "SnapshotCopyError": "dpmpi.snapshot",
@@ -68,11 +71,13 @@ __all__ = [
     "DpmpiError",
     "FaultToleranceUnavailableError",
     "ProcFailedError",
+    "Recovery",
     "RepairEvent",
     "Request",
     "ResilientComm",
     "RevokedError",
     "Role",
+    "Runtime",
     "SparesDepletedError",
     "SparesDepletedWarning",
     "Snapshot",

@@ -334,6 +334,10 @@ class Snapshot:
         self._writer_slot: _Slot | None = None
         self._writer_error: BaseException | None = None
         self._closed = False
+        self._auto: tuple[int, threading.Thread] | None = None  # a background commit (stage(epoch))
+        self._auto_error: BaseException | None = None
+        self._unstaged: tuple[_Slot, int, int] | None = None  # (slot, epoch, digest) before the last stage
+        self._last_rc = 0  # the last copy job's result
         self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self._nbytes)}
         self.last_restore: dict[str, Any] = {}
 
@@ -372,25 +376,55 @@ class Snapshot:
             ptrs.append(ext.ffi.from_buffer(view))
         return ptrs, views
 
-    def stage(self) -> None:
+    def stage(self, epoch: int | None = None) -> None:
         """Start copying the registered arrays into the free slot; returns at once (local).
 
-        The arrays must not be modified until ``commit()``; reading them is fine."""
+        The arrays must not be modified until ``commit()``; reading them is fine. With ``epoch``,
+        the copy is committed as that epoch in the background as soon as it is done (sealed and
+        replicated without waiting for the program to call ``commit``), so that a failure soon
+        after loses less; ``commit(epoch)`` then waits for that. Every rank must then stage the
+        same epochs (the first such call is collective: it sets up replication)."""
         self._check_open()
-        if self._staging is not None:
+        if self._staging is not None or self._auto is not None:
             raise ValueError("stage() was already called; call commit(epoch) before staging again")
+        if epoch is not None:
+            epoch = self._check_epoch(epoch)
+            if self._replicas and self._scomm is None:
+                self._setup()
         t0 = time.perf_counter()
         src, _views = self._sources()
         target = 1 - self._committed if self._committed >= 0 else 0
         slot = self._own[target]
         if self._writer_slot is slot:
             self._join_writer()
+        # the slot's epoch stays restorable until the copy starts writing (it may wait for the
+        # previous epoch's replication): remember it, in case that never happens
+        self._unstaged = (slot, slot.epoch, slot.digest)
         slot.epoch = -1
         dst, lens = _segments(self._entries, slot.ptr)
         gate = self._repl.raw if self._repl is not None and self._repl.running else None
         self._engine.start(dst, src, lens, gate)
         self._staging = target
         self.stats["stage_ms"] = 1e3 * (time.perf_counter() - t0)
+        if epoch is not None:
+            thread = threading.Thread(target=self._auto_commit, args=(epoch,), name="dpmpi-commit", daemon=True)
+            self._auto = (epoch, thread)
+            thread.start()
+
+    def _auto_commit(self, epoch: int) -> None:
+        try:
+            self._commit_now(epoch)
+        except BaseException as exc:  # given to the program by commit()
+            self._auto_error = exc
+
+    def _join_auto(self) -> tuple[int, BaseException | None] | None:
+        """Wait for a background commit; (its epoch, its error) or None if there was none."""
+        if self._auto is None:
+            return None
+        epoch, thread = self._auto
+        thread.join()
+        self._auto, error, self._auto_error = None, self._auto_error, None
+        return epoch, error
 
     def busy(self) -> bool:
         """Whether a staging copy or a replication is still running (local, does not block)."""
@@ -403,6 +437,9 @@ class Snapshot:
     def wait(self) -> None:
         """Wait until the last commit's replication and file write are done (local). Raises
         ProcFailedError if a peer failed during the replication."""
+        joined = self._join_auto()
+        if joined is not None and joined[1] is not None:
+            raise joined[1]
         self._join_writer()
         if self._repl is not None and self._repl.running:
             if self._repl.wait() < 0:
@@ -413,6 +450,7 @@ class Snapshot:
         """Stop the threads and free the memory (local). Later calls raise ValueError."""
         if self._closed:
             return
+        self._join_auto()
         self._engine.wait()
         self._join_writer()
         # the peers finish the same epoch's replication; waiting lets theirs complete too
@@ -431,20 +469,38 @@ class Snapshot:
         self.close()
 
     # -- commit --
+    def _check_epoch(self, epoch: Any) -> int:
+        epoch = _int_arg("epoch", epoch, 0)
+        if epoch <= self._epoch:
+            raise ValueError(f"commit({epoch}): epochs must grow; the last committed epoch is {self._epoch}")
+        return epoch
+
     def commit(self, epoch: int) -> None:
         """Seal the staged copy as ``epoch`` and replicate it to the buddies.
 
         Collective over the communicator: every rank commits the same epoch, larger than the
-        last. Waits for the staging copy (GIL released); replication continues in the background."""
+        last. Waits for the staging copy (GIL released); replication continues in the background.
+        After ``stage(epoch)``, waits for the background commit of that epoch."""
         self._check_open()
-        epoch = _int_arg("epoch", epoch, 0)
-        if epoch <= self._epoch:
-            raise ValueError(f"commit({epoch}): epochs must grow; the last committed epoch is {self._epoch}")
+        if self._auto is not None:
+            t0 = time.perf_counter()
+            auto_epoch, error = self._join_auto()
+            self.stats["commit_wait_ms"] = 1e3 * (time.perf_counter() - t0)
+            if epoch != auto_epoch:
+                raise ValueError(f"commit({epoch}) after stage(epoch={auto_epoch}): the epochs must be the same")
+            if error is not None:
+                raise error
+            return
+        epoch = self._check_epoch(epoch)
         if self._staging is None:
             raise ValueError("commit() without stage(): call snap.stage() after updating the arrays")
+        self._commit_now(epoch)
+
+    def _commit_now(self, epoch: int) -> None:
         t0 = time.perf_counter()
         target, self._staging = self._staging, None
         rc, digest = self._engine.wait()
+        self._last_rc = rc
         self.stats["commit_wait_ms"] = 1e3 * (time.perf_counter() - t0)
         if rc == _GATE_FAILED:
             self._raise_peer_failure("snapshot replication of the previous epoch")
@@ -456,6 +512,7 @@ class Snapshot:
         self._collect()
         slot = self._own[target]
         slot.epoch, slot.digest = epoch, digest
+        self._unstaged = None
         self._committed, self._epoch = target, epoch
         if self._replicas:
             self._replicate(epoch)
@@ -628,12 +685,22 @@ class Snapshot:
         self._check_open()
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
-        # 1. quiesce: the staging copy (discarded) and a replication that a failure interrupted
+        # 1. quiesce: a background commit, the staging copy (discarded) and a replication that a
+        # failure interrupted. A background commit that failed (a peer died) is expected here.
+        if self._auto is not None:
+            # it may wait (in the copy's gate) for a replication that the failure stalled
+            if self._repl is not None and self._repl.running and self._repl.wait(0.05) == 1:
+                self._interrupt()
+            self._join_auto()
         self._stop_replication(revoke=True)
-        self._engine.wait()
         if self._staging is not None:
-            self._own[self._staging].epoch = -1
+            self._last_rc, _digest = self._engine.wait()
             self._staging = None
+        if self._unstaged is not None:
+            slot, epoch_before, digest_before = self._unstaged
+            if self._last_rc == _GATE_FAILED and slot.epoch < 0:  # the copy never wrote: still intact
+                slot.epoch, slot.digest = epoch_before, digest_before
+            self._unstaged = None
         self._join_writer()
         self._renumber()
         timings["quiesce"] = time.perf_counter() - t0

@@ -20,6 +20,7 @@ parser.add_argument("--replicas", type=int, default=1)
 parser.add_argument("--persist", default=None, help="persist_dir (every epoch)")
 parser.add_argument("--sync", action="store_true", help="wait for each epoch's replication before going on")
 parser.add_argument("--threads", type=int, default=1)
+parser.add_argument("--auto", action="store_true", help="stage(epoch): commit in the background")
 args = parser.parse_args()
 
 comm = dpmpi.init()
@@ -68,7 +69,7 @@ while epoch is not None and epoch <= args.epochs:
             state[name][...] = value
         if args.sync:
             snap.wait()
-        snap.stage()
+        snap.stage(epoch) if args.auto else snap.stage()
         dpmpi.faults.point("staged")
         snap.commit(epoch)
         if args.sync:

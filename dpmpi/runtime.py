@@ -1,0 +1,247 @@
+"""``dpmpi.Runtime``: a step loop that survives the death of a rank without recovery code.
+
+The program describes its state (arrays) and one step; the runtime runs the steps, snapshots
+the state, and when a peer fails inside a step it repairs the communicator (``Respawn``: a
+spare takes the dead rank's place), restores the newest globally restorable snapshot on every
+rank (the replacement gets the dead rank's copy from a buddy), and resumes at the step after
+that snapshot::
+
+    comm = dpmpi.init()                        # the last DPMPI_SPARES ranks wait as spares
+    w, m = init_weights(), np.zeros_like(w)    # a replacement builds the same arrays
+    rt = dpmpi.Runtime(comm, {"w": w, "m": m})
+
+    def step(k):
+        g = gradient(w, batch(k, comm.Get_rank()))
+        comm.Allreduce(MPI.IN_PLACE, g)        # a failure here is handled by the runtime
+        with rt.update():                      # the only place the state is modified
+            m[...] = 0.9 * m + g
+            w -= 0.01 * m
+
+    rt.run(step, 1000)
+
+Snapshots: epoch ``e`` is the state after ``e`` steps (epoch 0: the state ``run`` starts with).
+After the update of every ``snapshot_every``-th step the state is staged; the copy runs on C
+threads while the next step computes and is committed (and replicated) in the background as soon
+as it is done; ``rt.update()`` of the next step waits for it (and, with ``bounded_loss``, for
+its replication) before the state changes again. A failure therefore loses at most one whole
+step, plus the step in progress, when every step is snapshotted.
+
+Every step must modify the state only inside ``with rt.update():`` (once per step). Steps must be
+deterministic functions of (state, step number, rank) for a recovered run to end bit for bit
+where a failure-free run ends.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator, Mapping
+
+from mpi4py import MPI
+
+from dpmpi import resilient
+from dpmpi.errors import ProcFailedError, RevokedError
+from dpmpi.snapshot import Snapshot
+
+_RECOVERABLE = (ProcFailedError, RevokedError)
+
+
+@dataclass
+class Recovery:
+    """One recovery as seen by this process (times are ``time.time()``)."""
+
+    failed_step: int  # the newest step any survivor had started when the failure was caught
+    restored_epoch: int  # the snapshot restored: execution resumed at this step
+    error: str  # what this process caught ("" on a replacement)
+    caught_at: float
+    repaired_at: float
+    restored_at: float
+    resumed_at: float  # stepping again from the restored epoch
+    caught_up_at: float = 0.0  # back at failed_step (work lost has been recomputed)
+    repair: dict = field(default_factory=dict)  # the RepairEvent of this process
+    restore: dict = field(default_factory=dict)  # the snapshot's restore breakdown
+    attempts: int = 1  # repairs needed (a failure during recovery adds one)
+
+    @property
+    def steps_recomputed(self) -> int:
+        """Whole steps whose results were lost and recomputed (the step in progress, partly
+        done when the failure came, is not counted)."""
+        return max(0, self.failed_step - self.restored_epoch)
+
+    @property
+    def repair_ms(self) -> float:
+        return 1e3 * (self.repaired_at - self.caught_at)
+
+    @property
+    def restore_ms(self) -> float:
+        return 1e3 * (self.restored_at - self.repaired_at)
+
+    @property
+    def recompute_ms(self) -> float:
+        return 1e3 * (self.caught_up_at - self.resumed_at) if self.caught_up_at else 0.0
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(steps_recomputed=self.steps_recomputed, repair_ms=round(self.repair_ms, 3),
+                 restore_ms=round(self.restore_ms, 3), recompute_ms=round(self.recompute_ms, 3))
+        return d
+
+
+class Runtime:
+    """Runs a step function over a resilient communicator, with snapshots and recovery.
+
+    ``comm``: the communicator from ``dpmpi.init()``. ``state``: the arrays that make up this
+    rank's state (see ``dpmpi.Snapshot``; a replacement registers the same names, dtypes and
+    shapes). ``snapshot_every``: snapshot after every K-th step. ``bounded_loss`` (default True):
+    before the state changes, wait until the last snapshot is also held by the buddies, so a
+    failure loses at most ``snapshot_every`` steps plus the one in progress; False lets the
+    replication run on into the next step (less waiting, and up to one more step lost). The
+    other keyword arguments go to ``dpmpi.Snapshot``."""
+
+    def __init__(self, comm: Any, state: Mapping[str, Any], *, snapshot_every: int = 1, replicas: int = 1,
+                 threads: int | None = None, persist_dir: Any = None, persist_every: int = 0,
+                 bounded_loss: bool = True) -> None:
+        if not isinstance(comm, resilient.ResilientComm):
+            raise TypeError("Runtime needs the communicator returned by dpmpi.init() (it repairs it with "
+                            f"Respawn); got {type(comm).__name__}")
+        if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 1:
+            raise ValueError(f"snapshot_every must be an int >= 1, got {snapshot_every!r}")
+        self.comm = comm
+        self.snapshot_every = snapshot_every
+        self.bounded_loss = bool(bounded_loss)
+        self.snapshot = Snapshot(comm, state, replicas=replicas, threads=threads, persist_dir=persist_dir,
+                                 persist_every=persist_every)
+        self.step = 0  # the step being run (or the next one)
+        self.history: list[Recovery] = []
+        self._callbacks: list[Callable[[dict], None]] = []
+        self._pending: int | None = None  # epoch staged and not yet committed
+        self._updates = 0  # rt.update() calls in the current step
+        self._running = False
+        self._catching_up: Recovery | None = None
+
+    # -- events --
+    def on_event(self, callback: Callable[[dict], None]) -> None:
+        """Call ``callback(event)`` (a dict with an "event" key: "failure", "repaired",
+        "restored", "caught-up", "done") on this process as the run goes."""
+        if not callable(callback):
+            raise TypeError(f"on_event() takes a callable(event), got {type(callback).__name__}")
+        self._callbacks.append(callback)
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        record = {"event": event, "rank": self.comm.Get_rank(), "time": time.time(), **fields}
+        resilient._log_line({"source": "runtime", **record})
+        for cb in list(self._callbacks):
+            cb(record)
+
+    # -- the step's update --
+    @contextlib.contextmanager
+    def update(self) -> Iterator[None]:
+        """Wrap the code of a step that modifies the state: the previous snapshot is committed
+        first (the copy overlapped the step's compute), the new one is staged after."""
+        if not self._running:
+            raise RuntimeError("rt.update() is for use inside the step function given to rt.run()")
+        self._updates += 1
+        if self._updates > 1:
+            raise RuntimeError(f"step {self.step} entered rt.update() twice; modify the state in one block")
+        self._commit_pending()
+        yield
+        if (self.step + 1) % self.snapshot_every == 0:
+            self._pending = self.step + 1
+            self.snapshot.stage(self._pending)
+
+    def _commit_pending(self) -> None:
+        if self._pending is not None:
+            epoch, self._pending = self._pending, None
+            self.snapshot.commit(epoch)
+            if self.bounded_loss:
+                self.snapshot.wait()  # the copy's replication ran during the step; usually done
+
+    # -- the loop --
+    def run(self, step_fn: Callable[[int], Any], n_steps: int) -> list[Recovery]:
+        """Run ``step_fn(step)`` for the steps not yet done, up to ``n_steps`` (collective).
+
+        On a replacement (``comm.role is Role.RECOVERED``) the state is first restored. Returns
+        the recoveries this process went through."""
+        if not callable(step_fn):
+            raise TypeError(f"run() takes a callable step_fn(step), got {type(step_fn).__name__}")
+        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
+            raise ValueError(f"n_steps must be an int >= 0, got {n_steps!r}")
+        self._running = True
+        try:
+            if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0:
+                self._recover(caught=None)
+            elif self.snapshot.epoch < 0:
+                self._start()
+            while self.step < n_steps:
+                try:
+                    if self._catching_up is not None and self.step >= self._catching_up.failed_step:
+                        self._caught_up()
+                    self._updates = 0
+                    step_fn(self.step)
+                    if self._updates != 1:
+                        raise RuntimeError(
+                            f"step {self.step} did not modify the state inside 'with rt.update():'; the runtime "
+                            f"snapshots around that block, so every step must use it once")
+                    self.step += 1
+                except _RECOVERABLE as exc:
+                    self._recover(caught=exc)
+            if self._catching_up is not None:
+                self._caught_up()
+            self._commit_pending()  # the final state is a committed epoch too
+            self.snapshot.wait()
+        finally:
+            self._running = False
+        self._emit("done", step=self.step, epoch=self.snapshot.epoch)
+        return list(self.history)
+
+    def _start(self) -> None:
+        """Epoch 0, the starting state, safe everywhere before the first step (collective)."""
+        self.snapshot.stage(0)
+        self.snapshot.commit(0)
+        self.snapshot.wait()
+        self.step = 0
+
+    def _recover(self, caught: BaseException | None) -> None:
+        caught_at = time.time()
+        failed_step = self.step if caught is not None else -1
+        if caught is not None:
+            self._emit("failure", step=self.step, error=type(caught).__name__)
+        self._pending = None
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                if caught is not None or attempts > 1:
+                    self.comm.Respawn()
+                repaired_at = time.time()
+                repair = asdict(self.comm.history[-1]) if self.comm.history else {}
+                if caught is not None or attempts > 1:
+                    self._emit("repaired", **{k: repair.get(k) for k in ("epoch", "failed", "filled", "size",
+                                                                           "phases_ms", "total_ms")})
+                epoch = self.snapshot.restore()
+                restored_at = time.time()
+                # where the survivors were: the replacement knows nothing of it
+                failed_step = self.comm.allreduce(failed_step, op=MPI.MAX)
+                break
+            except _RECOVERABLE:
+                continue  # another failure during the recovery: repair again
+        self.step = epoch
+        record = Recovery(failed_step=failed_step, restored_epoch=epoch, error=type(caught).__name__ if caught else "",
+                          caught_at=caught_at, repaired_at=repaired_at, restored_at=restored_at,
+                          resumed_at=time.time(), repair=repair, restore=dict(self.snapshot.last_restore),
+                          attempts=attempts)
+        self.history.append(record)
+        self._catching_up = record
+        self._emit("restored", epoch=epoch, failed_step=failed_step, steps_recomputed=record.steps_recomputed,
+                   restore_ms=round(record.restore_ms, 3), repair_ms=round(record.repair_ms, 3),
+                   role=self.comm.role.value, detail=record.restore)
+
+    def _caught_up(self) -> None:
+        record, self._catching_up = self._catching_up, None
+        assert record is not None
+        record.caught_up_at = time.time()
+        self._emit("caught-up", step=self.step, recompute_ms=round(record.recompute_ms, 3),
+                   steps_recomputed=record.steps_recomputed)
+
+    def close(self) -> None:
+        self.snapshot.close()
