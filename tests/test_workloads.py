@@ -1,0 +1,114 @@
+"""dpmpi.Runtime on the two example workloads: killed at seeded random steps, every rank ends bit
+for bit where a failure-free run ends (and where the plain mpi4py twin ends)."""
+import json
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+STEPS = 30
+ARGS = {"mlp": ["--state-mib", 2, "--batch", 32], "jacobi": ["--state-mib", 1, "--width", 256]}
+SCRIPT = {"mlp": "train_mlp", "jacobi": "jacobi"}
+SEED = 20261129
+_reference: dict = {}
+
+
+def launch(dpmpi_run, workload, n_spares, faults=""):
+    args = ["--steps", STEPS, *ARGS[workload]]
+    return dpmpi_run(4 + n_spares, str(EXAMPLES / f"{SCRIPT[workload]}.py"), *args,
+                     launcher_args=["--spares", str(n_spares)], faults=faults, timeout=120)
+
+
+def finals(job):
+    assert job.returncode == 0, f"exit code {job.returncode}\n{job.stdout[-3000:]}\n{job.stderr[-3000:]}"
+    out = {e["rank"]: e for e in job.events if e["event"] == "final"}
+    assert sorted(out) == [0, 1, 2, 3], job.stdout[-3000:] + job.stderr[-3000:]
+    assert all(e["step"] == STEPS for e in out.values())
+    return {r: e["digest"] for r, e in out.items()}
+
+
+def reference(dpmpi_run, workload):
+    if workload not in _reference:
+        _reference[workload] = finals(launch(dpmpi_run, workload, 1))
+    return _reference[workload]
+
+
+@pytest.mark.parametrize("workload", ["mlp", "jacobi"])
+def test_the_plain_mpi4py_twin_computes_the_same_state(workload, dpmpi_run, run_job, mpirun):
+    cmd = [*mpirun, "-n", "4", sys.executable, str(EXAMPLES / f"{SCRIPT[workload]}_mpi4py.py"), "--steps", str(STEPS),
+           *map(str, ARGS[workload])]
+    twin = run_job(cmd, timeout=120)
+    assert twin.returncode == 0, twin.stderr
+    got = {e["rank"]: e["digest"] for e in twin.events if e["event"] == "final"}
+    assert got == reference(dpmpi_run, workload)
+
+
+def kills(victims, seed):
+    """A seeded random step for each victim (different steps when there are several)."""
+    rng = random.Random(seed)
+    steps = sorted(rng.sample(range(3, STEPS - 3), len(victims)))
+    return {v: s for v, s in zip(victims, steps)}
+
+
+@pytest.mark.parametrize("workload", ["mlp", "jacobi"])
+@pytest.mark.parametrize("victims", [(0,), (2,), (1, 3)], ids=["rank0", "middle", "two-ranks"])
+def test_killed_at_a_random_step_ends_identical_to_a_failure_free_run(workload, victims, dpmpi_run):
+    plan = kills(victims, SEED + sum(victims) + len(workload))
+    # faults.point("step") is hit once per step: the k-th hit is step k - 1
+    faults = ",".join(f"{v}:step@{s + 1}:KILL" for v, s in plan.items())
+    job = launch(dpmpi_run, workload, len(victims), faults)
+    assert finals(job) == reference(dpmpi_run, workload), f"kill plan {plan}"
+    restored = [e for e in job.events if e["event"] == "restored"]
+    assert restored, job.stdout[-2000:]
+    for e in restored:  # snapshots every step: at most one whole step is recomputed
+        assert 0 <= e["steps_recomputed"] <= 1, (plan, e)
+    # the victims' places are held by spares (world ranks 4 and up) at the end
+    replaced = {e["rank"] for e in job.events if e["event"] == "final" and e["wid"] >= 4}
+    assert replaced == set(plan), (plan, replaced)
+
+
+def test_runtime_refuses_bad_use_with_clear_errors(tmp_path):
+    code = textwrap.dedent("""
+        import json, numpy as np, dpmpi
+        comm = dpmpi.init()
+        out = {}
+        def err(fn):
+            try:
+                fn()
+            except Exception as exc:
+                return f"{type(exc).__name__}: {exc}"
+        w = np.zeros(8)
+        out["plain"] = err(lambda: dpmpi.Runtime(dpmpi.COMM_WORLD, {"w": w}))
+        out["every"] = err(lambda: dpmpi.Runtime(comm, {"w": w}, snapshot_every=0))
+        rt = dpmpi.Runtime(comm, {"w": w})
+        out["outside"] = err(lambda: rt.update().__enter__())
+        out["no-update"] = err(lambda: rt.run(lambda k: None, 3))
+        out["steps"] = err(lambda: rt.run(lambda k: None, -1))
+        def twice(k):
+            with rt.update():
+                pass
+            with rt.update():
+                pass
+        out["twice"] = err(lambda: rt.run(twice, 3))
+        def good(k):
+            with rt2.update():
+                w[:] += k
+        rt2 = dpmpi.Runtime(comm, {"w": np.zeros(8)})
+        w = rt2.snapshot._arrays["w"]
+        out["good"] = rt2.run(good, 5) == [] and w.tolist() == [10.0] * 8 and rt2.snapshot.epoch == 5
+        print(json.dumps(out))
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["plain"].startswith("TypeError: Runtime needs the communicator returned by dpmpi.init()")
+    assert out["every"].startswith("ValueError: snapshot_every must be an int >= 1")
+    assert out["outside"].startswith("RuntimeError: rt.update() is for use inside the step function")
+    assert out["no-update"].startswith("RuntimeError: step 0 did not modify the state inside 'with rt.update():'")
+    assert out["steps"].startswith("ValueError: n_steps must be an int >= 0")
+    assert out["twice"].startswith("RuntimeError: step 0 entered rt.update() twice")
+    assert out["good"] is True
