@@ -206,6 +206,7 @@ typedef int (*fn_irecv)(void *, int, void *, int, int, void *, void **);
 typedef int (*fn_test)(void **, int *, void *);
 typedef int (*fn_ibarrier)(void *, void **);
 typedef int (*fn_error_class)(int, int *);
+typedef int (*fn_iprobe)(int, int, void *, int *, void *);
 
 static struct {
     fn_isend isend;
@@ -213,6 +214,7 @@ static struct {
     fn_test test;
     fn_ibarrier ibarrier;
     fn_error_class error_class;
+    fn_iprobe iprobe;
 } mpi;
 
 int dpmpi_mpi_bind(const char *libmpi_path) {
@@ -224,7 +226,8 @@ int dpmpi_mpi_bind(const char *libmpi_path) {
     mpi.test = (fn_test)dlsym(h, "MPI_Test");
     mpi.ibarrier = (fn_ibarrier)dlsym(h, "MPI_Ibarrier");
     mpi.error_class = (fn_error_class)dlsym(h, "MPI_Error_class");
-    if (!mpi.isend || !mpi.irecv || !mpi.test || !mpi.ibarrier || !mpi.error_class) return -2;
+    mpi.iprobe = (fn_iprobe)dlsym(h, "MPI_Iprobe");
+    if (!mpi.isend || !mpi.irecv || !mpi.test || !mpi.ibarrier || !mpi.error_class || !mpi.iprobe) return -2;
     return 0;
 }
 
@@ -416,7 +419,18 @@ int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpm
 int dpmpi_repl_wait(dpmpi_repl *r, double timeout) {
     pthread_mutex_lock(&r->mu);
     if (timeout < 0) {
-        while (r->running) pthread_cond_wait(&r->done, &r->mu);
+        /* A waiting thread drives MPI's progress engine itself (an Iprobe makes Open MPI move
+         * pending transfers: the receive side of a shared-memory rendezvous copies the data), at
+         * its own priority: the replication thread runs niced, and on a machine whose cores are
+         * busy (MPI ranks poll while they wait) it would hardly be scheduled. */
+        while (r->running) {
+            void *comm = r->comm;
+            pthread_mutex_unlock(&r->mu);
+            int flag = 0;
+            if (comm && mpi.iprobe) mpi.iprobe(-1 /* MPI_ANY_SOURCE */, -1 /* MPI_ANY_TAG */, comm, &flag, NULL);
+            sleep_ns(20000);
+            pthread_mutex_lock(&r->mu);
+        }
     } else {
         struct timespec ts;
         deadline_after(&ts, timeout);

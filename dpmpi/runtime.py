@@ -157,11 +157,12 @@ class Runtime:
                 self.snapshot.wait()  # the copy's replication ran during the step; usually done
 
     # -- the loop --
-    def run(self, step_fn: Callable[[int], Any], n_steps: int) -> list[Recovery]:
+    def run(self, step_fn: Callable[[int], Any], n_steps: int, *, commit_at_end: bool = True) -> list[Recovery]:
         """Run ``step_fn(step)`` for the steps not yet done, up to ``n_steps`` (collective).
 
-        On a replacement (``comm.role is Role.RECOVERED``) the state is first restored. Returns
-        the recoveries this process went through."""
+        On a replacement (``comm.role is Role.RECOVERED``) the state is first restored. At the
+        end the last snapshot is committed and replicated (``commit_at_end=False`` leaves it to
+        the next ``run``, to run on without a pause). Returns the recoveries of this process."""
         if not callable(step_fn):
             raise TypeError(f"run() takes a callable step_fn(step), got {type(step_fn).__name__}")
         if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
@@ -187,8 +188,9 @@ class Runtime:
                     self._recover(caught=exc)
             if self._catching_up is not None:
                 self._caught_up()
-            self._commit_pending()  # the final state is a committed epoch too
-            self.snapshot.wait()
+            if commit_at_end:
+                self._commit_pending()  # the final state is a committed epoch too
+                self.snapshot.wait()
         finally:
             self._running = False
         self._emit("done", step=self.step, epoch=self.snapshot.epoch)

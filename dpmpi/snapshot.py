@@ -561,7 +561,7 @@ class Snapshot:
         held: dict[int, list[_Slot]] = {}
         for d in range(1, self._replicas + 1):
             owner = (rank - d) % size
-            nbytes = sum((e[3] + _ALIGN - 1) // _ALIGN * _ALIGN for e in self._layouts[owner])
+            nbytes = _total(self._owner_entries(owner))  # exactly the owner's slot size
             old = self._held.get(owner)
             if old is not None and old[0].nbytes == nbytes:
                 held[owner] = old
@@ -769,10 +769,7 @@ class Snapshot:
             if holder == rank:
                 slot = next(s for s in self._held[r] if s.epoch == epoch)
                 reqs += self._isend_slot(scomm, r, slot, epoch)
-        try:
-            MPI.Request.Waitall(reqs)
-        except MPI.Exception as exc:
-            raise from_mpi(exc, scomm, "Snapshot.restore (transfer)") from exc
+        _waitall(reqs, scomm, "Snapshot.restore (transfer)")
         timings["transfer"] = time.perf_counter() - t
         # 4. verify, everywhere, then write back
         t = time.perf_counter()
@@ -979,6 +976,21 @@ class Snapshot:
         engine = _Engine(1)
         _load_file(os.path.join(directory, f"rank{rank:05d}.epoch{epoch:010d}.dpmpi"), dict(arrays), entries, engine)
         return epoch
+
+
+def _waitall(reqs: list, comm: MPI.Comm, op: str) -> None:
+    """Waitall whose failure is reported as the error of the request that failed (not as
+    ERR_IN_STATUS), so that a peer's failure is a ProcFailedError/RevokedError."""
+    statuses = [MPI.Status() for _ in reqs]
+    try:
+        MPI.Request.Waitall(reqs, statuses)
+    except MPI.Exception as exc:
+        cause = exc
+        if exc.Get_error_class() == MPI.ERR_IN_STATUS:
+            codes = [st.Get_error() for st in statuses if st.Get_error() not in (MPI.SUCCESS, MPI.ERR_PENDING)]
+            if codes:
+                cause = MPI.Exception(codes[0])
+        raise from_mpi(cause, comm, op) from exc
 
 
 def _disk_epochs(directory: str, rank: int) -> list[int]:

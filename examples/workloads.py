@@ -20,8 +20,12 @@ import os
 import signal
 import time
 
-import numpy as np
-from mpi4py import MPI
+# one BLAS thread per rank: MPI runs one rank per core, and extra BLAS threads fight over them
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
 
 MiB = 1 << 20
 

@@ -32,7 +32,7 @@ def log(event, **fields):
 
 
 def expected(rank, epoch):
-    n = int(args.mib * (1 << 20) / 8 / 2) + 1024 * rank  # sizes differ between ranks
+    n = int(args.mib * (1 << 20) / 8 / 2) + 1024 * rank + 3  # sizes differ between ranks; not 64-byte multiples
     w = np.arange(n, dtype=np.float64) * (rank + 1) + epoch
     m = np.random.default_rng([rank, epoch]).integers(0, 255, size=n, dtype=np.uint8)
     return {"w": w, "m": m}
