@@ -66,6 +66,16 @@ def _env_float(name: str, default: float) -> float:
     return value
 
 
+def env_int(name: str, default: int, meaning: str) -> int:
+    """An int from the environment (empty or unset: ``default``), or a ValueError that says how
+    to set it."""
+    raw = os.environ.get(name, "") or str(default)
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an int; set it to {meaning}") from None
+
+
 def _mpi() -> Any:
     """mpi4py.MPI if this process initialised MPI and has not finalised it, else None."""
     mod = sys.modules.get("mpi4py.MPI")

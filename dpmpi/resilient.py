@@ -479,11 +479,7 @@ _STATE: _State | None = None
 
 def _spares_from(value: int | None, size: int) -> int:
     if value is None:
-        raw = os.environ.get(ENV_SPARES, "0") or "0"
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"{ENV_SPARES}={raw!r} is not an int; set it to the number of spare ranks") from None
+        value = _guard.env_int(ENV_SPARES, 0, "the number of spare ranks")
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"spares must be an int, got {type(value).__name__}")
     if value < 0 or value >= size:

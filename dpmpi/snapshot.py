@@ -264,11 +264,7 @@ def _int_arg(name: str, value: Any, minimum: int) -> int:
 
 def _threads_from(value: int | None) -> int:
     if value is None:
-        raw = os.environ.get(ENV_THREADS, "1") or "1"
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"{ENV_THREADS}={raw!r} is not an int; set it to the number of copy threads") from None
+        value = _guard.env_int(ENV_THREADS, 1, "the number of copy threads")
     value = _int_arg("threads", value, 1)
     if value > 64:
         raise ValueError(f"threads={value}: at most 64 copy threads")
@@ -535,19 +531,8 @@ class Snapshot:
 
     def _setup(self) -> None:
         """dpmpi's communicator for snapshot traffic and every rank's layout (collective)."""
-        comm = self._comm.mpi
-        if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
-            raise RuntimeError("dpmpi.Snapshot replicates on a background thread and needs MPI_THREAD_MULTIPLE; "
-                               "do not lower mpi4py.rc.thread_level (its default, 'multiple', is right)")
-        _bind_mpi()
-        self._free_scomm()
-        try:
-            scomm = comm.Dup()
-        except MPI.Exception as exc:
-            raise from_mpi(exc, comm, "Snapshot setup") from exc
-        _warm_up(scomm, "Snapshot setup")
-        self._scomm = scomm
-        self._link()
+        self._setup_comm_only("Snapshot setup")
+        scomm = self._scomm
         try:
             layouts = scomm.allgather(_signature(self._entries))
         except MPI.Exception as exc:
@@ -706,7 +691,7 @@ class Snapshot:
         timings["quiesce"] = time.perf_counter() - t0
         # 2. a new communicator, and what everyone holds
         t = time.perf_counter()
-        self._setup_comm_only()
+        self._setup_comm_only("Snapshot.restore")
         scomm = self._scomm
         rank, size = scomm.Get_rank(), scomm.Get_size()
         own = {s.epoch: s.digest for s in self._own if s.epoch >= 0}
@@ -813,17 +798,19 @@ class Snapshot:
                              "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
         return epoch
 
-    def _setup_comm_only(self) -> None:
+    def _setup_comm_only(self, op: str) -> None:
+        """A new communicator for snapshot traffic, duplicated from the current one (collective)."""
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE and self._replicas:
-            raise RuntimeError("dpmpi.Snapshot needs MPI_THREAD_MULTIPLE (mpi4py.rc.thread_level='multiple')")
+            raise RuntimeError("dpmpi.Snapshot replicates on a background thread and needs MPI_THREAD_MULTIPLE; "
+                               "do not lower mpi4py.rc.thread_level (its default, 'multiple', is right)")
         _bind_mpi()
         self._free_scomm()
         comm = self._comm.mpi
         try:
             scomm = comm.Dup()
         except MPI.Exception as exc:
-            raise from_mpi(exc, comm, "Snapshot.restore") from exc
-        _warm_up(scomm, "Snapshot.restore")
+            raise from_mpi(exc, comm, op) from exc
+        _warm_up(scomm, op)
         self._scomm = scomm
         self._link()
 
