@@ -60,6 +60,7 @@ class Role(enum.Enum):
     INITIAL = "INITIAL"  # has not lived through a repair
     SURVIVOR = "SURVIVOR"  # lived through at least one repair
     RECOVERED = "RECOVERED"  # a spare that took a failed rank's place
+    SPARE = "SPARE"  # a spare not called in yet (dpmpi.init(wait=False)): see ResilientComm.Await
 
 
 class SparesDepletedWarning(UserWarning):
@@ -155,12 +156,15 @@ class _Tracked(Comm):
     _state: _State
 
     def Split(self, color: int = 0, key: int = 0) -> Comm:
+        self._state.not_spare("Split")
         return self._state.derive("Split", self, (color, key))
 
     def Dup(self) -> Comm:
+        self._state.not_spare("Dup")
         return self._state.derive("Dup", self, ())
 
     def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
+        self._state.not_spare("Create_group")
         return self._state.derive("Create_group", self, (group, tag))
 
     def _rebase(self, raw: MPI.Comm) -> None:
@@ -186,9 +190,28 @@ class ResilientComm(_Tracked):
         super().__init__(raw)
         self._state = state
 
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_"):
+            self._state.not_spare(name)
+        return super().__getattr__(name)
+
     @property
     def role(self) -> Role:
         return self._state.role
+
+    @property
+    def active_size(self) -> int:
+        """The number of active ranks (on a waiting spare too: the size it will join)."""
+        return len(self._state.plan.actives)
+
+    def Await(self) -> ResilientComm:
+        """On a spare from ``dpmpi.init(wait=False)``: wait (without spinning) until this process
+        takes a failed rank's place, then return this communicator, now active
+        (``role is Role.RECOVERED``); if the job ends first, the process exits with status 0.
+        On an active rank: returns at once."""
+        if self._state.role is Role.SPARE:
+            self._state.wait_as_spare()
+        return self
 
     @property
     def epoch(self) -> int:
@@ -213,6 +236,7 @@ class ResilientComm(_Tracked):
         this communicator, rebuilt in place: same rank numbers and size, unless spares ran out
         under policy "shrink". Derived communicators (Split, Dup, Create_group) are rebuilt in
         place too."""
+        self._state.not_spare("Respawn")
         self._state.repair(time.time())
         return self
 
@@ -240,6 +264,11 @@ class _State:
         # objects with their own communicators (snapshots) that a repair must interrupt first:
         # each has ``_interrupt()``, which revokes them without waiting
         self.interrupt: weakref.WeakSet = weakref.WeakSet()
+
+    def not_spare(self, what: str) -> None:
+        if self.role is Role.SPARE:
+            raise RuntimeError(f"comm.{what}: this process is a spare that has not been called in yet; "
+                               f"call comm.Await() first (dpmpi.Runtime.run does)")
 
     # -- identities --
     def logical(self) -> int:
@@ -423,7 +452,8 @@ class _State:
             if self.active is None:
                 self.active = ResilientComm(raw, self)
             else:
-                self.graveyard.append(self.active.mpi)
+                if was_active:  # (a waiting spare's placeholder wraps COMM_SELF: nothing to free)
+                    self.graveyard.append(self.active.mpi)
                 self.active._rebase(raw)
             self._rebuild_derived(self.recipes if was_active else recipes, renumber, fresh=not was_active)
             self.role = Role.SURVIVOR if was_active else Role.RECOVERED
@@ -496,14 +526,17 @@ def _policy_from(value: str | None) -> str:
     return value
 
 
-def init(spares: int | None = None, on_depleted: str | None = None) -> ResilientComm:
+def init(spares: int | None = None, on_depleted: str | None = None, *, wait: bool = True) -> ResilientComm:
     """Split COMM_WORLD into active ranks and spares; return the active communicator.
 
     Collective over COMM_WORLD. The last ``spares`` world ranks (default: ``DPMPI_SPARES``, set
     by ``dpmpi-run --spares``, else 0) become spares: on them this call returns only when the
     spare takes a failed rank's place (``comm.role is Role.RECOVERED``), or never (the process
-    exits with status 0 when the job ends). ``on_depleted`` ("shrink", the default, or "abort";
-    also ``DPMPI_ON_DEPLETED``) says what a repair does when spares run out."""
+    exits with status 0 when the job ends). With ``wait=False`` a spare gets its communicator at
+    once, with ``role is Role.SPARE``: it can build its state (arrays, snapshot memory) while it
+    waits, so that taking over costs less; ``comm.Await()`` (or ``dpmpi.Runtime.run``) then
+    waits. ``on_depleted`` ("shrink", the default, or "abort"; also ``DPMPI_ON_DEPLETED``) says
+    what a repair does when spares run out."""
     global _STATE
     if _STATE is not None:
         raise RuntimeError("dpmpi.init() was already called in this process; use the communicator it returned")
@@ -536,6 +569,10 @@ def init(spares: int | None = None, on_depleted: str | None = None) -> Resilient
         state.active = ResilientComm(raw, state)
         return state.active
     state.post_exit_agreement()
+    if not wait:  # a placeholder until called in; every MPI call on it raises until Await()
+        state.role = Role.SPARE
+        state.active = ResilientComm(MPI.COMM_SELF, state)
+        return state.active
     state.wait_as_spare()
     assert state.active is not None
     return state.active

@@ -169,6 +169,8 @@ class Runtime:
             raise ValueError(f"n_steps must be an int >= 0, got {n_steps!r}")
         self._running = True
         try:
+            if self.comm.role is resilient.Role.SPARE:
+                self.comm.Await()  # a warm spare (dpmpi.init(wait=False)): returns once called in
             if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0:
                 self._recover(caught=None)
             elif self.snapshot.epoch < 0:

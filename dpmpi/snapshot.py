@@ -298,7 +298,8 @@ class Snapshot:
         self._arrays = dict(arrays)
         self._entries = _layout(self._arrays)
         self._nbytes = _total(self._entries)
-        size = self._comm.Get_size()
+        waiting = getattr(self._comm, "role", None) is not None and self._comm.role.value == "SPARE"
+        size = self._comm.active_size if waiting else self._comm.Get_size()
         self._replicas = _int_arg("replicas", replicas, 0)
         if self._replicas > size - 1:
             if replicas == 1 and size == 1:
@@ -317,6 +318,9 @@ class Snapshot:
         self._lock = bool(lock_memory)
         self._engine = _Engine(self._threads)
         self._own = [_Slot(self._nbytes, self._lock), _Slot(self._nbytes, self._lock)]
+        # a waiting spare also prepares the replica slots it will need if its layout is the common
+        # one, so that taking over allocates nothing
+        self._pool = [_Slot(self._nbytes, self._lock) for _ in range(2 * self._replicas)] if waiting else []
         self._committed = -1  # index of the own slot with the newest committed epoch
         self._staging: int | None = None
         self._epoch = -1
@@ -550,8 +554,11 @@ class Snapshot:
             old = self._held.get(owner)
             if old is not None and old[0].nbytes == nbytes:
                 held[owner] = old
+            elif len(self._pool) >= 2 and self._pool[0].nbytes == nbytes:
+                held[owner] = [self._pool.pop(), self._pool.pop()]
             else:
                 held[owner] = [_Slot(nbytes, self._lock), _Slot(nbytes, self._lock)]
+        self._pool = []
         self._held = held
         self._topology = (rank, size)
 

@@ -10,9 +10,10 @@ import dpmpi
 from workloads import Jacobi, finish, parse, report
 
 args = parse(__doc__, "jacobi")
-comm = dpmpi.init()
-grid = Jacobi(args.state_mib, comm.Get_size(), args.width)
-block = grid.initial_state(comm.Get_rank())  # {"u": this rank's rows plus two halo rows}
+comm = dpmpi.init(wait=False)  # a spare gets its communicator now (role SPARE) and waits in rt.run()
+grid = Jacobi(args.state_mib, comm.active_size, args.width)
+rank = comm.Get_rank() if comm.role is not dpmpi.Role.SPARE else -1
+block = grid.initial_state(rank)  # {"u": this rank's rows plus two halo rows}; a spare's are overwritten
 rt = dpmpi.Runtime(comm, block, snapshot_every=args.snapshot_every)
 rt.on_event(report)
 

@@ -13,7 +13,9 @@ import dpmpi
 from workloads import MLP, finish, parse, report
 
 args = parse(__doc__, "mlp")
-comm = dpmpi.init()  # the last DPMPI_SPARES ranks wait here until one is needed
+# wait=False: the last DPMPI_SPARES ranks get a communicator too (role SPARE), build their state
+# and snapshot memory now, and wait in rt.run() until one of them is needed (a warm spare)
+comm = dpmpi.init(wait=False)
 model = MLP(args.state_mib, args.batch)
 weights = model.initial_state()  # {"params", "m", "v"}; a replacement gets the snapshot's values
 rt = dpmpi.Runtime(comm, weights, snapshot_every=args.snapshot_every)

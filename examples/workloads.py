@@ -126,7 +126,7 @@ class Jacobi:
 
     def initial_state(self, rank: int) -> dict:
         u = np.zeros((self.rows + 2, self.n))
-        u[1:-1, :] = np.random.default_rng([7, rank]).random((self.rows, self.n))  # every rank's block evolves
+        u[1:-1, :] = np.random.default_rng([7, max(rank, 0)]).random((self.rows, self.n))  # every block evolves
         u[1:-1, 0] = u[1:-1, -1] = 0.0  # cold side edges
         if rank == 0:
             u[0, :] = 1.0  # the hot edge (a halo row that is never overwritten on rank 0)

@@ -37,6 +37,14 @@ def test_spare_takes_the_failed_rank(dpmpi_run, victim):
     assert all(e["failed"] == [victim] and e["epoch"] == 1 and e["role"] == "SURVIVOR" for e in hooks)
 
 
+def test_a_warm_spare_prepares_then_takes_over(dpmpi_run):
+    job = dpmpi_run(5, "hotswap.py", "--split", "--warm", launcher_args=["--spares", "1"], faults="1:iteration@51:KILL")
+    check(job, 4, replaced={1: 4})
+    waiting = [e for e in job.events if e["event"] == "spare-waiting"]
+    assert len(waiting) == 1 and waiting[0]["wid"] == 4 and waiting[0]["active_size"] == 4
+    assert "spare that has not been called in yet; call comm.Await() first" in waiting[0]["error"]
+
+
 def test_two_ranks_die_together_two_spares(dpmpi_run, tmp_path):
     log = tmp_path / "events.jsonl"
     job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],

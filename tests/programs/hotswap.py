@@ -12,10 +12,18 @@ from mpi4py import MPI
 parser = argparse.ArgumentParser()
 parser.add_argument("--iters", type=int, default=200)
 parser.add_argument("--split", action="store_true", help="also Allreduce on a communicator split by parity")
+parser.add_argument("--warm", action="store_true", help="dpmpi.init(wait=False): spares prepare, then Await()")
 args = parser.parse_args()
 
-comm = dpmpi.init()
+comm = dpmpi.init(wait=not args.warm)
 wid = MPI.COMM_WORLD.Get_rank()
+if comm.role is Role.SPARE:
+    try:
+        comm.Get_rank()
+    except RuntimeError as exc:
+        print(json.dumps({"event": "spare-waiting", "wid": wid, "active_size": comm.active_size, "error": str(exc)}),
+              flush=True)
+    comm.Await()
 
 
 def log(event, **fields):
