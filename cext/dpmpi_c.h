@@ -36,6 +36,7 @@ void dpmpi_segv(void);
 #define DPMPI_UNIT 1048576            /* bytes per copy/checksum unit */
 #define DPMPI_ENGINE_INJECTED 1       /* the test hook stopped the copy half-way */
 #define DPMPI_ENGINE_GATE_FAILED 2    /* the replication this copy waited for failed */
+#define DPMPI_REPL_ABANDONED 100000   /* a replication job's "error class" when it was abandoned */
 
 typedef struct dpmpi_engine dpmpi_engine;
 typedef struct dpmpi_repl dpmpi_repl;
@@ -71,6 +72,9 @@ dpmpi_repl *dpmpi_repl_new(void);
 int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier);
 /* 0: done, 1: still running after `timeout` seconds (< 0: no limit), < 0: -(MPI error class). */
 int dpmpi_repl_wait(dpmpi_repl *r, double timeout);
+/* The same without a time limit, driving MPI's progress from the calling thread while it waits
+ * (for the program's thread only: the copy threads must not call MPI). */
+int dpmpi_repl_wait_progress(dpmpi_repl *r);
 /* Op i of the last job: 1 done, 0 pending or unknown, < 0: -(MPI error class). */
 int dpmpi_repl_op_state(dpmpi_repl *r, int i);
 void dpmpi_repl_abandon(dpmpi_repl *r);

@@ -280,6 +280,12 @@ struct dpmpi_repl {
 static int poll_requests(dpmpi_repl *r, void **reqs, int *owner, int nreq, int *failed_class, long max_nap) {
     int pending = nreq;
     int *done = calloc((size_t)nreq + 1, sizeof(int));
+    /* requests left per op: an op is marked done as soon as all its requests are, so that what
+     * arrived before a failure or an abandonment still counts */
+    int *left = owner ? calloc((size_t)r->nops + 1, sizeof(int)) : NULL;
+    if (left)
+        for (int i = 0; i < nreq; i++)
+            if (owner[i] >= 0) left[owner[i]]++;
     long nap = 5000;
     while (pending > 0) {
         int progressed = 0;
@@ -298,6 +304,11 @@ static int poll_requests(dpmpi_repl *r, void **reqs, int *owner, int nreq, int *
                 done[i] = 1;
                 pending--;
                 progressed = 1;
+                if (left && owner[i] >= 0 && --left[owner[i]] == 0) {
+                    pthread_mutex_lock(&r->mu);
+                    if (r->op_state[owner[i]] == 0) r->op_state[owner[i]] = 1;
+                    pthread_mutex_unlock(&r->mu);
+                }
             }
         }
         if (pending == 0) break;
@@ -310,6 +321,7 @@ static int poll_requests(dpmpi_repl *r, void **reqs, int *owner, int nreq, int *
         }
     }
     free(done);
+    free(left);
     return pending;
 }
 
@@ -338,9 +350,8 @@ static void run_job(dpmpi_repl *r) {
         } while (off < op->len);
     }
     int left = poll_requests(r, reqs, owner, k, &failed, 20000);
-    for (int i = 0; i < r->nops; i++)
-        if (r->op_state[i] == 0 && left == 0) r->op_state[i] = 1;
-    /* a failed op leaves op_state negative; ops of an abandoned job stay 0 (unknown) */
+    /* op_state: 1 for the ops whose requests all completed, negative for a failed one, 0 for
+     * those an abandonment left pending */
     if (!failed && left == 0 && r->barrier) {
         void *req = NULL;
         int rc = mpi.ibarrier(r->comm, &req);
@@ -351,7 +362,7 @@ static void run_job(dpmpi_repl *r) {
             poll_requests(r, &req, &owner_none, 1, &failed, 250000);
         }
     }
-    if (!failed && atomic_load((_Atomic int *)&r->abandon)) failed = -1;
+    if (!failed && atomic_load((_Atomic int *)&r->abandon)) failed = DPMPI_REPL_ABANDONED;
     free(reqs);
     free(owner);
     pthread_mutex_lock(&r->mu);
@@ -416,21 +427,29 @@ int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpm
     return 0;
 }
 
+int dpmpi_repl_wait_progress(dpmpi_repl *r) {
+    /* The program's thread waits and drives MPI's progress engine itself (an Iprobe makes Open
+     * MPI move pending transfers: the receive side of a shared-memory rendezvous copies the
+     * data), at its own priority: the replication thread runs niced, and on a machine whose
+     * cores are busy (MPI ranks poll while they wait) it would hardly be scheduled. */
+    pthread_mutex_lock(&r->mu);
+    while (r->running) {
+        void *comm = r->comm;
+        pthread_mutex_unlock(&r->mu);
+        int flag = 0;
+        if (comm && mpi.iprobe) mpi.iprobe(-1 /* MPI_ANY_SOURCE */, -1 /* MPI_ANY_TAG */, comm, &flag, NULL);
+        sleep_ns(20000);
+        pthread_mutex_lock(&r->mu);
+    }
+    int rc = r->error ? -r->error : 0;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
 int dpmpi_repl_wait(dpmpi_repl *r, double timeout) {
     pthread_mutex_lock(&r->mu);
     if (timeout < 0) {
-        /* A waiting thread drives MPI's progress engine itself (an Iprobe makes Open MPI move
-         * pending transfers: the receive side of a shared-memory rendezvous copies the data), at
-         * its own priority: the replication thread runs niced, and on a machine whose cores are
-         * busy (MPI ranks poll while they wait) it would hardly be scheduled. */
-        while (r->running) {
-            void *comm = r->comm;
-            pthread_mutex_unlock(&r->mu);
-            int flag = 0;
-            if (comm && mpi.iprobe) mpi.iprobe(-1 /* MPI_ANY_SOURCE */, -1 /* MPI_ANY_TAG */, comm, &flag, NULL);
-            sleep_ns(20000);
-            pthread_mutex_lock(&r->mu);
-        }
+        while (r->running) pthread_cond_wait(&r->done, &r->mu);
     } else {
         struct timespec ts;
         deadline_after(&ts, timeout);

@@ -152,6 +152,12 @@ def exit_after_agreement(status: int) -> None:
     _lib.lib.dpmpi_exit_after_agree(status)
 
 
+def set_record_rank(rank: int) -> None:
+    """The rank this process's status record names (a spawned replacement: its job-wide id)."""
+    if _lib is not None:
+        _lib.lib.dpmpi_exit_set_record(int(os.environ.get(ENV_STATUS) == "1"), rank)
+
+
 def set_idle_spares(world_ranks: list[int]) -> None:
     """The idle spares of the newest plan: if one dies, no work is lost (for the exit code)."""
     if _lib is not None:

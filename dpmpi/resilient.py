@@ -35,6 +35,7 @@ import enum
 import json
 import os
 import time
+import sys
 import warnings
 import weakref
 from dataclasses import asdict, dataclass, field
@@ -50,7 +51,8 @@ ENV_SPARES = "DPMPI_SPARES"
 ENV_ON_DEPLETED = "DPMPI_ON_DEPLETED"
 ENV_EVENTS = "DPMPI_EVENTS"
 ENV_SPARE_POLL = "DPMPI_SPARE_POLL"
-POLICIES = ("shrink", "abort")
+ENV_SPAWNED = "DPMPI_SPAWNED"  # set for the processes that policy "respawn" starts
+POLICIES = ("shrink", "abort", "respawn")
 DEFAULT_POLICY = "shrink"
 _WAKE_TAG = 31_337
 _MAX_ATTEMPTS = 64
@@ -96,6 +98,7 @@ class Plan:
     epoch: int
     actives: tuple[int, ...]  # actives[logical rank] = wid
     spares: tuple[int, ...]  # idle spares' wids, in the order they will be used
+    next_wid: int = -1  # the identity the next spawned process gets (policy "respawn")
 
 
 def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[int], dict[int, str], dict[int, int]]:
@@ -106,6 +109,10 @@ def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[in
     for the ranks that keep a place). Raises SparesDepletedError under policy "abort"."""
     failed = [lr for lr, wid in enumerate(plan.actives) if wid not in alive]
     spares = [wid for wid in plan.spares if wid in alive]
+    known = set(plan.actives) | set(plan.spares)
+    # processes spawned by an attempt that did not commit are alive but unknown: spares now
+    spares += sorted(wid for wid in alive if wid not in known)
+    next_wid = max([plan.next_wid, *(w + 1 for w in known | alive)])
     actives = list(plan.actives)
     filled: dict[int, str] = {}
     for lr in failed:
@@ -113,6 +120,10 @@ def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[in
             wid = spares.pop(0)
             actives[lr] = wid
             filled[lr] = f"spare:{wid}"
+        elif policy == "respawn":  # a new process (Comm.Spawn) takes the place
+            actives[lr] = next_wid
+            filled[lr] = f"respawn:{next_wid}"
+            next_wid += 1
         else:
             filled[lr] = "dropped"
     dropped = [lr for lr in failed if filled[lr] == "dropped"]
@@ -125,7 +136,7 @@ def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[in
         )
     kept = [(lr, wid) for lr, wid in enumerate(actives) if lr not in dropped]
     renumber = {old: new for new, (old, _wid) in enumerate(kept)}
-    new_plan = Plan(plan.epoch + 1, tuple(wid for _lr, wid in kept), tuple(spares))
+    new_plan = Plan(plan.epoch + 1, tuple(wid for _lr, wid in kept), tuple(spares), next_wid)
     return new_plan, failed, filled, renumber
 
 
@@ -200,6 +211,12 @@ class ResilientComm(_Tracked):
         return self._state.role
 
     @property
+    def process_id(self) -> int:
+        """This process's identity in the job: its rank in MPI.COMM_WORLD, or, for a process
+        started by a repair under policy "respawn", the id that repair gave it."""
+        return self._state.wid
+
+    @property
     def active_size(self) -> int:
         """The number of active ranks (on a waiting spare too: the size it will join)."""
         return len(self._state.plan.actives)
@@ -264,6 +281,7 @@ class _State:
         # objects with their own communicators (snapshots) that a repair must interrupt first:
         # each has ``_interrupt()``, which revokes them without waiting
         self.interrupt: weakref.WeakSet = weakref.WeakSet()
+        self.intercomms: list[MPI.Intercomm] = []  # to processes spawned by repairs
 
     def not_spare(self, what: str) -> None:
         if self.role is Role.SPARE:
@@ -358,6 +376,25 @@ class _State:
             _free(comm)
         self.graveyard.clear()
 
+    # -- respawn --
+    def _spawn(self, comm: MPI.Intracomm, wids: list[int], base: Plan, plan: Plan, recipes: list,
+               renumber: dict[int, int]) -> MPI.Intracomm:
+        """Start len(wids) new processes running this program (collective over ``comm``); they
+        join in ``dpmpi.init`` (``_join_spawned``). Returns the new protocol communicator: the
+        live processes, then the new ones."""
+        info = MPI.Info.Create()
+        # a replacement must not repeat the faults planned for the first life of the job's ranks
+        info.Set("PMIX_ENVAR", "\n".join(f"{k}={v}" for k, v in _spawn_env().items()))
+        try:
+            inter = comm.Spawn(sys.executable, args=_program_args(), maxprocs=len(wids), info=info, root=0)
+        finally:
+            info.Free()
+        merged = inter.Merge(high=False)
+        _warm_up(merged, "Spawn")
+        merged.bcast((wids, base, plan, recipes, renumber, self.policy, self.poll), root=0)
+        self.intercomms.append(inter)  # kept: freeing an intercommunicator to live children may block
+        return merged
+
     # -- the spare's wait --
     def post_exit_agreement(self) -> None:
         self.exit_req = MPI.COMM_WORLD.Iagree(self.exit_flag)
@@ -403,11 +440,11 @@ class _State:
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             raw = MPI.COMM_NULL
             t = time.perf_counter()
+            for obj in list(self.interrupt):  # first: their threads must stop calling MPI
+                obj._interrupt()
             if self.active is not None and was_active:
                 _revoke(self.active.mpi)
             _revoke(self.world)
-            for obj in list(self.interrupt):
-                obj._interrupt()
             phases["revoke"] += time.perf_counter() - t
             faults.point("repair")  # lets tests fail a process in the middle of a repair
             try:
@@ -425,6 +462,13 @@ class _State:
                 recipes = next((r for _w, _p, r in infos if r is not None), [])
                 new_plan, failed, filled, renumber = plan_repair(base, alive, self.policy)
                 phases["reassign"] += time.perf_counter() - t
+                born = [int(how.split(":")[1]) for how in filled.values() if how.startswith("respawn:")]
+                if born:  # spares ran out under policy "respawn": new processes join the world
+                    t = time.perf_counter()
+                    new_world = self._spawn(new_world, born, base, new_plan, recipes or self.recipes, renumber)
+                    self.graveyard.append(self.world)
+                    self.world = new_world
+                    phases["spawn"] = phases.get("spawn", 0.0) + time.perf_counter() - t
                 t = time.perf_counter()
                 me = new_plan.actives.index(self.wid) if self.wid in new_plan.actives else -1
                 raw = new_world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
@@ -477,6 +521,66 @@ class _State:
                 cb(event)
 
 
+def _program_args() -> list[str]:
+    """The arguments that start this program again (for Comm.Spawn, with sys.executable)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":  # python -m module
+        return ["-m", spec.name.removesuffix(".__main__"), *sys.argv[1:]]
+    return list(sys.argv)
+
+
+def _spawn_env() -> dict[str, str]:
+    env = {ENV_SPAWNED: "1", faults.ENV_REPLACEMENT: "1"}
+    for key in ("PYTHONPATH", "DPMPI_STATUS", ENV_EVENTS, "DPMPI_SPARE_POLL", ENV_ON_DEPLETED):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    return env
+
+
+def _join_spawned() -> _State:
+    """In a process started by a repair under policy "respawn": join the job, take the place the
+    repair assigned, and return the state (the mirror of the parents' side of ``repair``)."""
+    t0 = time.perf_counter()
+    parent = MPI.Comm.Get_parent()
+    try:
+        merged = parent.Merge(high=True)
+        _warm_up(merged, "Spawn")
+        wids, base, plan, recipes, renumber, policy, poll = merged.bcast(None, root=0)
+    except MPI.Exception as exc:
+        raise from_mpi(exc, parent, "dpmpi.init (spawned)") from exc
+    state = _State(merged, base, policy, poll)
+    state.wid = wids[MPI.COMM_WORLD.Get_rank()]
+    _guard.set_record_rank(state.wid)
+    me = plan.actives.index(state.wid)
+    try:
+        raw = merged.Split(0, me)
+        _warm_up(raw, "Split")
+        merged.Agree(1)  # the parents' commit
+    except MPI.Exception as exc:
+        if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
+            raise from_mpi(exc, merged, "dpmpi.init (spawned)") from exc
+        # a failure during the repair that started us: join its next attempt like a new spare
+        _free(raw if "raw" in locals() else MPI.COMM_NULL)
+        state.repair(time.time())
+        if state.logical() < 0:  # not needed after all; there is no job-wide end to wait for
+            _guard.exit_after_agreement(0)
+        return state
+    state.plan = plan
+    state.active = ResilientComm(raw, state)
+    state._rebuild_derived(recipes, renumber, fresh=True)
+    state.role = Role.RECOVERED
+    _guard.set_idle_spares(list(plan.spares))
+    event = RepairEvent(epoch=plan.epoch, rank=me, wid=state.wid, role=Role.RECOVERED.value,
+                        failed=[lr for lr, wid in enumerate(base.actives) if wid not in plan.actives or lr == me],
+                        filled={me: f"respawn:{state.wid}"}, size=len(plan.actives), attempts=1,
+                        detected_at=time.time(), phases_ms={}, total_ms=round(1e3 * (time.perf_counter() - t0), 3),
+                        repaired_at=time.time())
+    state.history.append(event)
+    _log_line({"event": "repair", **asdict(event)})
+    return state
+
+
 def _free(comm: MPI.Comm) -> None:
     try:
         if comm != MPI.COMM_NULL:
@@ -519,8 +623,6 @@ def _spares_from(value: int | None, size: int) -> int:
 
 def _policy_from(value: str | None) -> str:
     value = value if value is not None else os.environ.get(ENV_ON_DEPLETED, DEFAULT_POLICY)
-    if value == "respawn":
-        raise ValueError("on_depleted='respawn' is not available in this version; use 'shrink' or 'abort'")
     if value not in POLICIES:
         raise ValueError(f"on_depleted must be one of {POLICIES}, got {value!r}")
     return value
@@ -540,6 +642,9 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     global _STATE
     if _STATE is not None:
         raise RuntimeError("dpmpi.init() was already called in this process; use the communicator it returned")
+    if os.environ.get(ENV_SPAWNED) == "1" and MPI.Comm.Get_parent() != MPI.COMM_NULL:
+        _STATE = _join_spawned()
+        return _STATE.active
     size = MPI.COMM_WORLD.Get_size()
     n_spares = _spares_from(spares, size)
     policy = _policy_from(on_depleted)
@@ -555,7 +660,7 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
         raise from_mpi(exc, MPI.COMM_WORLD, "init") from exc
     _warm_up(world, "init")
     n_active = size - n_spares
-    plan = Plan(0, tuple(range(n_active)), tuple(range(n_active, size)))
+    plan = Plan(0, tuple(range(n_active)), tuple(range(n_active, size)), size)
     state = _State(world, plan, policy, poll)
     _STATE = state
     _guard.set_idle_spares(list(plan.spares))

@@ -54,6 +54,7 @@ _ALIGN = 64  # arrays start at 64-byte offsets in a slot (the copy kernel stream
 _TAG_HDR, _TAG_DATA = 7_101, 7_102
 _CHUNK = 1 << 30
 _INJECTED, _GATE_FAILED = 1, 2  # cext/dpmpi_c.h: DPMPI_ENGINE_INJECTED, DPMPI_ENGINE_GATE_FAILED
+_ABANDONED = 100000  # cext/dpmpi_c.h: DPMPI_REPL_ABANDONED
 _FILE_MAGIC = "dpmpi-snapshot-1"
 
 
@@ -237,8 +238,10 @@ class _Replicator:
         self.running = True
 
     def wait(self, timeout: float = -1.0) -> int:
-        """0 done, 1 still running, < 0: -(MPI error class)."""
-        rc = _cext().lib.dpmpi_repl_wait(self.raw, timeout)
+        """0 done, 1 still running, < 0: -(MPI error class). Without a timeout the calling thread
+        drives MPI's progress while it waits: call it only from the program's thread."""
+        lib = _cext().lib
+        rc = lib.dpmpi_repl_wait_progress(self.raw) if timeout < 0 else lib.dpmpi_repl_wait(self.raw, timeout)
         if rc != 1:
             self.running = False
             self.error = -rc if rc < 0 else 0
@@ -336,6 +339,8 @@ class Snapshot:
         self._closed = False
         self._auto: tuple[int, threading.Thread] | None = None  # a background commit (stage(epoch))
         self._auto_error: BaseException | None = None
+        self._mpi_lock = threading.Lock()  # a repair's interruption vs a background commit's replication
+        self._interrupted = False  # a repair began on this process; cleared by restore()
         self._unstaged: tuple[_Slot, int, int] | None = None  # (slot, epoch, digest) before the last stage
         self._last_rc = 0  # the last copy job's result
         self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self._nbytes)}
@@ -515,7 +520,11 @@ class Snapshot:
         self._unstaged = None
         self._committed, self._epoch = target, epoch
         if self._replicas:
-            self._replicate(epoch)
+            with self._mpi_lock:  # not while a repair is under way on this process
+                if self._interrupted:
+                    raise ProcFailedError(f"snapshot replication of epoch {epoch} not started: a repair is under "
+                                          f"way; call snap.restore() after it", MPI.ERR_PROC_FAILED)
+                self._replicate(epoch)
         if self._persist_dir is not None and epoch % self._persist_every == 0:
             self._persist(slot)
 
@@ -527,6 +536,9 @@ class Snapshot:
         if self._repl is not None:
             self._repl.wait(0.0)
             cls = self._repl.error or cls
+        if cls == _ABANDONED:  # a repair on this process stopped it
+            raise ProcFailedError(f"{what} was stopped by a repair on this process; call snap.restore() after it",
+                                  MPI.ERR_PROC_FAILED)
         if cls not in PEER_FAILURE_CLASSES:
             raise DpmpiError(f"MPI error class {cls} during {what}", cls)
         raise ProcFailedError(
@@ -645,8 +657,19 @@ class Snapshot:
                 self._repl.ops = []
 
     def _interrupt(self) -> None:
-        """Called by a repair on this process: revoke the snapshot communicator, so that a
-        replication that waits for a peer now in repair ends (on every rank) instead of hanging."""
+        """Called by a repair on this process before its first MPI call: stop the replication
+        thread (it must not call MPI while the repair does: seen here, Open MPI segfaulted in
+        Shrink's agreement while that thread polled its requests), and keep a background commit
+        from starting another; then revoke the snapshot communicator, so that the peers'
+        replications waiting for this process end too. ``restore()`` starts afresh."""
+        with self._mpi_lock:
+            self._interrupted = True
+            repl = self._repl
+            if repl is not None and repl.raw is not None and repl.running and repl.wait(0.0) == 1:
+                _cext().lib.dpmpi_repl_abandon(repl.raw)  # it leaves at its next poll
+                if repl.wait(2.0) == 1:  # stuck inside an MPI call: leave it and its slots alone
+                    _LEAKED.append((repl, list(self._held.values())))
+                    self._held, self._repl = {}, None
         if self._scomm is not None:
             try:
                 self._scomm.Revoke()
@@ -699,6 +722,7 @@ class Snapshot:
         # 2. a new communicator, and what everyone holds
         t = time.perf_counter()
         self._setup_comm_only("Snapshot.restore")
+        self._interrupted = False
         scomm = self._scomm
         rank, size = scomm.Get_rank(), scomm.Get_size()
         own = {s.epoch: s.digest for s in self._own if s.epoch >= 0}

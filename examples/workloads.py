@@ -178,7 +178,7 @@ def report(event: dict) -> None:
 
 
 def finish(rt, state: dict) -> None:
-    report({"event": "final", "rank": rt.comm.Get_rank(), "wid": MPI.COMM_WORLD.Get_rank(), "step": rt.step,
+    report({"event": "final", "rank": rt.comm.Get_rank(), "wid": rt.comm.process_id, "step": rt.step,
             "digest": digest(state), "role": rt.comm.role.value, "recoveries": [r.as_dict() for r in rt.history]})
     rt.close()
 

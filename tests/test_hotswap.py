@@ -99,6 +99,27 @@ def test_spares_exhausted_abort(dpmpi_run):
     assert "SparesDepletedError" in job.stderr and "--spares" in job.stderr
 
 
+def test_spares_exhausted_respawn(dpmpi_run, tmp_path):
+    """No spare left: a new process started with Comm.Spawn takes the place (policy "respawn")."""
+    log = tmp_path / "events.jsonl"
+    job = dpmpi_run(4, "hotswap.py", "--split", env={"DPMPI_ON_DEPLETED": "respawn", "DPMPI_EVENTS": str(log)},
+                    faults="2:iteration@51:KILL")
+    done = check(job, 4, replaced={2: 4})  # the new process's id is 4, the first unused one
+    assert all(e["epoch"] == 1 for e in done.values())
+    repairs = [json.loads(line) for line in log.read_text().splitlines() if '"repair"' in line]
+    assert sorted(r["wid"] for r in repairs) == [0, 1, 3, 4]
+    assert all(r["filled"] == {"2": "respawn:4"} for r in repairs)
+
+
+def test_a_spare_first_then_a_respawned_process(dpmpi_run):
+    job = dpmpi_run(5, "hotswap.py", "--split", launcher_args=["--spares", "1"], env={"DPMPI_ON_DEPLETED": "respawn"},
+                    faults="1:iteration@51:KILL,3:iteration@121:KILL")
+    done = check(job, 4, replaced={3: 5}, wids={0: 0, 1: 4, 2: 2})  # the spare (4) lived through the second repair
+    assert all(e["epoch"] == 2 for e in done.values())
+    respawned = [e for e in job.events if e["event"] == "respawned"]
+    assert {json.dumps(e["filled"]) for e in respawned} == {'{"1": "spare:4"}', '{"3": "respawn:5"}'}
+
+
 def test_no_spares_shrinks_by_default(dpmpi_run):
     job = dpmpi_run(4, "hotswap.py", faults="1:iteration@51:KILL")
     check(job, 3, wids={0: 0, 1: 2, 2: 3})

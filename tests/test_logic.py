@@ -187,3 +187,15 @@ def test_plan_abort_policy_raises():
 
     with pytest.raises(SparesDepletedError, match=r"logical rank\(s\) \[2\]"):
         plan_repair(_plan(), {0, 3, 4}, "abort")  # rank 1 gets spare 4, rank 2 has none
+
+
+def test_plan_respawn_policy_gives_new_ids_and_adopts_unknown_processes():
+    from dpmpi.resilient import Plan, plan_repair
+
+    new, failed, filled, renumber = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 3}, "respawn")
+    assert filled == {1: "respawn:5", 2: "respawn:6"}
+    assert new.actives == (0, 5, 6, 3) and new.spares == () and new.next_wid == 7
+    assert renumber == {0: 0, 1: 1, 2: 2, 3: 3}
+    # a process spawned by an attempt that did not commit (id 5) is alive but unknown: a spare now
+    again, _f, filled2, _r = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 2, 3, 5}, "respawn")
+    assert filled2 == {1: "spare:5"} and again.actives == (0, 5, 2, 3) and again.next_wid == 6

@@ -17,10 +17,10 @@ SEED = 20261129
 _reference: dict = {}
 
 
-def launch(dpmpi_run, workload, n_spares, faults=""):
+def launch(dpmpi_run, workload, n_spares, faults="", env=None):
     args = ["--steps", STEPS, *ARGS[workload]]
     return dpmpi_run(4 + n_spares, str(EXAMPLES / f"{SCRIPT[workload]}.py"), *args,
-                     launcher_args=["--spares", str(n_spares)], faults=faults, timeout=120)
+                     launcher_args=["--spares", str(n_spares)], faults=faults, env=env, timeout=120)
 
 
 def finals(job):
@@ -69,6 +69,14 @@ def test_killed_at_a_random_step_ends_identical_to_a_failure_free_run(workload, 
     # the victims' places are held by spares (world ranks 4 and up) at the end
     replaced = {e["rank"] for e in job.events if e["event"] == "final" and e["wid"] >= 4}
     assert replaced == set(plan), (plan, replaced)
+
+
+@pytest.mark.parametrize("workload", ["mlp", "jacobi"])
+def test_no_spare_a_respawned_process_restores_and_ends_identical(workload, dpmpi_run):
+    job = launch(dpmpi_run, workload, 0, "2:step@13:KILL", env={"DPMPI_ON_DEPLETED": "respawn"})
+    assert finals(job) == reference(dpmpi_run, workload)
+    final = {e["rank"]: e for e in job.events if e["event"] == "final"}
+    assert (final[2]["wid"], final[2]["role"]) == (4, "RECOVERED")  # a new process, started by the repair
 
 
 def test_runtime_refuses_bad_use_with_clear_errors(tmp_path):

@@ -16,7 +16,7 @@ parser.add_argument("--warm", action="store_true", help="dpmpi.init(wait=False):
 args = parser.parse_args()
 
 comm = dpmpi.init(wait=not args.warm)
-wid = MPI.COMM_WORLD.Get_rank()
+wid = comm.process_id  # the world rank, or the id a respawn gave this process
 if comm.role is Role.SPARE:
     try:
         comm.Get_rank()
