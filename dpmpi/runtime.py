@@ -44,6 +44,7 @@ from dpmpi.errors import ProcFailedError, RevokedError
 from dpmpi.snapshot import Snapshot
 
 _RECOVERABLE = (ProcFailedError, RevokedError)
+_MAX_RECOVERY_ATTEMPTS = 32
 
 
 @dataclass
@@ -227,7 +228,10 @@ class Runtime:
                 # where the survivors were: the replacement knows nothing of it
                 failed_step = self.comm.allreduce(failed_step, op=MPI.MAX)
                 break
-            except _RECOVERABLE:
+            except _RECOVERABLE as exc:
+                if attempts >= _MAX_RECOVERY_ATTEMPTS:
+                    raise ProcFailedError(f"recovery did not succeed in {attempts} attempts (failures kept "
+                                          f"coming); last error: {exc}", MPI.ERR_PROC_FAILED) from exc
                 continue  # another failure during the recovery: repair again
         self.step = epoch
         record = Recovery(failed_step=failed_step, restored_epoch=epoch, error=type(caught).__name__ if caught else "",
