@@ -71,6 +71,14 @@ def test_killed_at_a_random_step_ends_identical_to_a_failure_free_run(workload, 
     assert replaced == set(plan), (plan, replaced)
 
 
+def test_a_second_failure_during_the_recovery(dpmpi_run):
+    # rank 3 (not the buddy holding rank 1's copy) dies inside the repair that replaces rank 1
+    job = launch(dpmpi_run, "mlp", 2, "1:step@10:KILL,3:repair@1:KILL")
+    assert finals(job) == reference(dpmpi_run, "mlp")
+    final = {e["rank"]: e for e in job.events if e["event"] == "final"}
+    assert final[1]["wid"] >= 4 and final[3]["wid"] >= 4
+
+
 @pytest.mark.parametrize("workload", ["mlp", "jacobi"])
 def test_no_spare_a_respawned_process_restores_and_ends_identical(workload, dpmpi_run):
     job = launch(dpmpi_run, workload, 0, "2:step@13:KILL", env={"DPMPI_ON_DEPLETED": "respawn"})
