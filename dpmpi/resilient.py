@@ -378,7 +378,7 @@ class _State:
 
     # -- respawn --
     def _spawn(self, comm: MPI.Intracomm, wids: list[int], base: Plan, plan: Plan, recipes: list,
-               renumber: dict[int, int]) -> MPI.Intracomm:
+               renumber: dict[int, int], outcome: tuple) -> MPI.Intracomm:
         """Start len(wids) new processes running this program (collective over ``comm``); they
         join in ``dpmpi.init`` (``_join_spawned``). Returns the new protocol communicator: the
         live processes, then the new ones."""
@@ -391,7 +391,7 @@ class _State:
             info.Free()
         merged = inter.Merge(high=False)
         _warm_up(merged, "Spawn")
-        merged.bcast((wids, base, plan, recipes, renumber, self.policy, self.poll), root=0)
+        merged.bcast((wids, base, plan, recipes, renumber, self.policy, self.poll, outcome), root=0)
         self.intercomms.append(inter)  # kept: freeing an intercommunicator to live children may block
         return merged
 
@@ -465,7 +465,8 @@ class _State:
                 born = [int(how.split(":")[1]) for how in filled.values() if how.startswith("respawn:")]
                 if born:  # spares ran out under policy "respawn": new processes join the world
                     t = time.perf_counter()
-                    new_world = self._spawn(new_world, born, base, new_plan, recipes or self.recipes, renumber)
+                    new_world = self._spawn(new_world, born, base, new_plan, recipes or self.recipes, renumber,
+                                            (failed, filled))
                     self.graveyard.append(self.world)
                     self.world = new_world
                     phases["spawn"] = phases.get("spawn", 0.0) + time.perf_counter() - t
@@ -546,13 +547,14 @@ def _join_spawned() -> _State:
     try:
         merged = parent.Merge(high=True)
         _warm_up(merged, "Spawn")
-        wids, base, plan, recipes, renumber, policy, poll = merged.bcast(None, root=0)
+        wids, base, plan, recipes, renumber, policy, poll, (failed, filled) = merged.bcast(None, root=0)
     except MPI.Exception as exc:
         raise from_mpi(exc, parent, "dpmpi.init (spawned)") from exc
     state = _State(merged, base, policy, poll)
     state.wid = wids[MPI.COMM_WORLD.Get_rank()]
     _guard.set_record_rank(state.wid)
     me = plan.actives.index(state.wid)
+    raw = MPI.COMM_NULL
     try:
         raw = merged.Split(0, me)
         _warm_up(raw, "Split")
@@ -561,7 +563,7 @@ def _join_spawned() -> _State:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
             raise from_mpi(exc, merged, "dpmpi.init (spawned)") from exc
         # a failure during the repair that started us: join its next attempt like a new spare
-        _free(raw if "raw" in locals() else MPI.COMM_NULL)
+        _free(raw)
         state.repair(time.time())
         if state.logical() < 0:  # not needed after all; there is no job-wide end to wait for
             _guard.exit_after_agreement(0)
@@ -572,8 +574,7 @@ def _join_spawned() -> _State:
     state.role = Role.RECOVERED
     _guard.set_idle_spares(list(plan.spares))
     event = RepairEvent(epoch=plan.epoch, rank=me, wid=state.wid, role=Role.RECOVERED.value,
-                        failed=[lr for lr, wid in enumerate(base.actives) if wid not in plan.actives or lr == me],
-                        filled={me: f"respawn:{state.wid}"}, size=len(plan.actives), attempts=1,
+                        failed=failed, filled=filled, size=len(plan.actives), attempts=1,
                         detected_at=time.time(), phases_ms={}, total_ms=round(1e3 * (time.perf_counter() - t0), 3),
                         repaired_at=time.time())
     state.history.append(event)
