@@ -91,7 +91,6 @@ def _cext_busy(snap):
 def mpi_part(sizes, reps, out_path, compute_mib):
     """Run by both ranks of a 2-rank dpmpi-run job."""
     import dpmpi
-    from mpi4py import MPI
 
     comm = dpmpi.COMM_WORLD
     raw = comm.mpi

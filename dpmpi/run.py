@@ -164,7 +164,7 @@ def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_recor
     every rank runs the exit guard, so a rank without a record was killed by a signal."""
     if not records:
         if expect_records and n > 0:  # every rank died by a signal (mpirun --with-ft still says 0)
-            return 1, f"every rank died without a status (killed by a signal); no rank completed"
+            return 1, "every rank died without a status (killed by a signal); no rank completed"
         return mpirun_rc, ""
     completed = {r for r, rec in records.items() if rec.get("status") == 0}
     failed = {r: rec for r, rec in records.items() if rec.get("status") != 0}

@@ -156,7 +156,6 @@ class _Slot:
 
 
 def _segments(entries: tuple[_Entry, ...], base: Any) -> tuple[list, list]:
-    ext = _cext()
     ptrs = [base + e.offset for e in entries]
     return ptrs, [e.nbytes for e in entries]
 
