@@ -129,6 +129,10 @@ def main() -> int:
     p.add_argument("--short-state-mib", type=float, default=8,
                    help="also the stencil with this state per rank, for short steps (0: skip)")
     p.add_argument("--skip-overhead", action="store_true")
+    p.add_argument("--only-overhead", action="store_true",
+                   help="measure only the overhead, and update it in an existing --out file")
+    p.add_argument("--rounds", type=int, default=8, help="overhead: rounds of blocks (after a warm-up round)")
+    p.add_argument("--block", type=int, default=5, help="overhead: steps per block")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "e2e.json"))
     a = p.parse_args()
     mib = str(a.state_mib)
@@ -138,6 +142,10 @@ def main() -> int:
         configs.append((f"jacobi-{a.short_state_mib:g}MiB", "jacobi", ["--state-mib", str(a.short_state_mib)]))
     result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "time": time.time(),
               "state_mib": a.state_mib, "workloads": {}}
+    if a.only_overhead:
+        if os.path.exists(a.out):
+            result = json.load(open(a.out))
+        configs = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, script, args in configs:
             ms = step_ms(script, args, tmp)
@@ -185,7 +193,8 @@ def main() -> int:
             for w in ("mlp", "jacobi", "accel"):
                 part = os.path.join(tmp, f"ov_{w}.json")
                 cmd = [PY, "-m", "dpmpi.run", "-n", "4", "--", PY, str(ROOT / "bench" / "_e2e_overhead.py"),
-                       "--workload", w, "--state-mib", mib, "--out", part]
+                       "--workload", w, "--state-mib", mib, "--out", part, "--rounds", str(a.rounds),
+                       "--block", str(a.block)]
                 ran = run_job(cmd, dict(os.environ), tmp, 1200)
                 if ran is None or ran[0] != 0 or not os.path.exists(part):
                     print(f"overhead {w}: failed", ran and ran[2][-1500:])
