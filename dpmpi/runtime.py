@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import resilient
+from dpmpi import faults, resilient
 from dpmpi.errors import ProcFailedError, RevokedError
 from dpmpi.snapshot import Snapshot
 
@@ -176,24 +176,27 @@ class Runtime:
                 self._recover(caught=None)
             elif self.snapshot.epoch < 0:
                 self._start()
-            while self.step < n_steps:
+            while True:
                 try:
-                    if self._catching_up is not None and self.step >= self._catching_up.failed_step:
+                    while self.step < n_steps:
+                        if self._catching_up is not None and self.step >= self._catching_up.failed_step:
+                            self._caught_up()
+                        self._updates = 0
+                        step_fn(self.step)
+                        if self._updates != 1:
+                            raise RuntimeError(
+                                f"step {self.step} did not modify the state inside 'with rt.update():'; the "
+                                f"runtime snapshots around that block, so every step must use it once")
+                        self.step += 1
+                    if self._catching_up is not None:
                         self._caught_up()
-                    self._updates = 0
-                    step_fn(self.step)
-                    if self._updates != 1:
-                        raise RuntimeError(
-                            f"step {self.step} did not modify the state inside 'with rt.update():'; the runtime "
-                            f"snapshots around that block, so every step must use it once")
-                    self.step += 1
+                    if commit_at_end:  # the final state is a committed epoch too (a failure here is
+                        faults.point("run-end")  # recovered like one inside a step)
+                        self._commit_pending()
+                        self.snapshot.wait()
+                    break
                 except _RECOVERABLE as exc:
                     self._recover(caught=exc)
-            if self._catching_up is not None:
-                self._caught_up()
-            if commit_at_end:
-                self._commit_pending()  # the final state is a committed epoch too
-                self.snapshot.wait()
         finally:
             self._running = False
         self._emit("done", step=self.step, epoch=self.snapshot.epoch)

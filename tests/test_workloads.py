@@ -79,6 +79,13 @@ def test_a_second_failure_during_the_recovery(dpmpi_run):
     assert final[1]["wid"] >= 4 and final[3]["wid"] >= 4
 
 
+def test_a_rank_dying_after_its_last_step_is_recovered_too(dpmpi_run):
+    # rank 2 dies between its last update and the runtime's final commit ("run-end")
+    job = launch(dpmpi_run, "jacobi", 1, "2:run-end@1:KILL")
+    assert finals(job) == reference(dpmpi_run, "jacobi")
+    assert {e["rank"] for e in job.events if e["event"] == "restored"} == {0, 1, 2, 3}
+
+
 @pytest.mark.parametrize("workload", ["mlp", "jacobi"])
 def test_no_spare_a_respawned_process_restores_and_ends_identical(workload, dpmpi_run):
     job = launch(dpmpi_run, workload, 0, "2:step@13:KILL", env={"DPMPI_ON_DEPLETED": "respawn"})
