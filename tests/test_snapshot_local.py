@@ -224,3 +224,21 @@ def test_a_resized_buffer_is_refused():
     with pytest.raises(ValueError, match="'buf' changed since registration"):
         snap.stage()
     snap.close()
+
+
+def test_background_commit_with_stage_epoch():
+    arrays = state(50)
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
+        snap.stage(1)  # committed in the background as soon as the copy is done
+        with pytest.raises(ValueError, match="already called"):
+            snap.stage(2)
+        snap.commit(1)
+        assert snap.epoch == 1
+        fill(arrays, 51)
+        snap.stage(2)
+        with pytest.raises(ValueError, match=r"commit\(3\) after stage\(epoch=2\)"):
+            snap.commit(3)
+        fill(arrays, 52)
+        assert snap.restore() == 2 and same(arrays, state(51))
+        with pytest.raises(ValueError, match="epochs must grow"):
+            snap.stage(2)
