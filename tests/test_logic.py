@@ -1,4 +1,5 @@
 """Tier 1: pure logic, no MPI initialised (fault plans, launcher arguments, exit codes)."""
+import os
 import subprocess
 import sys
 
@@ -199,3 +200,24 @@ def test_plan_respawn_policy_gives_new_ids_and_adopts_unknown_processes():
     # a process spawned by an attempt that did not commit (id 5) is alive but unknown: a spare now
     again, _f, filled2, _r = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 2, 3, 5}, "respawn")
     assert filled2 == {1: "spare:5"} and again.actives == (0, 5, 2, 3) and again.next_wid == 6
+
+
+def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
+    """mpirun sometimes fails before starting anything ("The PMIx server's listener thread failed to
+    start"): dpmpi-run launches it again, and the program runs once."""
+    count = tmp_path / "count"
+    fake = tmp_path / "mpirun"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\n"
+        "if [ \"$n\" = 0 ]; then\n"
+        "  echo \"The PMIx server's listener thread failed to start. We cannot\" >&2; exit 1\n"
+        "fi\n"
+        "echo ran\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, DPMPI_MPIRUN=str(fake))
+    proc = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", "1", "--", "hostname"], capture_output=True,
+                          text=True, cwd="/", env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["ran"] and count.read_text().strip() == "2"
+    assert "launching again, attempt 2 of 3" in proc.stderr
