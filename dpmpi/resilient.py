@@ -34,8 +34,8 @@ import ctypes
 import enum
 import json
 import os
-import time
 import sys
+import time
 import warnings
 import weakref
 from dataclasses import asdict, dataclass, field
@@ -278,8 +278,9 @@ class _State:
         self.graveyard: list[MPI.Comm] = []  # replaced communicators, freed after the next commit
         self.exit_flag = array.array("i", [1])
         self.exit_req: MPI.Request | None = None
-        # objects with their own communicators (snapshots) that a repair must interrupt first:
-        # each has ``_interrupt()``, which revokes them without waiting
+        # objects with their own communicators and MPI threads (snapshots) that a repair must
+        # interrupt before its first MPI call: each has ``_interrupt()``, which stops its thread
+        # and revokes its communicator
         self.interrupt: weakref.WeakSet = weakref.WeakSet()
         self.intercomms: list[MPI.Intercomm] = []  # to processes spawned by repairs
 

@@ -48,6 +48,7 @@ from mpi4py import MPI
 
 from dpmpi import _guard
 from dpmpi.comm import Comm, _warm_up
+from dpmpi.resilient import Role
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
 
 ENV_THREADS = "DPMPI_COPY_THREADS"
@@ -170,7 +171,6 @@ class _Engine:
         if raw == ext.ffi.NULL:
             raise RuntimeError(f"dpmpi: cannot start {threads} snapshot copy thread(s)")
         self.raw = ext.ffi.gc(raw, ext.lib.dpmpi_engine_free)
-        self.threads = threads
         self._keep: list = []
 
     def start(self, dst: list | None, src: list, lens: list[int], gate: Any = None) -> None:
@@ -301,7 +301,7 @@ class Snapshot:
         self._arrays = dict(arrays)
         self._entries = _layout(self._arrays)
         self._nbytes = _total(self._entries)
-        waiting = getattr(self._comm, "role", None) is not None and self._comm.role.value == "SPARE"
+        waiting = getattr(self._comm, "role", None) is Role.SPARE
         size = self._comm.active_size if waiting else self._comm.Get_size()
         self._replicas = _int_arg("replicas", replicas, 0)
         if self._replicas > size - 1:
@@ -331,7 +331,6 @@ class Snapshot:
         self._scomm: MPI.Intracomm | None = None  # dpmpi's communicator for snapshot traffic
         self._layouts: dict[int, list] = {}  # logical rank -> its layout signature
         self._held: dict[int, list[_Slot]] = {}  # owner's logical rank -> two replica slots
-        self._topology: tuple[int, int] | None = None  # (rank, size) the replica slots were made for
         self._setup_epoch = self._repair_epoch()
         self._writer: threading.Thread | None = None
         self._writer_slot: _Slot | None = None
@@ -478,6 +477,9 @@ class Snapshot:
         self._join_writer()
         # the peers finish the same epoch's replication; waiting lets theirs complete too
         self._stop_replication(revoke=True, grace=30.0)
+        if self._repl is not None:
+            self._repl.close(1.0)
+            self._repl = None
         self._free_scomm()
         self._closed = True
 
@@ -590,7 +592,6 @@ class Snapshot:
                 held[owner] = [_Slot(nbytes, self._lock), _Slot(nbytes, self._lock)]
         self._pool = []
         self._held = held
-        self._topology = (rank, size)
 
     def _owner_entries(self, owner: int) -> tuple[_Entry, ...]:
         entries, offset = [], 0
@@ -599,8 +600,9 @@ class Snapshot:
             offset += (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
         return tuple(entries)
 
-    def _replicate(self, epoch: int) -> None:
-        """Send our newest slot to the buddies and receive theirs, on the C thread."""
+    def _replicate(self, epoch: int, dests: set[int] | None = None, owners: set[int] | None = None) -> None:
+        """Send our newest slot to the buddies and receive theirs, on the C thread (only to
+        ``dests`` and from ``owners`` when given)."""
         if self._scomm is None:
             self._setup()
         rank, size = self._scomm.Get_rank(), self._scomm.Get_size()
@@ -609,10 +611,13 @@ class Snapshot:
         ops, meaning = [], []
         for d in range(1, self._replicas + 1):
             dest = (rank + d) % size
-            ops += [(dest, _TAG_HDR, 1, mine.hdr, 32), (dest, _TAG_DATA, 1, mine.ptr, mine.nbytes)]
-            meaning += [None, None]
+            if dests is None or dest in dests:
+                ops += [(dest, _TAG_HDR, 1, mine.hdr, 32), (dest, _TAG_DATA, 1, mine.ptr, mine.nbytes)]
+                meaning += [None, None]
         for d in range(1, self._replicas + 1):
             owner = (rank - d) % size
+            if owners is not None and owner not in owners:
+                continue
             pair = self._held[owner]
             newest = max(pair, key=lambda s: s.epoch)
             slot = pair[1] if newest is pair[0] else pair[0]  # never the newest replica
@@ -656,16 +661,20 @@ class Snapshot:
                     self._scomm.Revoke()  # completes its pending requests with ERR_REVOKED
                 except MPI.Exception:
                     pass
-            if repl.wait(2.0) == 1:
-                # a request that neither completes nor fails: the thread gives up at its next
-                # poll; what it may still write is never freed, and new replica slots are made
-                _cext().lib.dpmpi_repl_abandon(repl.raw)
-                repl.wait(1.0)
-                _LEAKED.append((repl, list(self._held.values())))
-                self._held = {}
-                self._repl = None
+            if repl.wait(2.0) == 1 and not self._abandon(repl, 1.0):
                 return
         self._collect_failed_safely()
+
+    def _abandon(self, repl: _Replicator, timeout: float) -> bool:
+        """Make the replication thread give up its job (it leaves at its next poll). False if it
+        is stuck inside an MPI call: then it and the slots it may still write are never freed,
+        and new replica slots will be made."""
+        _cext().lib.dpmpi_repl_abandon(repl.raw)
+        if repl.wait(timeout) != 1:
+            return True
+        _LEAKED.append((repl, list(self._held.values())))
+        self._held, self._repl = {}, None
+        return False
 
     def _collect_failed_safely(self) -> None:
         try:
@@ -684,10 +693,7 @@ class Snapshot:
             self._interrupted = True
             repl = self._repl
             if repl is not None and repl.raw is not None and repl.running and repl.wait(0.0) == 1:
-                _cext().lib.dpmpi_repl_abandon(repl.raw)  # it leaves at its next poll
-                if repl.wait(2.0) == 1:  # stuck inside an MPI call: leave it and its slots alone
-                    _LEAKED.append((repl, list(self._held.values())))
-                    self._held, self._repl = {}, None
+                self._abandon(repl, 2.0)
         if self._scomm is not None:
             try:
                 self._scomm.Revoke()
@@ -799,10 +805,11 @@ class Snapshot:
                 target.epoch = -1
                 self._own[1].epoch = -1
                 incoming = target
-                reqs += self._irecv_slot(scomm, holder, target)
+                reqs += self._post_slot(scomm.Irecv, holder, target)
             if holder == rank:
                 slot = next(s for s in self._held[r] if s.epoch == epoch)
-                reqs += self._isend_slot(scomm, r, slot, epoch)
+                slot.hdr[0], slot.hdr[1], slot.hdr[2] = epoch, slot.nbytes, slot.digest
+                reqs += self._post_slot(scomm.Isend, r, slot)
         _waitall(reqs, scomm, "Snapshot.restore (transfer)")
         timings["transfer"] = time.perf_counter() - t
         # 4. verify, everywhere, then write back
@@ -881,19 +888,14 @@ class Snapshot:
             self._layouts = {renumber[o]: sig for o, sig in self._layouts.items() if o in renumber}
         self._setup_epoch = self._repair_epoch()
 
-    def _isend_slot(self, comm: MPI.Intracomm, dest: int, slot: _Slot, epoch: int) -> list:
-        slot.hdr[0], slot.hdr[1], slot.hdr[2] = epoch, slot.nbytes, slot.digest
-        reqs = [comm.Isend([_cext().ffi.buffer(slot.hdr), MPI.BYTE], dest, _TAG_HDR)]
+    @staticmethod
+    def _post_slot(post: Any, peer: int, slot: _Slot) -> list:
+        """A slot's header and data as non-blocking messages (``post``: comm.Isend or comm.Irecv),
+        in chunks of at most 1 GiB."""
+        reqs = [post([_cext().ffi.buffer(slot.hdr), MPI.BYTE], peer, _TAG_HDR)]
         view = slot.buffer()
         for off in range(0, max(slot.nbytes, 1), _CHUNK):
-            reqs.append(comm.Isend([view[off:off + _CHUNK], MPI.BYTE], dest, _TAG_DATA))
-        return reqs
-
-    def _irecv_slot(self, comm: MPI.Intracomm, source: int, slot: _Slot) -> list:
-        reqs = [comm.Irecv([_cext().ffi.buffer(slot.hdr), MPI.BYTE], source, _TAG_HDR)]
-        view = slot.buffer()
-        for off in range(0, max(slot.nbytes, 1), _CHUNK):
-            reqs.append(comm.Irecv([view[off:off + _CHUNK], MPI.BYTE], source, _TAG_DATA))
+            reqs.append(post([view[off:off + _CHUNK], MPI.BYTE], peer, _TAG_DATA))
         return reqs
 
     def _write_back(self, slot: _Slot) -> None:
@@ -909,22 +911,9 @@ class Snapshot:
         replacement's, and those that the failed rank held), on the background thread."""
         rank, size = self._scomm.Get_rank(), self._scomm.Get_size()
         has = {r: {o for o, epochs in held_r.items() if epoch in epochs} for r, _s, _o, held_r, _l, _d in infos}
-        mine = self._own[self._committed]
-        mine.hdr[0], mine.hdr[1], mine.hdr[2], mine.hdr[3] = epoch, mine.nbytes, mine.digest, rank
-        ops, meaning = [], []
-        for d in range(1, self._replicas + 1):
-            dest = (rank + d) % size
-            if rank not in has[dest]:
-                ops += [(dest, _TAG_HDR, 1, mine.hdr, 32), (dest, _TAG_DATA, 1, mine.ptr, mine.nbytes)]
-                meaning += [None, None]
-            owner = (rank - d) % size
-            if owner not in has[rank]:
-                slot = self._held[owner][0]
-                slot.epoch = -1
-                ops += [(owner, _TAG_HDR, 0, slot.hdr, 32), (owner, _TAG_DATA, 0, slot.ptr, slot.nbytes)]
-                meaning += [("hdr", owner, slot, epoch), ("data", owner, slot, epoch)]
-        self._repl = self._repl or _Replicator()
-        self._repl.start(self._scomm, ops, meaning, barrier=True)
+        dests = {dest for dest in ((rank + d) % size for d in range(1, self._replicas + 1)) if rank not in has[dest]}
+        owners = {o for o in ((rank - d) % size for d in range(1, self._replicas + 1)) if o not in has[rank]}
+        self._replicate(epoch, dests, owners)
 
     # -- persistence --
     def _file(self, rank: int, epoch: int) -> str:
