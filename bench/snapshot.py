@@ -59,7 +59,7 @@ def local_part(sizes, reps):
                 base.append(time.perf_counter() - t)
                 t = time.perf_counter()
                 snap.stage()
-                snap.commit(epoch)
+                snap.commit(epoch, durable=False)  # the local copy only
                 mine.append(time.perf_counter() - t)
                 epoch += 1
                 if threads == 1:
@@ -114,7 +114,7 @@ def mpi_part(sizes, reps, out_path, compute_mib):
             raw.Barrier()
             snap.stage()
             t = time.perf_counter()
-            snap.commit(epoch)  # waits for the local copy, then replication starts
+            snap.commit(epoch, durable=False)  # waits for the local copy, then replication starts
             snap.wait()
             repl.append(time.perf_counter() - t - snap.stats["commit_wait_ms"] / 1e3)
         snap.close()
@@ -157,7 +157,7 @@ def mpi_part(sizes, reps, out_path, compute_mib):
             snap.stage()
             while _cext_busy(snap):  # the copy runs on the C thread
                 it += chunk()
-            snap.commit(epoch)  # the copy is done: returns at once, replication starts
+            snap.commit(epoch, durable=False)  # the copy is done: returns at once, replication starts
             while snap.busy():  # the replication runs on the C thread
                 it += chunk()
             windows.append(time.perf_counter() - t0)
@@ -173,7 +173,7 @@ def mpi_part(sizes, reps, out_path, compute_mib):
                 break
             if cmd[0] > 0:
                 snap.stage()
-                snap.commit(int(cmd[0]))
+                snap.commit(int(cmd[0]), durable=False)
                 snap.wait()  # blocks in C without spinning
     snap.close()
     if rank == 0:

@@ -234,9 +234,13 @@ int dpmpi_mpi_bind(const char *libmpi_path) {
 /* Snapshot threads run at the lowest priority (DPMPI_SNAPSHOT_NICE, default 19; 0 disables):
  * on a busy core the program's own thread keeps the CPU. When the program waits for a copy
  * (commit), it copies the rest itself, at its own priority. */
-static void lower_priority(void) {
+static int snapshot_nice(void) {
     const char *env = getenv("DPMPI_SNAPSHOT_NICE");
-    int nice_value = env ? atoi(env) : 19;
+    return env ? atoi(env) : 19;
+}
+
+static void lower_priority(void) {
+    int nice_value = snapshot_nice();
     if (nice_value > 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
 }
 
@@ -259,12 +263,28 @@ static void deadline_after(struct timespec *ts, double seconds) {
 /* ---------------------------------------------------------------- replicator */
 #define CHUNK ((size_t)1 << 30) /* MPI counts are ints: messages of at most 1 GiB */
 
+/* A replication job is a small state machine (post the sends and receives, test them, post the
+ * barrier, test it, finish) that any thread holding `poll_mu` may advance one step at a time:
+ * the replication thread does it in the background, and a thread that *waits* for the job
+ * (commit, the copy gate, close) does it itself, at its own priority. A waiter never depends on
+ * the niced replication thread being scheduled (measured: with every core busy, e.g. OpenBLAS
+ * threads spinning, a nice-19 thread hardly runs and a commit that waited for it took 100 ms).
+ *
+ * Owner and lifetime: the struct is made by dpmpi_repl_new and freed by dpmpi_repl_free, which
+ * joins the thread, only when no job is running (else it refuses and the memory is leaked on
+ * purpose: requests may still be pending on it). `mu` guards the job description and `running`;
+ * `poll_mu` guards the job's progress state (requests); MPI is called only with `poll_mu` held,
+ * so one thread at a time tests these requests. */
+enum { PH_POST, PH_DATA, PH_BARRIER, PH_DONE };
+
 struct dpmpi_repl {
     pthread_mutex_t mu;
+    pthread_mutex_t poll_mu;
     pthread_cond_t work, done;
     pthread_t thread;
-    int started, stop, abandon;
+    int stop, abandon;
     uint64_t gen, seen;
+    atomic_int waiters; /* threads driving the job themselves: the background thread stands back */
     /* the job */
     void *comm, *dtype;
     dpmpi_op *ops;
@@ -272,104 +292,165 @@ struct dpmpi_repl {
     int *op_state; /* 0 pending, 1 done, -class: failed with that MPI error class */
     int running;   /* a job is posted and not finished */
     int error;     /* MPI error class of the first failure in the job, 0 if none */
+    /* the job's progress (under poll_mu) */
+    int phase, failed, nreq, pending;
+    void **reqs;
+    int *owner, *rdone, *left;
+    void *breq;
 };
 
-/* Poll until every request completed (or failed, or the job is abandoned). Naps start at 5 us and
- * double while nothing completes, up to max_nap: short while data moves (a rendezvous needs a
- * few rounds of progress on both sides), long in the barrier (it waits for the slowest rank). */
-static int poll_requests(dpmpi_repl *r, void **reqs, int *owner, int nreq, int *failed_class, long max_nap) {
-    int pending = nreq;
-    int *done = calloc((size_t)nreq + 1, sizeof(int));
-    /* requests left per op: an op is marked done as soon as all its requests are, so that what
-     * arrived before a failure or an abandonment still counts */
-    int *left = owner ? calloc((size_t)r->nops + 1, sizeof(int)) : NULL;
-    if (left)
-        for (int i = 0; i < nreq; i++)
-            if (owner[i] >= 0) left[owner[i]]++;
-    long nap = 5000;
-    while (pending > 0) {
-        int progressed = 0;
-        for (int i = 0; i < nreq; i++) {
-            if (done[i]) continue;
-            int flag = 0;
-            int rc = mpi.test(&reqs[i], &flag, NULL);
-            if (rc != 0) {
-                int cls = rc;
-                mpi.error_class(rc, &cls);
-                if (!*failed_class) *failed_class = cls;
-                if (owner && owner[i] >= 0) r->op_state[owner[i]] = -cls;
-                flag = 1;
-            }
-            if (flag) {
-                done[i] = 1;
-                pending--;
-                progressed = 1;
-                if (left && owner[i] >= 0 && --left[owner[i]] == 0) {
-                    pthread_mutex_lock(&r->mu);
-                    if (r->op_state[owner[i]] == 0) r->op_state[owner[i]] = 1;
-                    pthread_mutex_unlock(&r->mu);
-                }
-            }
-        }
-        if (pending == 0) break;
-        if (atomic_load_explicit((_Atomic int *)&r->abandon, memory_order_relaxed)) break;
-        if (progressed)
-            nap = 5000;
-        else {
-            sleep_ns(nap);
-            if (nap < max_nap) nap *= 2;
-        }
-    }
-    free(done);
-    free(left);
-    return pending;
-}
-
-static void run_job(dpmpi_repl *r) {
-    int nreq = 0;
-    for (int i = 0; i < r->nops; i++) nreq += (int)((r->ops[i].len + CHUNK - 1) / CHUNK) + (r->ops[i].len == 0);
-    void **reqs = calloc((size_t)nreq + 1, sizeof(void *));
-    int *owner = calloc((size_t)nreq + 1, sizeof(int));
-    int k = 0, failed = 0;
-    for (int i = 0; i < r->nops && !failed; i++) {
-        dpmpi_op *op = &r->ops[i];
-        size_t off = 0;
-        do {
-            size_t n = op->len - off < CHUNK ? op->len - off : CHUNK;
-            int rc = op->send ? mpi.isend((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &reqs[k])
-                              : mpi.irecv((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &reqs[k]);
-            if (rc != 0) {
-                int cls = rc;
-                mpi.error_class(rc, &cls);
-                failed = cls;
-                r->op_state[i] = -cls;
-                break;
-            }
-            owner[k++] = i;
-            off += n;
-        } while (off < op->len);
-    }
-    int left = poll_requests(r, reqs, owner, k, &failed, 20000);
-    /* op_state: 1 for the ops whose requests all completed, negative for a failed one, 0 for
-     * those an abandonment left pending */
-    if (!failed && left == 0 && r->barrier) {
-        void *req = NULL;
-        int rc = mpi.ibarrier(r->comm, &req);
-        if (rc != 0) {
-            mpi.error_class(rc, &failed);
-        } else {
-            int owner_none = -1;
-            poll_requests(r, &req, &owner_none, 1, &failed, 250000);
-        }
-    }
-    if (!failed && atomic_load((_Atomic int *)&r->abandon)) failed = DPMPI_REPL_ABANDONED;
-    free(reqs);
-    free(owner);
+static void job_finish(dpmpi_repl *r, int failed) {
+    free(r->reqs);
+    free(r->owner);
+    free(r->rdone);
+    free(r->left);
+    r->reqs = NULL;
+    r->owner = r->rdone = r->left = NULL;
+    r->phase = PH_DONE;
     pthread_mutex_lock(&r->mu);
     r->error = failed;
     r->running = 0;
     pthread_cond_broadcast(&r->done);
     pthread_mutex_unlock(&r->mu);
+}
+
+static void job_post(dpmpi_repl *r) {
+    int nreq = 0;
+    for (int i = 0; i < r->nops; i++) nreq += (int)((r->ops[i].len + CHUNK - 1) / CHUNK) + (r->ops[i].len == 0);
+    r->reqs = calloc((size_t)nreq + 1, sizeof(void *));
+    r->owner = calloc((size_t)nreq + 1, sizeof(int));
+    r->rdone = calloc((size_t)nreq + 1, sizeof(int));
+    r->left = calloc((size_t)r->nops + 1, sizeof(int));
+    int k = 0;
+    for (int i = 0; i < r->nops && !r->failed; i++) {
+        dpmpi_op *op = &r->ops[i];
+        size_t off = 0;
+        do {
+            size_t n = op->len - off < CHUNK ? op->len - off : CHUNK;
+            int rc = op->send ? mpi.isend((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k])
+                              : mpi.irecv((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k]);
+            if (rc != 0) {
+                int cls = rc;
+                mpi.error_class(rc, &cls);
+                r->failed = cls;
+                r->op_state[i] = -cls;
+                break;
+            }
+            r->owner[k++] = i;
+            r->left[i]++;
+            off += n;
+        } while (off < op->len);
+    }
+    r->nreq = r->pending = k;
+    r->phase = PH_DATA;
+}
+
+/* Test the data requests once; 1 if any completed. An op is marked done as soon as all its
+ * requests are, so that what arrived before a failure or an abandonment still counts. */
+static int job_test_data(dpmpi_repl *r) {
+    int progressed = 0;
+    for (int i = 0; i < r->nreq; i++) {
+        if (r->rdone[i]) continue;
+        int flag = 0;
+        int rc = mpi.test(&r->reqs[i], &flag, NULL);
+        if (rc != 0) {
+            int cls = rc;
+            mpi.error_class(rc, &cls);
+            if (!r->failed) r->failed = cls;
+            pthread_mutex_lock(&r->mu);
+            r->op_state[r->owner[i]] = -cls;
+            pthread_mutex_unlock(&r->mu);
+            flag = 1;
+        }
+        if (flag) {
+            r->rdone[i] = 1;
+            r->pending--;
+            progressed = 1;
+            if (--r->left[r->owner[i]] == 0) {
+                pthread_mutex_lock(&r->mu);
+                if (r->op_state[r->owner[i]] == 0) r->op_state[r->owner[i]] = 1;
+                pthread_mutex_unlock(&r->mu);
+            }
+        }
+    }
+    return progressed;
+}
+
+/* Advance the job by one step (caller holds poll_mu); 1 if something completed. The requests
+ * that an abandonment leaves pending are leaked, never freed: MPI may still complete them. */
+static int job_step(dpmpi_repl *r) {
+    if (r->phase == PH_DONE) return 0;
+    if (atomic_load((_Atomic int *)&r->abandon)) {
+        job_finish(r, r->failed ? r->failed : DPMPI_REPL_ABANDONED);
+        return 1;
+    }
+    if (r->phase == PH_POST) {
+        job_post(r);
+        return 1;
+    }
+    if (r->phase == PH_DATA) {
+        int progressed = r->pending > 0 ? job_test_data(r) : 0;
+        if (r->pending > 0) return progressed;
+        if (r->failed || !r->barrier) {
+            job_finish(r, r->failed);
+            return 1;
+        }
+        int rc = mpi.ibarrier(r->comm, &r->breq);
+        if (rc != 0) {
+            int cls = rc;
+            mpi.error_class(rc, &cls);
+            job_finish(r, cls);
+            return 1;
+        }
+        r->phase = PH_BARRIER;
+        return 1;
+    }
+    /* PH_BARRIER */
+    int flag = 0;
+    int rc = mpi.test(&r->breq, &flag, NULL);
+    if (rc != 0) {
+        int cls = rc;
+        mpi.error_class(rc, &cls);
+        job_finish(r, cls);
+        return 1;
+    }
+    if (flag) {
+        job_finish(r, 0);
+        return 1;
+    }
+    return 0;
+}
+
+static int job_running(dpmpi_repl *r) {
+    pthread_mutex_lock(&r->mu);
+    int running = r->running;
+    pthread_mutex_unlock(&r->mu);
+    return running;
+}
+
+/* The background thread: naps start at 5 us and double while nothing completes, up to 20 us
+ * while data moves (a rendezvous needs a few rounds of progress on both sides) and 250 us in
+ * the barrier (it waits for the slowest rank). It stands back while a waiter drives the job. */
+static void run_job(dpmpi_repl *r) {
+    long nap = 5000;
+    for (;;) {
+        int progressed = 0;
+        if (atomic_load(&r->waiters) == 0 && pthread_mutex_trylock(&r->poll_mu) == 0) {
+            progressed = job_step(r);
+            int finished = r->phase == PH_DONE;
+            pthread_mutex_unlock(&r->poll_mu);
+            if (finished) return;
+        } else if (!job_running(r)) {
+            return; /* a waiter finished it */
+        }
+        if (progressed)
+            nap = 5000;
+        else {
+            sleep_ns(nap);
+            long max_nap = r->phase == PH_BARRIER ? 250000 : 20000;
+            if (nap < max_nap) nap *= 2;
+        }
+    }
 }
 
 static void *repl_main(void *arg) {
@@ -392,21 +473,24 @@ dpmpi_repl *dpmpi_repl_new(void) {
     dpmpi_repl *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->poll_mu, NULL);
     pthread_cond_init(&r->work, NULL);
     pthread_cond_init(&r->done, NULL);
+    r->phase = PH_DONE;
     if (pthread_create(&r->thread, NULL, repl_main, r) != 0) {
         free(r);
         return NULL;
     }
-    r->started = 1;
     return r;
 }
 
 int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier) {
     if (!mpi.test) return -2;
+    pthread_mutex_lock(&r->poll_mu);
     pthread_mutex_lock(&r->mu);
     if (r->running) {
         pthread_mutex_unlock(&r->mu);
+        pthread_mutex_unlock(&r->poll_mu);
         return -1;
     }
     free(r->ops);
@@ -420,43 +504,59 @@ int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpm
     r->barrier = barrier;
     r->error = 0;
     r->abandon = 0;
+    r->failed = 0;
+    r->phase = PH_POST;
     r->running = 1;
     r->gen++;
     pthread_cond_signal(&r->work);
     pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->poll_mu);
     return 0;
 }
 
-int dpmpi_repl_wait_progress(dpmpi_repl *r) {
-    /* The program's thread waits and drives MPI's progress engine itself (an Iprobe makes Open
-     * MPI move pending transfers: the receive side of a shared-memory rendezvous copies the
-     * data), at its own priority: the replication thread runs niced, and on a machine whose
-     * cores are busy (MPI ranks poll while they wait) it would hardly be scheduled. */
-    pthread_mutex_lock(&r->mu);
-    while (r->running) {
-        void *comm = r->comm;
-        pthread_mutex_unlock(&r->mu);
-        int flag = 0;
-        if (comm && mpi.iprobe) mpi.iprobe(-1 /* MPI_ANY_SOURCE */, -1 /* MPI_ANY_TAG */, comm, &flag, NULL);
-        sleep_ns(20000);
-        pthread_mutex_lock(&r->mu);
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Drive the job from the calling thread until it ends or `timeout` seconds pass (< 0: no limit).
+ * Returns 0 done, 1 still running, < 0: -(MPI error class). */
+static int repl_drive(dpmpi_repl *r, double timeout) {
+    double deadline = timeout < 0 ? -1.0 : now_s() + timeout;
+    long nap = 2000;
+    atomic_fetch_add(&r->waiters, 1);
+    for (;;) {
+        int progressed = 0;
+        if (pthread_mutex_trylock(&r->poll_mu) == 0) {
+            progressed = job_step(r);
+            pthread_mutex_unlock(&r->poll_mu);
+        }
+        if (!job_running(r)) break;
+        if (deadline >= 0 && now_s() >= deadline) break;
+        if (progressed)
+            nap = 2000;
+        else {
+            sleep_ns(nap);
+            if (nap < 50000) nap *= 2;
+        }
     }
-    int rc = r->error ? -r->error : 0;
+    atomic_fetch_sub(&r->waiters, 1);
+    pthread_mutex_lock(&r->mu);
+    int rc = r->running ? 1 : (r->error ? -r->error : 0);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
-int dpmpi_repl_wait(dpmpi_repl *r, double timeout) {
+int dpmpi_repl_wait_progress(dpmpi_repl *r) { return repl_drive(r, -1.0); }
+
+int dpmpi_repl_wait(dpmpi_repl *r, double timeout) { return repl_drive(r, timeout); }
+
+/* For the copy threads' gate: wait without calling MPI (they must not). */
+static int repl_wait_quiet(dpmpi_repl *r) {
     pthread_mutex_lock(&r->mu);
-    if (timeout < 0) {
-        while (r->running) pthread_cond_wait(&r->done, &r->mu);
-    } else {
-        struct timespec ts;
-        deadline_after(&ts, timeout);
-        while (r->running)
-            if (pthread_cond_timedwait(&r->done, &r->mu, &ts) == ETIMEDOUT) break;
-    }
-    int rc = r->running ? 1 : (r->error ? -r->error : 0);
+    while (r->running) pthread_cond_wait(&r->done, &r->mu);
+    int rc = r->error ? -r->error : 0;
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -473,7 +573,7 @@ void dpmpi_repl_abandon(dpmpi_repl *r) { atomic_store((_Atomic int *)&r->abandon
 int dpmpi_repl_free(dpmpi_repl *r, double timeout) {
     if (!r) return 0;
     if (dpmpi_repl_wait(r, timeout) == 1) {
-        dpmpi_repl_abandon(r); /* the thread leaves at its next poll; its requests leak */
+        dpmpi_repl_abandon(r); /* the next step leaves; its requests leak */
         if (dpmpi_repl_wait(r, 1.0) == 1) return -1; /* stuck inside MPI: leak it all */
     }
     pthread_mutex_lock(&r->mu);
@@ -488,12 +588,6 @@ int dpmpi_repl_free(dpmpi_repl *r, double timeout) {
 }
 
 /* ---------------------------------------------------------------- copy engine */
-static int gate_running(dpmpi_repl *r) {
-    pthread_mutex_lock(&r->mu);
-    int running = r->running;
-    pthread_mutex_unlock(&r->mu);
-    return running;
-}
 
 typedef struct {
     char *dst;
@@ -520,6 +614,8 @@ struct dpmpi_engine {
     int running; /* a job is started and not finished */
     atomic_int error;
     int stream;
+    pid_t *tids;        /* the workers' thread ids, for raising their priority while a caller waits */
+    atomic_int ntids;
 };
 
 #define STREAM_MIN ((size_t)8 << 20) /* jobs from 8 MiB on bypass the cache */
@@ -552,6 +648,7 @@ static void run_units(dpmpi_engine *e) {
 static void *engine_main(void *arg) {
     dpmpi_engine *e = arg;
     lower_priority();
+    e->tids[atomic_fetch_add(&e->ntids, 1)] = (pid_t)syscall(SYS_gettid);
     uint64_t seen = 0;
     pthread_mutex_lock(&e->mu);
     for (;;) {
@@ -561,7 +658,7 @@ static void *engine_main(void *arg) {
         dpmpi_repl *gate = e->gate;
         pthread_mutex_unlock(&e->mu);
         if (gate) { /* the previous epoch must be safe everywhere before its older slot is overwritten */
-            int rc = dpmpi_repl_wait(gate, -1);
+            int rc = repl_wait_quiet(gate);
             if (rc < 0) {
                 int expected = 0;
                 atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_GATE_FAILED);
@@ -587,6 +684,7 @@ dpmpi_engine *dpmpi_engine_new(int nthreads) {
     pthread_cond_init(&e->done, NULL);
     e->fail_after = SIZE_MAX;
     e->threads = calloc((size_t)nthreads, sizeof(pthread_t));
+    e->tids = calloc((size_t)nthreads, sizeof(pid_t));
     for (int i = 0; i < nthreads; i++) {
         if (pthread_create(&e->threads[i], NULL, engine_main, e) != 0) {
             e->nthreads = i;
@@ -607,6 +705,7 @@ void dpmpi_engine_free(dpmpi_engine *e) {
     pthread_mutex_unlock(&e->mu);
     for (int i = 0; i < e->nthreads; i++) pthread_join(e->threads[i], NULL);
     free(e->threads);
+    free(e->tids);
     free(e->units);
     free(e);
 }
@@ -677,16 +776,30 @@ int dpmpi_engine_busy(dpmpi_engine *e) {
     return b;
 }
 
+/* Set the copy threads' nice value (errors ignored: raising a priority back needs privilege). */
+static void set_workers_nice(dpmpi_engine *e, int nice_value) {
+    int n = atomic_load(&e->ntids);
+    for (int i = 0; i < n; i++)
+        if (e->tids[i]) setpriority(PRIO_PROCESS, (id_t)e->tids[i], nice_value);
+}
+
 int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest) {
+    /* A caller that waits never waits for a thread that may not run: the copy threads (and the
+     * replication thread) run niced, and on a machine whose cores are busy they hardly run.
+     * 1. If the job waits for its gate (the previous epoch's replication; the slot it writes may
+     *    still be needed), the caller drives that replication to its end itself;
+     * 2. then it copies what is left of the job itself, at its own priority;
+     * 3. units that a copy thread already holds are finished by that thread: while the caller
+     *    waits for them it raises the threads' priority to its own (where the OS allows). */
     pthread_mutex_lock(&e->mu);
-    /* The caller helps with what is left of the copy, at its own priority: the copy threads run
-     * niced, and a program that waits for its snapshot must not wait for them to be scheduled.
-     * Not while the job waits for its gate (the slot it writes may still be needed). */
-    if (e->running && (e->gate == NULL || !gate_running(e->gate))) {
-        if (e->gate && dpmpi_repl_wait(e->gate, 0.0) < 0) { /* failed gate: nothing may be written */
-            int expected = 0;
-            atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_GATE_FAILED);
-        }
+    dpmpi_repl *gate = e->running ? e->gate : NULL;
+    pthread_mutex_unlock(&e->mu);
+    if (gate && repl_drive(gate, -1.0) < 0) { /* failed gate: nothing may be written */
+        int expected = 0;
+        atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_GATE_FAILED);
+    }
+    pthread_mutex_lock(&e->mu);
+    if (e->running) {
         e->helpers++;
         pthread_mutex_unlock(&e->mu);
         run_units(e);
@@ -696,7 +809,13 @@ int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest) {
             pthread_cond_broadcast(&e->done);
         }
     }
-    while (e->running) pthread_cond_wait(&e->done, &e->mu);
+    if (e->running) {
+        int mine = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+        int theirs = snapshot_nice();
+        if (theirs > mine) set_workers_nice(e, mine);
+        while (e->running) pthread_cond_wait(&e->done, &e->mu);
+        if (theirs > mine) set_workers_nice(e, theirs);
+    }
     int err = atomic_load(&e->error);
     if (digest) {
         uint64_t h = 0;

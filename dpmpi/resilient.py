@@ -283,6 +283,7 @@ class _State:
         # and revokes its communicator
         self.interrupt: weakref.WeakSet = weakref.WeakSet()
         self.intercomms: list[MPI.Intercomm] = []  # to processes spawned by repairs
+        self.cpus: dict[int, tuple[int, ...]] = {}  # wid -> the CPUs it was bound to at start
 
     def not_spare(self, what: str) -> None:
         if self.role is Role.SPARE:
@@ -491,6 +492,10 @@ class _State:
         else:
             raise ProcFailedError(f"Respawn did not converge in {_MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
         _guard.note_recovered([wid for wid in old_plan.actives + old_plan.spares if wid not in alive])
+        if me >= 0 and not was_active:
+            took = [lr for lr, how in filled.items() if how == f"spare:{self.wid}"]
+            if took:
+                _adopt_cpus(self.cpus.get(base.actives[took[0]]))
         self.plan = new_plan
         _guard.set_idle_spares(list(new_plan.spares))
         t = time.perf_counter()
@@ -583,6 +588,23 @@ def _join_spawned() -> _State:
     return state
 
 
+def _adopt_cpus(cpus: tuple[int, ...] | None) -> None:
+    """Take the CPUs of the rank this process replaces (every thread of it), so that a spare
+    that waited on a shared core does not leave the failed rank's core idle."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        if set(cpus) == os.sched_getaffinity(0):
+            return
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except OSError:
+                pass  # a thread that ended meanwhile, or CPUs this process may not use
+    except OSError:
+        pass
+
+
 def _free(comm: MPI.Comm) -> None:
     try:
         if comm != MPI.COMM_NULL:
@@ -661,9 +683,15 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     except MPI.Exception as exc:
         raise from_mpi(exc, MPI.COMM_WORLD, "init") from exc
     _warm_up(world, "init")
+    cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
+    try:
+        all_cpus = world.allgather(cpus)
+    except MPI.Exception as exc:
+        raise from_mpi(exc, world, "init") from exc
     n_active = size - n_spares
     plan = Plan(0, tuple(range(n_active)), tuple(range(n_active, size)), size)
     state = _State(world, plan, policy, poll)
+    state.cpus = dict(enumerate(all_cpus))
     _STATE = state
     _guard.set_idle_spares(list(plan.spares))
     me = state.logical()

@@ -153,9 +153,8 @@ class Runtime:
     def _commit_pending(self) -> None:
         if self._pending is not None:
             epoch, self._pending = self._pending, None
-            self.snapshot.commit(epoch)
-            if self.bounded_loss:
-                self.snapshot.wait()  # the copy's replication ran during the step; usually done
+            # bounded loss: also wait for the replication (it ran during the step; usually done)
+            self.snapshot.commit(epoch, durable=self.bounded_loss)
 
     # -- the loop --
     def run(self, step_fn: Callable[[int], Any], n_steps: int, *, commit_at_end: bool = True) -> list[Recovery]:

@@ -35,12 +35,15 @@ How the pieces fit (the C side is ``cext/dpmpi_snap.c``):
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import json
 import os
 import queue
 import threading
 import time
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -124,7 +127,27 @@ def _total(entries: tuple[_Entry, ...]) -> int:
 
 # ---- memory -----------------------------------------------------------------------------------
 _LOCK_WARNED = False
-_LEAKED: list = []  # replication threads that did not stop, and the slots they may still write
+# What MPI may still use and so must never be freed: replication threads that did not stop and
+# the slots they may still write, requests left pending by a failed transfer (each holds its
+# buffer). The list itself is never freed, not even when the interpreter tears modules down
+# (the exit guard ends MPI after that).
+_LEAKED: list = []
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_LEAKED))
+_OPEN: weakref.WeakSet = weakref.WeakSet()  # Snapshots not closed yet
+
+
+def _close_open_snapshots() -> None:
+    """At interpreter exit, before MPI ends and before Python frees the snapshot memory: close
+    every Snapshot the program did not close, so that no replication request is left pending on
+    memory that is about to be freed (seen: a segfault in MPI's progress at exit)."""
+    for snap in list(_OPEN):
+        try:
+            snap.close()
+        except BaseException:  # a peer failed during the last replication: keep its memory
+            snap._leak()
+
+
+atexit.register(_close_open_snapshots)
 
 
 class _Slot:
@@ -346,6 +369,7 @@ class Snapshot:
         self._last_rc = 0  # the last copy job's result
         self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self._nbytes)}
         self.last_restore: dict[str, Any] = {}
+        _OPEN.add(self)
 
     # -- properties --
     @property
@@ -478,10 +502,32 @@ class Snapshot:
         # the peers finish the same epoch's replication; waiting lets theirs complete too
         self._stop_replication(revoke=True, grace=30.0)
         if self._repl is not None:
-            self._repl.close(1.0)
+            if self._repl.error:  # abandoned or failed: requests may still be pending on the slots
+                self._leak()
+            if not self._repl.close(1.0):
+                self._leak()
             self._repl = None
         self._free_scomm()
         self._closed = True
+        _OPEN.discard(self)
+
+    def _leak(self) -> None:
+        """Keep this Snapshot's memory and threads for the life of the process: MPI may still
+        complete a request on them (a replication that a failure interrupted)."""
+        _LEAKED.append((self._own, dict(self._held), list(self._pool), self._repl, self._engine))
+
+    def __del__(self) -> None:
+        # A Snapshot dropped without close(): nothing it owns may be freed while a copy or a
+        # replication may still use it (the interpreter's exit closes open ones first).
+        if getattr(self, "_closed", True):
+            return
+        try:
+            busy = self._committer is not None or _cext().lib.dpmpi_engine_busy(self._engine.raw) or (
+                self._repl is not None and self._repl.running)
+            if busy:
+                self._leak()
+        except Exception:
+            pass
 
     def _inject_copy_failure(self, after_bytes: int) -> None:
         """Test hook: the next staging copy stops (half-writing a unit) after ``after_bytes``."""
@@ -500,26 +546,33 @@ class Snapshot:
             raise ValueError(f"commit({epoch}): epochs must grow; the last committed epoch is {self._epoch}")
         return epoch
 
-    def commit(self, epoch: int) -> None:
+    def commit(self, epoch: int, *, durable: bool = True) -> None:
         """Seal the staged copy as ``epoch`` and replicate it to the buddies.
 
         Collective over the communicator: every rank commits the same epoch, larger than the
-        last. Waits for the staging copy (GIL released); replication continues in the background.
-        After ``stage(epoch)``, waits for the background commit of that epoch."""
+        last. Blocking. With ``durable=True`` (the default) it returns when ``epoch`` is
+        restorable for every rank: sealed here and held by this rank's buddies, and the same on
+        every other rank (the replication ends with a barrier); a failure of any rank after that
+        restores ``epoch`` or a later one. With ``durable=False`` it returns once the copy is
+        sealed locally; the replication continues in the background (``wait()`` waits for it), so a
+        failure before it ends may restore the previous epoch. After ``stage(epoch)``, waits for
+        the background commit of that epoch (then, if durable, for its replication)."""
         self._check_open()
+        t0 = time.perf_counter()
         if self._auto is not None:
-            t0 = time.perf_counter()
             auto_epoch, error = self._join_auto()
-            self.stats["commit_wait_ms"] = 1e3 * (time.perf_counter() - t0)
             if epoch != auto_epoch:
                 raise ValueError(f"commit({epoch}) after stage(epoch={auto_epoch}): the epochs must be the same")
             if error is not None:
                 raise error
-            return
-        epoch = self._check_epoch(epoch)
-        if self._staging is None:
-            raise ValueError("commit() without stage(): call snap.stage() after updating the arrays")
-        self._commit_now(epoch)
+        else:
+            epoch = self._check_epoch(epoch)
+            if self._staging is None:
+                raise ValueError("commit() without stage(): call snap.stage() after updating the arrays")
+            self._commit_now(epoch)
+        if durable:
+            self.wait()
+        self.stats["commit_wait_ms"] = 1e3 * (time.perf_counter() - t0)
 
     def _commit_now(self, epoch: int) -> None:
         t0 = time.perf_counter()

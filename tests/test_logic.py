@@ -97,6 +97,37 @@ def test_build_command(monkeypatch):
     assert "^ofi" not in cmd and "--oversubscribe" not in cmd
 
 
+def test_spares_beyond_the_cores_keep_the_active_ranks_bound(monkeypatch):
+    # 2 cores, 2 active + 1 spare: plain --oversubscribe made mpirun bind nothing, and an MLP
+    # step ran 16x slower with the idle spare; the active ranks get a core each instead
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    cmd = run.build(run.parse_args(["-n", "3", "--spares", "1", "--", "p"]), "m", {})
+    assert "--oversubscribe" not in cmd
+    assert cmd[cmd.index("--map-by") + 1] == "core:OVERSUBSCRIBE"
+    assert cmd[cmd.index("--bind-to") + 1] == "core:overload-allowed"
+    # more active ranks than cores: nothing to bind to
+    cmd = run.build(run.parse_args(["-n", "4", "--spares", "1", "--", "p"]), "m", {})
+    assert "--oversubscribe" in cmd and "--bind-to" not in cmd
+    # the user's own binding wins
+    cmd = run.build(run.parse_args(["-n", "3", "--spares", "1", "--bind-to", "none", "--", "p"]), "m", {})
+    assert cmd.count("--bind-to") == 1 and "--map-by" not in cmd
+
+
+def test_a_spare_called_in_takes_the_failed_ranks_cpus(monkeypatch):
+    from dpmpi import resilient
+
+    calls = []
+    monkeypatch.setattr(resilient.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(resilient.os, "sched_setaffinity", lambda tid, cpus: calls.append((tid, tuple(cpus))))
+    resilient._adopt_cpus((1,))
+    assert calls and all(cpus == (1,) for _tid, cpus in calls)
+    assert os.getpid() in {tid for tid, _c in calls}
+    calls.clear()
+    resilient._adopt_cpus((0, 1))  # already there
+    resilient._adopt_cpus(())  # unknown
+    assert not calls
+
+
 @pytest.mark.parametrize(
     "argv, words",
     [

@@ -21,6 +21,8 @@ parser.add_argument("--persist", default=None, help="persist_dir (every epoch)")
 parser.add_argument("--sync", action="store_true", help="wait for each epoch's replication before going on")
 parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--auto", action="store_true", help="stage(epoch): commit in the background")
+parser.add_argument("--overlap", action="store_true", help="commit(epoch, durable=False): replicate in the background")
+parser.add_argument("--no-close", action="store_true", help="end without snap.close() (dpmpi closes it at exit)")
 args = parser.parse_args()
 
 comm = dpmpi.init()
@@ -71,7 +73,7 @@ while epoch is not None and epoch <= args.epochs:
             snap.wait()
         snap.stage(epoch) if args.auto else snap.stage()
         dpmpi.faults.point("staged")
-        snap.commit(epoch)
+        snap.commit(epoch, durable=not args.overlap)
         if args.sync:
             snap.wait()
         dpmpi.faults.point("committed")
@@ -85,4 +87,5 @@ while epoch is not None and epoch <= args.epochs:
 if epoch is not None:
     log("done", epoch=snap.epoch, role=comm.role.value, digest=digest(state),
         want=digest(expected(comm.Get_rank(), args.epochs)))
-snap.close()
+if not args.no_close:
+    snap.close()
