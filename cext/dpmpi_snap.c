@@ -204,17 +204,17 @@ void dpmpi_mem_free(void *p, size_t nbytes, int locked) {
 typedef int (*fn_isend)(const void *, int, void *, int, int, void *, void **);
 typedef int (*fn_irecv)(void *, int, void *, int, int, void *, void **);
 typedef int (*fn_test)(void **, int *, void *);
-typedef int (*fn_ibarrier)(void *, void **);
 typedef int (*fn_error_class)(int, int *);
 typedef int (*fn_iprobe)(int, int, void *, int *, void *);
+typedef int (*fn_comm_int)(void *, int *);
 
 static struct {
     fn_isend isend;
     fn_irecv irecv;
     fn_test test;
-    fn_ibarrier ibarrier;
     fn_error_class error_class;
     fn_iprobe iprobe;
+    fn_comm_int comm_rank, comm_size;
 } mpi;
 
 int dpmpi_mpi_bind(const char *libmpi_path) {
@@ -224,10 +224,13 @@ int dpmpi_mpi_bind(const char *libmpi_path) {
     mpi.isend = (fn_isend)dlsym(h, "MPI_Isend");
     mpi.irecv = (fn_irecv)dlsym(h, "MPI_Irecv");
     mpi.test = (fn_test)dlsym(h, "MPI_Test");
-    mpi.ibarrier = (fn_ibarrier)dlsym(h, "MPI_Ibarrier");
     mpi.error_class = (fn_error_class)dlsym(h, "MPI_Error_class");
     mpi.iprobe = (fn_iprobe)dlsym(h, "MPI_Iprobe");
-    if (!mpi.isend || !mpi.irecv || !mpi.test || !mpi.ibarrier || !mpi.error_class || !mpi.iprobe) return -2;
+    mpi.comm_rank = (fn_comm_int)dlsym(h, "MPI_Comm_rank");
+    mpi.comm_size = (fn_comm_int)dlsym(h, "MPI_Comm_size");
+    if (!mpi.isend || !mpi.irecv || !mpi.test || !mpi.error_class || !mpi.iprobe || !mpi.comm_rank ||
+        !mpi.comm_size)
+        return -2;
     return 0;
 }
 
@@ -276,6 +279,7 @@ static void deadline_after(struct timespec *ts, double seconds) {
  * `poll_mu` guards the job's progress state (requests); MPI is called only with `poll_mu` held,
  * so one thread at a time tests these requests. */
 enum { PH_POST, PH_DATA, PH_BARRIER, PH_DONE };
+#define BARRIER_TAG 7103 /* + the round; dpmpi/snapshot.py uses 7101 and 7102 */
 
 struct dpmpi_repl {
     pthread_mutex_t mu;
@@ -296,7 +300,9 @@ struct dpmpi_repl {
     int phase, failed, nreq, pending;
     void **reqs;
     int *owner, *rdone, *left;
-    void *breq;
+    void *breq[2];      /* the barrier round's receive and send */
+    int brdone[2], bround, brank, bsize;
+    char bsend, brecv;
 };
 
 static void job_finish(dpmpi_repl *r, int failed) {
@@ -376,6 +382,27 @@ static int job_test_data(dpmpi_repl *r) {
     return progressed;
 }
 
+/* Post the current barrier round, or finish the job when every round is done. */
+static int barrier_post(dpmpi_repl *r) {
+    if (r->bsize <= 1 || (1 << r->bround) >= r->bsize) {
+        job_finish(r, 0);
+        return 1;
+    }
+    int d = 1 << r->bround;
+    int rc = mpi.irecv(&r->brecv, 1, r->dtype, (r->brank - d + r->bsize) % r->bsize, BARRIER_TAG + r->bround, r->comm,
+                       &r->breq[0]);
+    if (rc == 0) rc = mpi.isend(&r->bsend, 1, r->dtype, (r->brank + d) % r->bsize, BARRIER_TAG + r->bround, r->comm,
+                                &r->breq[1]);
+    if (rc != 0) {
+        int cls = rc;
+        mpi.error_class(rc, &cls);
+        job_finish(r, cls);
+        return 1;
+    }
+    r->brdone[0] = r->brdone[1] = 0;
+    return 1;
+}
+
 /* Advance the job by one step (caller holds poll_mu); 1 if something completed. The requests
  * that an abandonment leaves pending are leaked, never freed: MPI may still complete them. */
 static int job_step(dpmpi_repl *r) {
@@ -395,30 +422,35 @@ static int job_step(dpmpi_repl *r) {
             job_finish(r, r->failed);
             return 1;
         }
-        int rc = mpi.ibarrier(r->comm, &r->breq);
+        r->bround = 0;
+        mpi.comm_rank(r->comm, &r->brank);
+        mpi.comm_size(r->comm, &r->bsize);
+        r->phase = PH_BARRIER;
+        return barrier_post(r);
+    }
+    /* PH_BARRIER: a dissemination barrier of 1-byte messages. Not MPI_Ibarrier: when a revoke
+     * aborts a libnbc schedule, Open MPI 5.0.x frees its send requests while they are in flight,
+     * and when such a send then fails (its peer died) the process aborts with "Send error after
+     * request freed" (seen here: a healthy rank killed, and the other survivors hung in Shrink).
+     * These requests are never freed by dpmpi; an abandoned job leaks them. */
+    int progressed = 0;
+    for (int i = 0; i < 2; i++) {
+        if (r->brdone[i]) continue;
+        int flag = 0;
+        int rc = mpi.test(&r->breq[i], &flag, NULL);
         if (rc != 0) {
             int cls = rc;
             mpi.error_class(rc, &cls);
             job_finish(r, cls);
             return 1;
         }
-        r->phase = PH_BARRIER;
-        return 1;
+        if (flag) r->brdone[i] = progressed = 1;
     }
-    /* PH_BARRIER */
-    int flag = 0;
-    int rc = mpi.test(&r->breq, &flag, NULL);
-    if (rc != 0) {
-        int cls = rc;
-        mpi.error_class(rc, &cls);
-        job_finish(r, cls);
-        return 1;
+    if (r->brdone[0] && r->brdone[1]) {
+        r->bround++;
+        return barrier_post(r);
     }
-    if (flag) {
-        job_finish(r, 0);
-        return 1;
-    }
-    return 0;
+    return progressed;
 }
 
 static int job_running(dpmpi_repl *r) {
