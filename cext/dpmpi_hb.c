@@ -270,8 +270,16 @@ static void hb_on_exit(int status, void *arg) {
             if (strncmp(e->d_name, "pid-", 4) != 0) continue;
             char *end;
             long pid = strtol(e->d_name + 4, &end, 10);
-            if (*end || pid <= 0) continue;
-            if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) unlink_peer(e->d_name);
+            if (*end || pid <= 0 || pid == hb.pid) continue;
+            char path[600];
+            hb_file f;
+            snprintf(path, sizeof path, "%s/%s", hb.dir, e->d_name);
+            int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+            if (fd < 0) continue;
+            ssize_t n = pread(fd, &f, sizeof f, 0);
+            close(fd);
+            /* gone, a zombie, or its pid now names another process */
+            if (n == (ssize_t)sizeof f && !same_process(f.pid, f.start_ticks)) unlink_peer(e->d_name);
         }
         closedir(d);
     }
