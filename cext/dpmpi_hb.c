@@ -63,6 +63,7 @@
 #define HB_KILLED 3
 #define HB_MAX_PEERS 1024 /* peers watched per process (more local ranks: the rest unwatched) */
 #define HB_MIN_PERIOD_NS 200000000LL
+#define HB_DIR_PREFIX "dpmpi-hb-"
 
 typedef struct {
     uint32_t magic;
@@ -254,6 +255,67 @@ static void *hb_thread(void *arg) {
     return NULL;
 }
 
+/* Remove the files in DIR of processes that are gone (or whose pid names another process now);
+ * returns how many files of live processes remain. */
+static int sweep(const char *dir, pid_t self) {
+    int live = 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int tmp = strncmp(e->d_name, "tmp-", 4) == 0;
+        if (!tmp && strncmp(e->d_name, "pid-", 4) != 0) continue;
+        char *end;
+        long pid = strtol(e->d_name + 4, &end, 10);
+        if (*end || pid <= 0) continue;
+        if (pid == self) {
+            live++;
+            continue;
+        }
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (tmp) { /* being written: its owner either renames it soon or is gone */
+            if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) unlink(path);
+            else live++;
+            continue;
+        }
+        hb_file f;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        ssize_t n = pread(fd, &f, sizeof f, 0);
+        close(fd);
+        /* gone, a zombie, or its pid now names another process */
+        if (n == (ssize_t)sizeof f && !same_process(f.pid, f.start_ticks)) unlink(path);
+        else live++;
+    }
+    closedir(d);
+    return live;
+}
+
+/* Directories of earlier jobs on this node whose processes are all gone: the ranks of a job
+ * that ended through the Finalize watchdog (_exit, no exit handlers) leave theirs behind. Only
+ * names starting with HB_DIR_PREFIX (dpmpi/heartbeat.py's DIR_PREFIX) beside this job's. */
+static void sweep_old_jobs(void) {
+    char parent[256];
+    snprintf(parent, sizeof parent, "%s", hb.dir);
+    char *slash = strrchr(parent, '/');
+    if (!slash || slash == parent) return;
+    *slash = 0;
+    if (strncmp(slash + 1, HB_DIR_PREFIX, strlen(HB_DIR_PREFIX)) != 0) return; /* not in the usual place (tests) */
+    DIR *d = opendir(parent);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, HB_DIR_PREFIX, strlen(HB_DIR_PREFIX)) != 0 || strcmp(e->d_name, slash + 1) == 0) continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) continue;
+        if (sweep(path, 0) == 0) rmdir(path); /* fails if a process of that job just arrived */
+    }
+    closedir(d);
+}
+
 /* After dpmpi's own exit handler (the exit agreement and MPI_Finalize): this process ends
  * normally, so it leaves the watch, and the last one out removes the directory. */
 static void hb_on_exit(int status, void *arg) {
@@ -263,26 +325,7 @@ static void hb_on_exit(int status, void *arg) {
     int32_t expected = HB_ALIVE;
     atomic_compare_exchange_strong(&hb.me->state, &expected, HB_DONE);
     unlink(hb.path);
-    DIR *d = opendir(hb.dir); /* leftovers of processes gone without their exit handler */
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (strncmp(e->d_name, "pid-", 4) != 0) continue;
-            char *end;
-            long pid = strtol(e->d_name + 4, &end, 10);
-            if (*end || pid <= 0 || pid == hb.pid) continue;
-            char path[600];
-            hb_file f;
-            snprintf(path, sizeof path, "%s/%s", hb.dir, e->d_name);
-            int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-            if (fd < 0) continue;
-            ssize_t n = pread(fd, &f, sizeof f, 0);
-            close(fd);
-            /* gone, a zombie, or its pid now names another process */
-            if (n == (ssize_t)sizeof f && !same_process(f.pid, f.start_ticks)) unlink_peer(e->d_name);
-        }
-        closedir(d);
-    }
+    sweep(hb.dir, 0); /* leftovers of processes gone without their exit handler */
     rmdir(hb.dir); /* fails while other processes are still in it */
 }
 
@@ -303,6 +346,7 @@ int dpmpi_hb_start(const char *dir, int world_rank, double timeout) {
         err = ENOENT; /* no /proc */
         goto fail;
     }
+    sweep_old_jobs();
     char tmp[600];
     snprintf(hb.path, sizeof hb.path, "%s/pid-%d", hb.dir, (int)hb.pid);
     snprintf(tmp, sizeof tmp, "%s/tmp-%d", hb.dir, (int)hb.pid);

@@ -373,3 +373,22 @@ def test_heartbeat_file_survives_a_forked_child_exit(tmp_path, hb_procs):
     assert (d / f"pid-{parent.pid}").exists()  # the child's exit handlers left it alone
     assert parent.finish()[0] == 0
     assert not d.exists()
+
+
+@pytest.mark.timeout(60)
+def test_heartbeat_start_removes_directories_of_ended_jobs_only(tmp_path, hb_procs):
+    # ranks that end through the Finalize watchdog (_exit) leave their files behind
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        _fake_file(tmp_path / "dpmpi-hb-ended", gone.pid, 12345)
+        _fake_file(tmp_path / "dpmpi-hb-running", bystander.pid, _start_ticks(bystander.pid))
+        _fake_file(tmp_path / "not-ours", gone.pid, 12345)
+        proc = hb_procs(tmp_path / "dpmpi-hb-new", 0, "wait")  # ready: the sweep is done
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["dpmpi-hb-new", "dpmpi-hb-running", "not-ours"]
+        assert proc.finish()[0] == 0
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
