@@ -392,3 +392,32 @@ def test_heartbeat_start_removes_directories_of_ended_jobs_only(tmp_path, hb_pro
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def _beat(d, pid):
+    return struct.unpack_from("<q", (d / f"pid-{pid}").read_bytes(), 32)[0]
+
+
+@pytest.mark.timeout(60)
+def test_heartbeat_a_whole_job_stopped_and_continued_loses_no_process(tmp_path, hb_procs):
+    import signal
+
+    d = tmp_path / "job"
+    procs = [hb_procs(d, r, "wait") for r in range(3)]
+    for p in procs:
+        os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(2.5)  # not a synchronisation: the time the job stays stopped (2.5 T)
+    for p in procs:
+        os.kill(p.pid, signal.SIGCONT)
+    # wait until every one has beaten 3 times since: its judging rounds after the gap are over
+    seen = {p.pid: set() for p in procs}
+    before = {p.pid: _beat(d, p.pid) for p in procs}
+    deadline = time.monotonic() + 20
+    while any(len(v) < 3 for v in seen.values()):
+        assert time.monotonic() < deadline and all(p.p.poll() is None for p in procs), seen
+        for p in procs:
+            if (beat := _beat(d, p.pid)) != before[p.pid]:
+                seen[p.pid].add(beat)
+        time.sleep(0.02)
+    results = [p.finish() for p in procs]
+    assert all(rc == 0 and HB_LINE not in err for rc, _o, err in results), results
