@@ -32,7 +32,8 @@
  * watcher wins the compare-and-swap of the file's state from ALIVE to KILLED, so exactly one
  * watcher acts. A watcher that was itself not running for more than T/2 (stopped, starved)
  * judges nobody in that round: its view of the others' beats is stale. Files of processes that
- * are gone (ended without their exit handler, or killed) are removed by whoever sees them.
+ * are gone (ended without their exit handler, or killed) are removed by whoever sees them, and a
+ * starting process removes the directories of this user's ended jobs (every process gone).
  *
  * Limitation: only processes on the same node watch each other; a rank alone on its node is
  * not watched.
