@@ -79,3 +79,15 @@ int dpmpi_repl_wait_progress(dpmpi_repl *r);
 int dpmpi_repl_op_state(dpmpi_repl *r, int i);
 void dpmpi_repl_abandon(dpmpi_repl *r);
 int dpmpi_repl_free(dpmpi_repl *r, double timeout);
+
+/* ---- heartbeat: hung-rank detector (dpmpi_hb.c; see dpmpi/heartbeat.py) ---- */
+/* Start this process's heartbeat thread (idempotent): beat in DIR/pid-<pid> every timeout/5 s
+ * (at least 0.2 s apart) and SIGKILL a local peer whose beat is older than its timeout.
+ * Returns 1 started, 0 nothing to do (already started, or timeout <= 0), < 0: -errno. */
+int dpmpi_hb_start(const char *dir, int world_rank, double timeout);
+/* The rank named in this process's file (a spawned replacement: its job-wide id). */
+void dpmpi_hb_set_rank(int world_rank);
+/* For tests and measurements: the thread's kernel id (0: not running), beats so far, period. */
+int dpmpi_hb_thread_id(void);
+long dpmpi_hb_beats(void);
+double dpmpi_hb_period(void);

@@ -156,6 +156,9 @@ def set_record_rank(rank: int) -> None:
     """The rank this process's status record names (a spawned replacement: its job-wide id)."""
     if _lib is not None:
         _lib.lib.dpmpi_exit_set_record(int(os.environ.get(ENV_STATUS) == "1"), rank)
+        from dpmpi import heartbeat
+
+        heartbeat.set_rank(rank)
 
 
 def set_idle_spares(world_ranks: list[int]) -> None:
@@ -231,11 +234,18 @@ def install() -> None:
         mpi4py.rc.fast_reduce = False
         _owns_finalize = True
     rank = world_rank_from_env()
+    from dpmpi import heartbeat
+
+    hb_timeout = heartbeat.timeout_from_env() if rank >= 0 else 0.0  # a bad value fails here
     _lib.lib.dpmpi_exit_set_record(int(os.environ.get(ENV_STATUS) == "1"), rank)
     os._exit = _os_exit
     sys.exit = _sys_exit
     sys.excepthook = _excepthook
     atexit.register(_at_python_exit)
+    if rank >= 0:
+        # The hung-rank detector (only in MPI ranks). Started before the exit handler is
+        # registered, so that its own exit handler runs after the exit agreement and Finalize.
+        heartbeat.start(rank, hb_timeout)
     # The MPI libraries register no exit handlers of their own (checked with nm), so the order
     # of registration does not matter.
     _lib.lib.dpmpi_exit_register()

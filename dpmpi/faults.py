@@ -12,7 +12,9 @@ A plan is a list of ``Fault(rank, point, kind, count)``:
 * ``kind``  -- one of ``Kind``: KILL, TERM, SEGV, ABORT (SIGKILL, SIGTERM, a real segmentation
   fault, ``os.abort()``), EXIT (``os._exit(3)``), SYSEXIT (``sys.exit(3)``), EXCEPTION (raises
   ``InjectedFault``, uncaught unless the program catches it), HANG (the rank stops making
-  progress: it sleeps forever; survivors only recover from that with ``DPMPI_STALL_TIMEOUT``).
+  progress: it sleeps forever; survivors only recover from that with ``DPMPI_STALL_TIMEOUT``),
+  STOP (the process stops itself with SIGSTOP, every thread with it; the hung-rank detector,
+  ``DPMPI_HEARTBEAT_TIMEOUT``, kills it).
 
 From code: ``dpmpi.faults.plan([Fault(2, "Allreduce", Kind.KILL, 50)])``. From the environment,
 without editing the program: ``DPMPI_FAULTS="2:Allreduce@50:KILL"``; several faults are
@@ -50,9 +52,10 @@ class Kind(enum.Enum):
     SYSEXIT = "SYSEXIT"
     EXCEPTION = "EXCEPTION"
     HANG = "HANG"
+    STOP = "STOP"
 
 
-KILL, TERM, SEGV, ABORT, EXIT, SYSEXIT, EXCEPTION, HANG = Kind  # module-level names: faults.KILL, ...
+KILL, TERM, SEGV, ABORT, EXIT, SYSEXIT, EXCEPTION, HANG, STOP = Kind  # module-level names: faults.KILL, ...
 
 
 class InjectedFault(RuntimeError):
@@ -235,6 +238,8 @@ def inject(f: Fault) -> None:
         raise InjectedFault(f"injected fault on rank {f.rank} at {where}")
     elif kind is Kind.HANG:
         _hang()
+    elif kind is Kind.STOP:
+        os.kill(os.getpid(), signal.SIGSTOP)
     _wait_for_signal()
 
 

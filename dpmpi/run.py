@@ -26,6 +26,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dpmpi import heartbeat
+
 ENV_MPIRUN = "DPMPI_MPIRUN"
 # mpirun's message when its PMIx server could not start (a transient start-up failure)
 STARTUP_FAILURE = "PMIx server's listener thread failed to start"
@@ -272,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts = parse_args(argv)
         mpirun = find_mpirun()
+        heartbeat.timeout_from_env()  # a bad DPMPI_HEARTBEAT_TIMEOUT: said once, before any rank starts
+    except ValueError as exc:
+        sys.stderr.write(f"dpmpi-run: {exc}\n")
+        return 2
     except UsageError as exc:
         if str(exc) == "help":
             print(USAGE)

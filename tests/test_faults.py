@@ -133,3 +133,27 @@ def test_plain_mpirun_with_ft_keeps_working(run_job, mpirun, program):
     cmd = [*mpirun, "--with-ft", "ulfm", "-n", "4", sys.executable, program("survive.py")]
     job = run_job(cmd, env={"DPMPI_FAULTS": "2:Allreduce@100:EXCEPTION"})
     check_recovered(job, [2])
+
+
+# the hung-rank detector (DPMPI_HEARTBEAT_TIMEOUT): a stopped rank is killed, then recovered from
+HB_LINE = "sent no heartbeat for"
+
+
+def test_a_stopped_rank_is_killed_by_the_heartbeat_and_recovered(dpmpi_run):
+    job = dpmpi_run(N, "survive.py", faults="2:Allreduce@200:STOP", env={"DPMPI_HEARTBEAT_TIMEOUT": "1"}, timeout=60)
+    check_recovered(job, [2])
+    lines = [line for line in job.stderr.splitlines() if HB_LINE in line]
+    assert len(lines) == 1 and lines[0].startswith("[dpmpi] rank 2 (pid "), job.stderr
+    assert "killed (SIGKILL) so the job can recover" in lines[0]
+
+
+@pytest.mark.parametrize("how", ["sleep", "spin"])
+def test_a_rank_that_pauses_3_timeouts_is_not_killed(dpmpi_run, how):
+    # time.sleep(3), or a pure-Python loop holding the GIL for 3 s, between two collectives, T = 1 s
+    job = dpmpi_run(N, "survive.py", "--iters", "100", "--pause", f"1:50:3:{how}",
+                    env={"DPMPI_HEARTBEAT_TIMEOUT": "1"}, timeout=60)
+    assert job.returncode == 0, job.stderr
+    assert HB_LINE not in job.stderr
+    assert sorted(job.by_rank("no-failure")) == list(range(N))
+    assert sorted(job.by_rank("finished")) == list(range(N))
+    assert list(job.by_rank("resume")) == [1]

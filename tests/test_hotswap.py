@@ -130,3 +130,12 @@ def test_fault_free_with_spares_ends_cleanly(dpmpi_run):
     done = check(job, 4)
     assert all(e["role"] == "INITIAL" for e in done.values())
     assert "dpmpi-run:" not in job.stderr  # nothing failed
+
+
+def test_a_spare_takes_the_place_of_a_stopped_rank(dpmpi_run):
+    """A rank stopped by SIGSTOP: the hung-rank detector kills it, a spare takes its place."""
+    job = dpmpi_run(5, "hotswap.py", launcher_args=["--spares", "1"], faults="2:iteration@51:STOP",
+                    env={"DPMPI_HEARTBEAT_TIMEOUT": "1"}, timeout=60)
+    check(job, 4, replaced={2: 4})
+    lines = [line for line in job.stderr.splitlines() if "sent no heartbeat for" in line]
+    assert len(lines) == 1 and lines[0].startswith("[dpmpi] rank 2 (pid "), job.stderr

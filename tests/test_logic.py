@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -252,3 +253,202 @@ def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["ran"] and count.read_text().strip() == "2"
     assert "launching again, attempt 2 of 3" in proc.stderr
+
+
+# ---- hung-rank detector (heartbeat): the setting, and the C thread in plain processes (no MPI) ----
+import struct  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from dpmpi import heartbeat  # noqa: E402
+
+HB_PROC = Path(__file__).resolve().parent / "programs" / "hb_proc.py"
+HB_LINE = "sent no heartbeat"
+
+
+@pytest.mark.parametrize("raw, want", [(None, 10.0), ("", 10.0), ("0", 0.0), ("1", 1.0), (" 2.5 ", 2.5), ("60", 60.0)])
+def test_heartbeat_timeout_setting(raw, want):
+    env = {} if raw is None else {heartbeat.ENV_HEARTBEAT_TIMEOUT: raw}
+    assert heartbeat.timeout_from_env(env) == want
+
+
+@pytest.mark.parametrize("raw", ["0.5", "0.99", "-1", "abc", "10s", "nan", "inf"])
+def test_heartbeat_timeout_setting_rejects(raw):
+    with pytest.raises(ValueError, match="DPMPI_HEARTBEAT_TIMEOUT") as info:
+        heartbeat.timeout_from_env({heartbeat.ENV_HEARTBEAT_TIMEOUT: raw})
+    assert repr(raw) in str(info.value)
+
+
+def test_heartbeat_job_id():
+    job = heartbeat.job_id_from_env
+    assert job({"PMIX_NAMESPACE": "prterun-vm-5766@1"}) == "prterun-vm-5766"
+    assert job({"PMIX_NAMESPACE": "prterun-vm-5766@2"}) == "prterun-vm-5766"  # a job a repair spawned
+    assert job({"PMIX_NAMESPACE": "../a/b c@1"}) == "a_b_c"
+    assert job({"OMPI_MCA_ess_base_jobid": "123456"}) == "123456"
+    assert job({}) is None and job({"PMIX_NAMESPACE": "@1"}) is None
+    assert heartbeat.job_dir("x") == "/dev/shm/dpmpi-hb-x"
+
+
+def test_a_bad_heartbeat_setting_fails_the_rank_and_dpmpi_run_early():
+    env = dict(os.environ, OMPI_COMM_WORLD_RANK="0", DPMPI_HEARTBEAT_TIMEOUT="0.5")
+    p = subprocess.run([sys.executable, "-c", "import dpmpi"], capture_output=True, text=True, cwd="/", env=env,
+                       timeout=60)
+    assert p.returncode != 0 and "DPMPI_HEARTBEAT_TIMEOUT='0.5'" in p.stderr, p.stderr
+    env.pop("OMPI_COMM_WORLD_RANK")
+    p = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", "2", "--", "hostname"], capture_output=True,
+                       text=True, cwd="/", env=env, timeout=60)
+    assert p.returncode == 2 and "DPMPI_HEARTBEAT_TIMEOUT='0.5'" in p.stderr, p.stderr
+
+
+class HbProc:
+    """A plain process running the heartbeat thread (tests/programs/hb_proc.py); ready on return."""
+
+    def __init__(self, directory, rank, action, *rest, timeout=1):
+        self.p = subprocess.Popen([sys.executable, str(HB_PROC), str(directory), str(rank), str(timeout), action,
+                                   *map(str, rest)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline().strip() == "ready", self.p.stderr.read()  # bounded by the test's timeout
+        self.pid = self.p.pid
+
+    def finish(self, timeout=30):
+        """Close stdin (a waiting process exits), wait; returns (returncode, stdout, stderr)."""
+        out, err = self.p.communicate(timeout=timeout)
+        return self.p.returncode, out, err
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.communicate()
+
+
+@pytest.fixture
+def hb_procs():
+    procs = []
+
+    def start(*args, **kw):
+        procs.append(HbProc(*args, **kw))
+        return procs[-1]
+
+    yield start
+    for p in procs:
+        p.kill()
+
+
+@pytest.mark.timeout(60)
+def test_heartbeat_kills_a_stopped_process_exactly_once(tmp_path, hb_procs):
+    d = tmp_path / "job"
+    watchers = [hb_procs(d, r, "wait") for r in range(3)]
+    victim = hb_procs(d, 7, "stop")
+    assert victim.p.wait(timeout=20) == -9  # SIGKILL, within T + a period of its stop
+    results = [w.finish() for w in watchers]
+    assert all(rc == 0 for rc, _o, _e in results), results
+    lines = [line for _rc, _o, err in results for line in err.splitlines() if HB_LINE in line]
+    assert len(lines) == 1, results
+    assert lines[0].startswith(f"[dpmpi] rank 7 (pid {victim.pid}) sent no heartbeat for ")
+    assert "killed (SIGKILL) so the job can recover" in lines[0]
+    assert not d.exists()  # the last one out removed the job's directory (and the victim's file)
+
+
+@pytest.mark.timeout(60)
+def test_heartbeat_spares_a_process_that_sleeps_or_holds_the_gil(tmp_path, hb_procs):
+    d = tmp_path / "job"
+    watcher = hb_procs(d, 0, "wait")
+    sleeper = hb_procs(d, 1, "sleep", 3)  # 3 T: only the C thread beats
+    spinner = hb_procs(d, 2, "spin", 3)   # holds the GIL for 3 T
+    assert sleeper.finish() == (0, "exiting\n", "")
+    assert spinner.finish() == (0, "exiting\n", "")
+    rc, _out, err = watcher.finish()
+    assert rc == 0 and HB_LINE not in err, err
+    assert not d.exists()
+
+
+def _start_ticks(pid):
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def _fake_file(d, pid, ticks):
+    """A heartbeat file (cext/dpmpi_hb.c's layout) that stopped beating long ago."""
+    d.mkdir(exist_ok=True)
+    data = struct.pack("<IIiiQqqi20x", 0x42485044, 1, pid, 9, ticks, 1_000_000_000, 0, 1)
+    (d / f"pid-{pid}").write_bytes(data)
+
+
+@pytest.mark.timeout(60)
+def test_heartbeat_leftovers_of_gone_or_reused_pids_kill_nothing(tmp_path, hb_procs):
+    d = tmp_path / "job"
+    bystander = subprocess.Popen(["sleep", "60"])  # its pid is in a stale file, with another start time
+    try:
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        _fake_file(d, bystander.pid, _start_ticks(bystander.pid) + 1)
+        _fake_file(d, gone.pid, 12345)
+        watcher = hb_procs(d, 0, "wait")
+        deadline = time.monotonic() + 20
+        while (d / f"pid-{bystander.pid}").exists() or (d / f"pid-{gone.pid}").exists():  # removed as leftovers
+            assert time.monotonic() < deadline, sorted(p.name for p in d.iterdir())
+            time.sleep(0.05)
+        assert bystander.poll() is None  # not killed
+        rc, _out, err = watcher.finish()
+        assert rc == 0 and HB_LINE not in err, err
+        assert not d.exists()
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+@pytest.mark.timeout(60)
+def test_heartbeat_file_survives_a_forked_child_exit(tmp_path, hb_procs):
+    d = tmp_path / "job"
+    parent = hb_procs(d, 0, "fork-exit")
+    assert parent.p.stdout.readline() == "child-done\n"
+    assert (d / f"pid-{parent.pid}").exists()  # the child's exit handlers left it alone
+    assert parent.finish()[0] == 0
+    assert not d.exists()
+
+
+@pytest.mark.timeout(60)
+def test_heartbeat_start_removes_directories_of_ended_jobs_only(tmp_path, hb_procs):
+    # ranks that end through the Finalize watchdog (_exit) leave their files behind
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        _fake_file(tmp_path / "dpmpi-hb-ended", gone.pid, 12345)
+        _fake_file(tmp_path / "dpmpi-hb-running", bystander.pid, _start_ticks(bystander.pid))
+        _fake_file(tmp_path / "not-ours", gone.pid, 12345)
+        proc = hb_procs(tmp_path / "dpmpi-hb-new", 0, "wait")  # ready: the sweep is done
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["dpmpi-hb-new", "dpmpi-hb-running", "not-ours"]
+        assert proc.finish()[0] == 0
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def _beat(d, pid):
+    return struct.unpack_from("<q", (d / f"pid-{pid}").read_bytes(), 32)[0]
+
+
+@pytest.mark.timeout(60)
+def test_heartbeat_a_whole_job_stopped_and_continued_loses_no_process(tmp_path, hb_procs):
+    import signal
+
+    d = tmp_path / "job"
+    procs = [hb_procs(d, r, "wait") for r in range(3)]
+    for p in procs:
+        os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(2.5)  # not a synchronisation: the time the job stays stopped (2.5 T)
+    for p in procs:
+        os.kill(p.pid, signal.SIGCONT)
+    # wait until every one has beaten 3 times since: its judging rounds after the gap are over
+    seen = {p.pid: set() for p in procs}
+    before = {p.pid: _beat(d, p.pid) for p in procs}
+    deadline = time.monotonic() + 20
+    while any(len(v) < 3 for v in seen.values()):
+        assert time.monotonic() < deadline and all(p.p.poll() is None for p in procs), seen
+        for p in procs:
+            if (beat := _beat(d, p.pid)) != before[p.pid]:
+                seen[p.pid].add(beat)
+        time.sleep(0.02)
+    results = [p.finish() for p in procs]
+    assert all(rc == 0 and HB_LINE not in err for rc, _o, err in results), results

@@ -18,6 +18,8 @@ parser.add_argument("--op", default="allreduce", choices=["allreduce", "allreduc
 parser.add_argument("--victim", type=int, default=2, help="for recv-victim: the rank the others receive from")
 parser.add_argument("--iters", type=int, default=1_000_000)
 parser.add_argument("--no-repair", action="store_true", help="let the failure escape (job must fail)")
+parser.add_argument("--pause", default="", metavar="RANK:ITER:SECONDS:HOW",
+                    help="that rank pauses before iteration ITER: HOW=sleep (time.sleep) or spin (holds the GIL)")
 args = parser.parse_args()
 
 comm = dpmpi.COMM_WORLD
@@ -57,9 +59,25 @@ def step(i):
         comm.Recv(msg, source=MPI.ANY_SOURCE, tag=8)
 
 
+pause_rank, pause_at, pause_s, pause_how = args.pause.split(":") if args.pause else (-1, -1, 0, "")
+
+
+def pause():
+    log("pause", seconds=float(pause_s), how=pause_how)
+    if pause_how == "sleep":
+        time.sleep(float(pause_s))
+    else:
+        end = time.monotonic() + float(pause_s)
+        while time.monotonic() < end:
+            pass
+    log("resume")
+
+
 log("start", size=size, op=args.op)
 for i in range(args.iters):
     try:
+        if rank == int(pause_rank) and i == int(pause_at):
+            pause()
         step(i)
     except (dpmpi.ProcFailedError, dpmpi.RevokedError) as exc:
         log("caught", iteration=i, error=type(exc).__name__, error_class=exc.Get_error_class(), failed=list(exc.failed_ranks))
