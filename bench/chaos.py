@@ -531,10 +531,11 @@ class Harness:
         self.references[key] = ref
         return ref
 
-    def run(self, cfg: Config, seed: int, index: int = 0) -> dict:
-        """One chaos run with this run seed."""
+    def run(self, cfg: Config, seed: int, index: int = 0, duration: float | None = None) -> dict:
+        """One chaos run with this run seed; the plan is drawn over ``duration`` seconds (default:
+        the harness's, else the failure-free run's)."""
         ref = self.reference(cfg)
-        duration = self.duration or ref["duration"]
+        duration = duration or self.duration or ref["duration"]
         plan = plan_run(seed, cfg.kills, cfg.signals, cfg.ranks, cfg.n_spares, duration)
         self.log(f"  run {index} seed {seed}: " + ", ".join(
             f"{k.signal} {k.target} w{k.world_rank} @{k.t:.3f}{' close' if k.close else ''}" for k in plan))
