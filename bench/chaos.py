@@ -142,8 +142,11 @@ def parse_proc_tree(procs: dict[int, Proc], root: int) -> Tree:
     return Tree(world, spawned, others)
 
 
-def read_procs(root: int, proc: str = "/proc") -> dict[int, Proc]:
-    """Every process's (ppid, sid); the environment only of those below ``root``."""
+def read_procs(root: int, proc: str = "/proc", envs: dict[int, dict] | None = None) -> dict[int, Proc]:
+    """Every process's (ppid, sid); the environment only of those below ``root``, once per pid
+    when ``envs`` (a cache, pid -> environment) is given: reading /proc/PID/environ takes the
+    process's memory-map lock, which a rank holds while it mlocks its snapshot memory (seen
+    here: a kill came a second late)."""
     procs: dict[int, Proc] = {}
     for name in os.listdir(proc):
         if not name.isdigit():
@@ -156,11 +159,19 @@ def read_procs(root: int, proc: str = "/proc") -> dict[int, Proc]:
         procs[pid] = Proc(pid, ppid, sid)
     for pid, p in list(procs.items()):
         if below(procs, pid, root):
-            try:
-                with open(f"{proc}/{pid}/environ", "rb") as f:
-                    procs[pid] = Proc(pid, p.ppid, p.sid, parse_environ(f.read()))
-            except OSError:
-                pass
+            env = envs.get(pid) if envs is not None else None
+            if env is None:
+                try:
+                    with open(f"{proc}/{pid}/environ", "rb") as f:
+                        env = parse_environ(f.read())
+                except OSError:
+                    continue
+                if envs is not None and env:  # an empty one: a process still being exec'd
+                    envs[pid] = env
+            procs[pid] = Proc(pid, p.ppid, p.sid, env)
+    if envs is not None:
+        for pid in [q for q in envs if q not in procs]:
+            del envs[pid]  # gone: its pid may come back as another process
     return procs
 
 
@@ -432,6 +443,7 @@ def launch(cfg: Config, plan: list[Kill], log=None) -> Job:
     pending = list(plan)
     done: list[dict] = []
     seen: dict = {"world": {}, "spawned": {}}
+    envs: dict[int, dict] = {}  # pid -> environment, read once
     last_scan = 0.0
     timed_out = False
     while True:
@@ -443,7 +455,7 @@ def launch(cfg: Config, plan: list[Kill], log=None) -> Job:
             _kill_session(proc.pid)
             break
         if now - last_scan > 0.1 and (pending or len(seen["world"]) < n):
-            tree = parse_proc_tree(read_procs(proc.pid), proc.pid)
+            tree = parse_proc_tree(read_procs(proc.pid, envs=envs), proc.pid)
             seen["world"].update(tree.world)
             seen["spawned"].update(tree.spawned)
             last_scan = time.monotonic()
@@ -451,15 +463,16 @@ def launch(cfg: Config, plan: list[Kill], log=None) -> Job:
             due = first_step[0] + pending[0].t
             if time.monotonic() >= due:
                 k = pending.pop(0)
-                tree = parse_proc_tree(read_procs(proc.pid), proc.pid)  # now, not 100 ms ago
+                tree = parse_proc_tree(read_procs(proc.pid, envs=envs), proc.pid)  # now, not 100 ms ago
                 seen["world"].update(tree.world)
                 seen["spawned"].update(tree.spawned)
                 pid = tree.world.get(k.world_rank)
                 spawned = False
                 if pid is None and k.target != "spare" and tree.spawned:
                     pid, spawned = min(tree.spawned), True  # spares ran out: a respawned process holds it
-                record = {**asdict(k), "pid": pid, "spawned": spawned,
-                          "at": round(time.monotonic() - first_step[0], 4), "sent": False}
+                at = time.monotonic() - first_step[0]
+                record = {**asdict(k), "pid": pid, "spawned": spawned, "at": round(at, 4),
+                          "late_ms": round(1e3 * (at - k.t), 1), "sent": False}
                 if pid is not None:
                     try:
                         os.kill(pid, SIGNALS[k.signal])

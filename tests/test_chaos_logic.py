@@ -85,6 +85,17 @@ def test_read_procs_from_a_fake_proc_directory(tmp_path):
     procs = chaos.read_procs(100, str(tmp_path))
     assert procs[500].env == {} and procs[102].env == {"OMPI_COMM_WORLD_RANK": "0"}
     assert chaos.parse_proc_tree(procs, 100).world == {0: 102, 1: 103}
+    # with a cache, each environment is read once, and a pid that is gone is forgotten
+    envs = {}
+    chaos.read_procs(100, str(tmp_path), envs)
+    assert envs[103] == {"OMPI_COMM_WORLD_RANK": "1"} and 500 not in envs
+    (tmp_path / "103" / "environ").write_bytes(b"OMPI_COMM_WORLD_RANK=7\0")
+    assert chaos.read_procs(100, str(tmp_path), envs)[103].env == {"OMPI_COMM_WORLD_RANK": "1"}
+    for name in ("stat", "environ"):
+        (tmp_path / "103" / name).unlink()
+    (tmp_path / "103").rmdir()
+    chaos.read_procs(100, str(tmp_path), envs)
+    assert 103 not in envs
 
 
 # ---- plans -------------------------------------------------------------------------------------
