@@ -567,7 +567,9 @@ class Harness:
         v = verdict(job.returncode, job.timed_out, job_digest(digests), ref["digest"], job.stderr, victims, n)
         reasons = []
         if v == "hang":
-            reasons.append(f"no end in {cfg.timeout} s")
+            reasons.append(f"no end in {cfg.timeout} s" + ("" if job.first_step is not None else
+                           f", and no step line before that: no kill was sent ({len(job.seen['world'])} of {n} "
+                           f"processes seen, {len(job.stdout.splitlines())} stdout lines)"))
         elif v == "crash":
             account = [ln for ln in job.stderr.splitlines() if ln.startswith("dpmpi-run:")]
             reasons.append(f"exit code {job.returncode}" + (f": {account[-1]}" if account else ""))
