@@ -166,7 +166,8 @@ def read_procs(root: int, proc: str = "/proc", envs: dict[int, dict] | None = No
                         env = parse_environ(f.read())
                 except OSError:
                     continue
-                if envs is not None and env:  # an empty one: a process still being exec'd
+                # cache a rank's only: before its exec, a forked child shows its parent's environment
+                if envs is not None and "OMPI_COMM_WORLD_RANK" in env:
                     envs[pid] = env
             procs[pid] = Proc(pid, p.ppid, p.sid, env)
     if envs is not None:
@@ -443,8 +444,26 @@ def launch(cfg: Config, plan: list[Kill], log=None) -> Job:
     pending = list(plan)
     done: list[dict] = []
     seen: dict = {"world": {}, "spawned": {}}
-    envs: dict[int, dict] = {}  # pid -> environment, read once
-    last_scan = 0.0
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def scan():
+        # in its own thread, so that a slow read of /proc (a rank's environment waits for its
+        # memory-map lock) never delays a kill; a world rank keeps its pid, so the map stays good
+        envs: dict[int, dict] = {}  # pid -> environment, read once
+        while not stop.is_set():
+            try:
+                tree = parse_proc_tree(read_procs(proc.pid, envs=envs), proc.pid)
+            except OSError:
+                tree = Tree({}, {}, [])
+            with lock:
+                seen["world"].update(tree.world)
+                seen["spawned"] = {**seen["spawned"], **tree.spawned}
+                seen["spawned_now"] = dict(tree.spawned)
+            stop.wait(0.05)
+
+    scanner = threading.Thread(target=scan, daemon=True)
+    scanner.start()
     timed_out = False
     while True:
         if proc.poll() is not None:
@@ -454,22 +473,16 @@ def launch(cfg: Config, plan: list[Kill], log=None) -> Job:
             timed_out = True
             _kill_session(proc.pid)
             break
-        if now - last_scan > 0.1 and (pending or len(seen["world"]) < n):
-            tree = parse_proc_tree(read_procs(proc.pid, envs=envs), proc.pid)
-            seen["world"].update(tree.world)
-            seen["spawned"].update(tree.spawned)
-            last_scan = time.monotonic()
         if pending and first_step:
             due = first_step[0] + pending[0].t
             if time.monotonic() >= due:
                 k = pending.pop(0)
-                tree = parse_proc_tree(read_procs(proc.pid, envs=envs), proc.pid)  # now, not 100 ms ago
-                seen["world"].update(tree.world)
-                seen["spawned"].update(tree.spawned)
-                pid = tree.world.get(k.world_rank)
+                with lock:
+                    pid = seen["world"].get(k.world_rank)
+                    spawned_now = dict(seen.get("spawned_now", {}))
                 spawned = False
-                if pid is None and k.target != "spare" and tree.spawned:
-                    pid, spawned = min(tree.spawned), True  # spares ran out: a respawned process holds it
+                if k.target == "replacement" and k.world_rank >= cfg.ranks + cfg.n_spares and spawned_now:
+                    pid, spawned = min(spawned_now), True
                 at = time.monotonic() - first_step[0]
                 record = {**asdict(k), "pid": pid, "spawned": spawned, "at": round(at, 4),
                           "late_ms": round(1e3 * (at - k.t), 1), "sent": False}
@@ -501,12 +514,15 @@ def launch(cfg: Config, plan: list[Kill], log=None) -> Job:
         proc.wait()
     for t in threads:
         t.join(timeout=10)
+    stop.set()
+    scanner.join(timeout=10)
     _kill_session(proc.pid)  # a stopped or stray process left behind
     # the plan's kills that never came (the job ended or hung before)
     for k in pending:
         done.append({**asdict(k), "pid": None, "sent": False, "error": "job ended before"})
     return Job(None if timed_out else proc.returncode, timed_out, "".join(out_lines), "".join(err_lines),
-               first_step[0] if first_step else None, end, start, done, seen)
+               first_step[0] if first_step else None, end, start, done,
+               {"world": dict(seen["world"]), "spawned": dict(seen["spawned"])})
 
 
 class Harness:

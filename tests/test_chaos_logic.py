@@ -89,6 +89,7 @@ def test_read_procs_from_a_fake_proc_directory(tmp_path):
     envs = {}
     chaos.read_procs(100, str(tmp_path), envs)
     assert envs[103] == {"OMPI_COMM_WORLD_RANK": "1"} and 500 not in envs
+    assert 101 not in envs  # not a rank (yet): read again next time, it may be a child before its exec
     (tmp_path / "103" / "environ").write_bytes(b"OMPI_COMM_WORLD_RANK=7\0")
     assert chaos.read_procs(100, str(tmp_path), envs)[103].env == {"OMPI_COMM_WORLD_RANK": "1"}
     for name in ("stat", "environ"):
