@@ -165,22 +165,24 @@ def bad(rank, status=1, cause="x"):
 
 
 @pytest.mark.parametrize(
-    "records, mpirun_rc, expected",
+    "n, records, mpirun_rc, expected",
     [
-        ({}, 0, 0),  # no dpmpi in the ranks: mpirun decides
-        ({}, 7, 7),
-        ({0: ok(0), 1: ok(1)}, 0, 0),
-        ({0: ok(0, [2]), 1: ok(1, [2]), 2: bad(2, 3)}, 0, 0),  # recovered
-        ({0: ok(0, [2]), 1: ok(1, [2])}, 0, 0),  # rank 2 SIGKILLed (no record), recovered
-        ({0: ok(0, [1]), 2: bad(2, 5)}, 0, 5),  # rank 2's failure was not repaired around
-        ({0: bad(0, 1), 1: bad(1, 1), 2: bad(2, 3)}, 0, 1),  # nobody completed
-        ({0: bad(0, 2), 1: bad(1, 2)}, 0, 2),
-        ({0: ok(0), 1: ok(1), 2: bad(2, 4)}, 0, 4),  # completed without repairing: rank 2's work is lost
-        ({0: ok(0), 1: dict(ok(1), idle_spares=[2])}, 0, 0),  # rank 2 died as an idle spare: nothing lost
+        (2, {}, 0, 0),  # no dpmpi in the ranks: mpirun decides
+        (2, {}, 7, 7),
+        (2, {0: ok(0), 1: ok(1)}, 0, 0),
+        (3, {0: ok(0, [2]), 1: ok(1, [2]), 2: bad(2, 3)}, 0, 0),  # recovered
+        (3, {0: ok(0, [2]), 1: ok(1, [2])}, 0, 0),  # rank 2 SIGKILLed (no record), recovered
+        (3, {0: ok(0), 1: ok(1)}, 0, 1),  # rank 2 SIGKILLed (no record), nobody repaired around it
+        (3, {0: ok(0, [1]), 2: bad(2, 5)}, 0, 5),  # rank 2's failure was not repaired around
+        (3, {0: bad(0, 1), 1: bad(1, 1), 2: bad(2, 3)}, 0, 1),  # nobody completed
+        (2, {0: bad(0, 2), 1: bad(1, 2)}, 0, 2),
+        (3, {0: ok(0), 1: ok(1), 2: bad(2, 4)}, 0, 4),  # completed without repairing: rank 2's work is lost
+        (3, {0: ok(0), 1: dict(ok(1), idle_spares=[2])}, 0, 0),  # rank 2 died as an idle spare: nothing lost
+        (3, {0: ok(0), 1: dict(ok(1), idle_spares=[1])}, 0, 1),  # ... but not when another rank was the idle spare
     ],
 )
-def test_job_exit_code(records, mpirun_rc, expected):
-    n = 3 if any(r == 2 for r in records) or len(records) != 2 else 2
+def test_job_exit_code(n, records, mpirun_rc, expected):
+    # n is the job's size: a rank below n without a record died by a signal
     assert run.job_exit_code(n, records, mpirun_rc)[0] == expected
 
 
