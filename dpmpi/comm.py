@@ -10,6 +10,7 @@ wrapped (``dpmpi.Comm``, ``dpmpi.Request``); ``.mpi`` gives the raw mpi4py objec
 from __future__ import annotations
 
 import array
+import ctypes
 from typing import Any, Callable
 
 from mpi4py import MPI
@@ -91,6 +92,27 @@ def _translating(op: str, fn: Callable[..., Any], raw: MPI.Comm | None) -> Calla
     return call
 
 
+# Requests left pending by a failed wait, with the buffers they hold: MPI may still complete
+# them, so neither the request nor its buffer may ever be freed (mpi4py keeps a pending request's
+# buffer alive as long as the request object lives). Never freed, not even at interpreter exit.
+_PENDING: list = []
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_PENDING))
+
+
+def keep_pending(requests: list) -> None:
+    """Keep the requests of a failed wait (and their buffers) for the life of the process."""
+    _PENDING.extend(r for r in requests if r)
+
+
+def cause_of(exc: MPI.Exception, statuses: list[MPI.Status]) -> MPI.Exception:
+    """The error of a failed Waitall: for ERR_IN_STATUS, the first status that failed (not the
+    ones still pending: seen, a peer's death reported as ERR_PENDING became a plain DpmpiError)."""
+    if exc.Get_error_class() != MPI.ERR_IN_STATUS:
+        return exc
+    codes = [st.Get_error() for st in statuses if st.Get_error() not in (MPI.SUCCESS, MPI.ERR_PENDING)]
+    return MPI.Exception(codes[0]) if codes else exc
+
+
 def _sendrecv(raw: MPI.Comm) -> Callable[..., None]:
     """``Sendrecv`` as Irecv + Isend + Waitall. Open MPI 5.0.x's MPI_Sendrecv cancels an
     uninitialised request when ``source`` is MPI_PROC_NULL and the send fails with an error
@@ -106,12 +128,8 @@ def _sendrecv(raw: MPI.Comm) -> Callable[..., None]:
         try:
             MPI.Request.Waitall(reqs, statuses)
         except MPI.Exception as exc:
-            if exc.Get_error_class() != MPI.ERR_IN_STATUS:
-                raise
-            for st in statuses:  # the request that failed says why
-                if st.Get_error() != MPI.SUCCESS:
-                    raise MPI.Exception(st.Get_error()) from exc
-            raise
+            keep_pending(reqs)
+            raise cause_of(exc, statuses) from exc
 
     Sendrecv.__doc__ = MPI.Comm.Sendrecv.__doc__
     return Sendrecv

@@ -50,7 +50,7 @@ from typing import Any, Mapping
 from mpi4py import MPI
 
 from dpmpi import _guard
-from dpmpi.comm import Comm, _warm_up
+from dpmpi.comm import Comm, _warm_up, cause_of, keep_pending
 from dpmpi.resilient import Role
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
 
@@ -1058,17 +1058,14 @@ class Snapshot:
 
 def _waitall(reqs: list, comm: MPI.Comm, op: str) -> None:
     """Waitall whose failure is reported as the error of the request that failed (not as
-    ERR_IN_STATUS), so that a peer's failure is a ProcFailedError/RevokedError."""
+    ERR_IN_STATUS), so that a peer's failure is a ProcFailedError/RevokedError. Requests left
+    pending keep their slot memory for the life of the process."""
     statuses = [MPI.Status() for _ in reqs]
     try:
         MPI.Request.Waitall(reqs, statuses)
     except MPI.Exception as exc:
-        cause = exc
-        if exc.Get_error_class() == MPI.ERR_IN_STATUS:
-            codes = [st.Get_error() for st in statuses if st.Get_error() not in (MPI.SUCCESS, MPI.ERR_PENDING)]
-            if codes:
-                cause = MPI.Exception(codes[0])
-        raise from_mpi(cause, comm, op) from exc
+        keep_pending(reqs)
+        raise from_mpi(cause_of(exc, statuses), comm, op) from exc
 
 
 def _disk_epochs(directory: str, rank: int) -> list[int]:
