@@ -14,6 +14,9 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <sys/mman.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -114,6 +117,85 @@ void dpmpi_die(int status) {
     /* A signal death is the only end Open MPI's ULFM reports to the survivors. */
     kill(getpid(), SIGKILL);
     _exit(status ? status : 1);
+}
+
+/* ---- MPI's own abort ----
+ * When Open MPI 5.0.x decides to abort a process (MPI_ERRORS_ARE_FATAL, e.g. "Send error after
+ * request freed", which its own code raises when a send that it freed internally fails later,
+ * seen in a survivor after two ranks died together; or MPI_Abort under --with-ft ulfm), it calls
+ * PMIx_Abort and then _exit(code): a non-zero exit, which ULFM does not report to the survivors,
+ * so they hung in Shrink. dpmpi points libmpi's own reference to _exit (its GOT slot) at a
+ * function that ends the process as a failure the survivors notice: status record, SIGKILL. */
+static void mpi_exit_hook(int status) {
+    if (status == 0) _exit(0);
+    static const char msg[] = "dpmpi: the MPI library aborted this process; ending it by SIGKILL so that the other "
+                              "ranks notice and repair around it\n";
+    write_all(2, msg, sizeof msg - 1);
+    snprintf(g.cause, sizeof g.cause, "%s", "\"the MPI library aborted the process (MPI_ERRORS_ARE_FATAL or MPI_Abort)\"");
+    dpmpi_die(status);
+}
+
+static int patch_relocs(ElfW(Addr) base, const ElfW(Rela) *rel, size_t bytes, const ElfW(Sym) *symtab,
+                        const char *strtab, const char *name, void *target) {
+    int n = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; rel && i < bytes / sizeof *rel; i++) {
+        const ElfW(Sym) *sym = &symtab[ELF64_R_SYM(rel[i].r_info)];
+        if (strcmp(strtab + sym->st_name, name) != 0) continue;
+        void **slot = (void **)(base + rel[i].r_offset);
+        uintptr_t start = (uintptr_t)slot & ~(uintptr_t)(page - 1);
+        if (mprotect((void *)start, (size_t)page * 2, PROT_READ | PROT_WRITE) != 0) continue;
+        __atomic_store_n(slot, target, __ATOMIC_SEQ_CST);
+        n++;
+    }
+    return n;
+}
+
+static int hook_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    int *patched = data;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, "/libmpi.so")) return 0;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (!dyn) return 0;
+    ElfW(Addr) symtab = 0, strtab = 0, jmprel = 0, rela = 0;
+    size_t pltsz = 0, relasz = 0;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        switch (dyn->d_tag) {
+        case DT_SYMTAB: symtab = dyn->d_un.d_ptr; break;
+        case DT_STRTAB: strtab = dyn->d_un.d_ptr; break;
+        case DT_JMPREL: jmprel = dyn->d_un.d_ptr; break;
+        case DT_PLTRELSZ: pltsz = dyn->d_un.d_val; break;
+        case DT_RELA: rela = dyn->d_un.d_ptr; break;
+        case DT_RELASZ: relasz = dyn->d_un.d_val; break;
+        }
+    }
+    /* glibc relocates these addresses in place; if not, they are offsets from the load base */
+    ElfW(Addr) b = info->dlpi_addr;
+    if (symtab && symtab < b) symtab += b;
+    if (strtab && strtab < b) strtab += b;
+    if (jmprel && jmprel < b) jmprel += b;
+    if (rela && rela < b) rela += b;
+    if (!symtab || !strtab) return 0;
+    *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab, (const char *)strtab,
+                             "_exit", (void *)mpi_exit_hook);
+    *patched += patch_relocs(b, (const ElfW(Rela) *)rela, relasz, (const ElfW(Sym) *)symtab, (const char *)strtab,
+                             "_exit", (void *)mpi_exit_hook);
+    return 1;
+}
+
+int dpmpi_hook_mpi_abort(void) {
+#if defined(__x86_64__) || defined(__aarch64__)
+    static int done = -1;
+    if (done >= 0) return done;
+    int patched = 0;
+    dl_iterate_phdr(hook_cb, &patched);
+    done = patched;
+    return patched;
+#else
+    return 0;
+#endif
 }
 
 static void *finalize_watchdog(void *arg) {

@@ -24,6 +24,10 @@ void dpmpi_exit_after_agree(int status);
 void dpmpi_write_record(int status);
 void dpmpi_die(int status);
 
+/* Point libmpi's _exit at dpmpi_die for a non-zero status (MPI's own aborts end as failures
+ * that the survivors notice). Returns the number of references patched (0: none found). */
+int dpmpi_hook_mpi_abort(void);
+
 /* ---- stall watchdog ---- */
 int dpmpi_stall_start(double seconds);
 void dpmpi_stall_enter(void);

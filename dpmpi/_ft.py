@@ -7,6 +7,8 @@ import os
 
 from mpi4py import MPI
 
+from dpmpi import _guard
+
 from dpmpi.errors import FaultToleranceUnavailableError
 
 ENV_REQUIRE_FT = "DPMPI_REQUIRE_FT"
@@ -68,3 +70,4 @@ def require(comm: MPI.Comm) -> None:
             f"dpmpi cannot protect this job: {why} {_HOW}", MPI.ERR_UNSUPPORTED_OPERATION
         )
     _checked = True
+    _guard.hook_mpi_abort()  # the job is fault tolerant: an abort by MPI must be a failure peers see

@@ -119,6 +119,13 @@ def _tell_c_about_mpi() -> bool:
     return multi
 
 
+def hook_mpi_abort() -> None:
+    """Once MPI is loaded: an abort by the MPI library itself (it ends the process with a
+    non-zero _exit, which the survivors never notice) becomes a death they notice."""
+    if _lib is not None and _mpi() is not None:
+        _lib.lib.dpmpi_hook_mpi_abort()
+
+
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -157,3 +157,13 @@ def test_a_rank_that_pauses_3_timeouts_is_not_killed(dpmpi_run, how):
     assert sorted(job.by_rank("no-failure")) == list(range(N))
     assert sorted(job.by_rank("finished")) == list(range(N))
     assert list(job.by_rank("resume")) == [1]
+
+
+def test_an_abort_by_the_mpi_library_is_a_failure_the_others_repair_around(dpmpi_run):
+    # Open MPI's fatal handler (e.g. "Send error after request freed", seen in a survivor when two
+    # ranks died together) ends a process with _exit(code): the survivors hung in Shrink
+    job = dpmpi_run(5, "mpi_abort.py", launcher_args=["--spares", "1"], timeout=60)
+    assert job.returncode == 0, job.stderr
+    assert sorted(line for line in job.stdout.splitlines() if line.startswith("done")) == [
+        f"done {r} 300" for r in range(4)]
+    assert "rank 1 failed (status 7, the MPI library aborted the process" in job.stderr
