@@ -30,16 +30,18 @@ user code.
 from __future__ import annotations
 
 import array
+import contextlib
 import ctypes
 import enum
 import json
 import os
 import sys
+import threading
 import time
 import warnings
 import weakref
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from mpi4py import MPI
 
@@ -51,6 +53,7 @@ ENV_SPARES = "DPMPI_SPARES"
 ENV_ON_DEPLETED = "DPMPI_ON_DEPLETED"
 ENV_EVENTS = "DPMPI_EVENTS"
 ENV_SPARE_POLL = "DPMPI_SPARE_POLL"
+ENV_REPAIR_TIMEOUT = "DPMPI_REPAIR_TIMEOUT"  # seconds a Respawn may take before the process gives up
 ENV_SPAWNED = "DPMPI_SPAWNED"  # set for the processes that policy "respawn" starts
 POLICIES = ("shrink", "abort", "respawn")
 DEFAULT_POLICY = "shrink"
@@ -439,6 +442,12 @@ class _State:
         t0 = time.perf_counter()
         phases = {"revoke": 0.0, "shrink": 0.0, "agree": 0.0, "reassign": 0.0, "rebuild": 0.0}
         old_plan = self.plan
+        with _WATCHDOG.armed(_repair_timeout(), "Respawn"):
+            decided = self._attempts(was_active, phases)
+        self._commit(was_active, old_plan, *decided, phases, t0, detected_at)
+
+    def _attempts(self, was_active: bool, phases: dict[str, float]) -> tuple:
+        """Repair attempts until one commits; returns what it decided."""
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             raw = MPI.COMM_NULL
             t = time.perf_counter()
@@ -491,6 +500,12 @@ class _State:
             break
         else:
             raise ProcFailedError(f"Respawn did not converge in {_MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
+        return attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes
+
+    def _commit(self, was_active: bool, old_plan: Plan, attempt: int, alive: set[int], base: Plan, new_plan: Plan,
+                failed: list[int], filled: dict[int, str], renumber: dict[int, int], me: int, raw: MPI.Comm,
+                recipes: list, phases: dict[str, float], t0: float, detected_at: float) -> None:
+        """Adopt the committed plan: the new active communicator, derived ones, the event."""
         _guard.note_recovered([wid for wid in old_plan.actives + old_plan.spares if wid not in alive])
         if me >= 0 and not was_active:
             took = [lr for lr, how in filled.items() if how == f"spare:{self.wid}"]
@@ -586,6 +601,64 @@ def _join_spawned() -> _State:
     state.history.append(event)
     _log_line({"event": "repair", **asdict(event)})
     return state
+
+
+def _repair_timeout() -> float:
+    raw = os.environ.get(ENV_REPAIR_TIMEOUT, "") or "60"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_REPAIR_TIMEOUT}={raw!r} is not a number of seconds; set e.g. {ENV_REPAIR_TIMEOUT}=60") from None
+    if not value > 0:
+        raise ValueError(f"{ENV_REPAIR_TIMEOUT}={raw!r}: the repair deadline must be > 0 seconds")
+    return value
+
+
+class _Watchdog:
+    """Bounds a repair: a Respawn that a further failure leaves stuck inside MPI (seen: every
+    survivor inside Shrink's agreement, forever, when a peer's exit was never reported as a
+    failure) ends this process as a failure after ``DPMPI_REPAIR_TIMEOUT`` seconds, with a status
+    record, instead of hanging the job. (Ishrink, which would let the caller poll, fails with
+    ERR_INTERN on a revoked communicator in Open MPI 5.0.11.)
+
+    Owner and lifetime: one daemon thread per process, started by the first repair, never
+    touches MPI; it sleeps on a condition until a deadline is armed, and only acts if that
+    deadline passes before the repair disarms it."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._deadline: float | None = None
+        self._what = ""
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def armed(self, seconds: float, what: str) -> Iterator[None]:
+        with self._cv:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="dpmpi-repair-watchdog", daemon=True)
+                self._thread.start()
+            self._deadline, self._what = time.monotonic() + seconds, f"{what} did not complete within {seconds:g} s"
+            self._cv.notify()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._deadline = None
+
+    def _run(self) -> None:
+        with self._cv:
+            while True:
+                if self._deadline is None:
+                    self._cv.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cv.wait(left)
+                    continue
+                _guard.die(1, f"{self._what} ({ENV_REPAIR_TIMEOUT}); a further failure left it stuck")
+
+
+_WATCHDOG = _Watchdog()
 
 
 def _adopt_cpus(cpus: tuple[int, ...] | None) -> None:

@@ -454,3 +454,31 @@ def test_heartbeat_a_whole_job_stopped_and_continued_loses_no_process(tmp_path, 
         time.sleep(0.02)
     results = [p.finish() for p in procs]
     assert all(rc == 0 and HB_LINE not in err for rc, _o, err in results), results
+
+
+def test_a_repair_stuck_past_its_deadline_ends_the_process(monkeypatch):
+    # a Respawn that a further failure left stuck inside MPI hung every survivor forever; the
+    # watchdog ends the process as a failure instead (here: the stand-in for _guard.die is called)
+    import threading
+
+    from dpmpi import resilient
+
+    fired = threading.Event()
+    causes = []
+    monkeypatch.setattr(resilient._guard, "die", lambda status, cause: (causes.append((status, cause)), fired.set()))
+    dog = resilient._Watchdog()
+    with dog.armed(0.05, "Respawn"):
+        assert fired.wait(10)
+    assert causes[0][0] == 1 and "Respawn did not complete within 0.05 s" in causes[0][1]
+
+
+@pytest.mark.parametrize("raw, ok", [("", 60.0), ("2.5", 2.5), ("0", None), ("-1", None), ("soon", None)])
+def test_repair_timeout_setting(monkeypatch, raw, ok):
+    from dpmpi import resilient
+
+    monkeypatch.setenv("DPMPI_REPAIR_TIMEOUT", raw)
+    if ok is None:
+        with pytest.raises(ValueError, match="DPMPI_REPAIR_TIMEOUT"):
+            resilient._repair_timeout()
+    else:
+        assert resilient._repair_timeout() == ok
