@@ -646,8 +646,8 @@ class _Watchdog:
                 self._deadline = None
 
     def _run(self) -> None:
-        with self._cv:
-            while True:
+        while True:
+            with self._cv:
                 if self._deadline is None:
                     self._cv.wait()
                     continue
@@ -655,7 +655,8 @@ class _Watchdog:
                 if left > 0:
                     self._cv.wait(left)
                     continue
-                _guard.die(1, f"{self._what} ({ENV_REPAIR_TIMEOUT}); a further failure left it stuck")
+                self._deadline, what = None, self._what
+            _guard.die(1, f"{what} ({ENV_REPAIR_TIMEOUT}); a further failure left it stuck")  # does not return
 
 
 _WATCHDOG = _Watchdog()
