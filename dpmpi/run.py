@@ -139,7 +139,8 @@ def build(opts: Options, mpirun: str, env: dict[str, str]) -> list[str]:
             # ranks (OpenBLAS's, dpmpi's) would float; measured: an MLP step 16x slower with one
             # idle spare. Round-robin on cores instead: each active rank its own core, the spares
             # share cores (a spare called in takes the failed rank's CPUs, see dpmpi.resilient).
-            cmd += ["--map-by", "core:OVERSUBSCRIBE", "--bind-to", "core:overload-allowed"]
+            # (--rank-by slot: without it mpirun put ranks 0 and 1 on core 0 and the spare on core 1)
+            cmd += ["--map-by", "core:OVERSUBSCRIBE", "--rank-by", "slot", "--bind-to", "core:overload-allowed"]
         else:
             cmd.append("--oversubscribe")
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-run-as-root" not in user:

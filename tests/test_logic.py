@@ -106,6 +106,7 @@ def test_spares_beyond_the_cores_keep_the_active_ranks_bound(monkeypatch):
     assert "--oversubscribe" not in cmd
     assert cmd[cmd.index("--map-by") + 1] == "core:OVERSUBSCRIBE"
     assert cmd[cmd.index("--bind-to") + 1] == "core:overload-allowed"
+    assert cmd[cmd.index("--rank-by") + 1] == "slot"  # rank i on core i (checked with taskset)
     # more active ranks than cores: nothing to bind to
     cmd = run.build(run.parse_args(["-n", "4", "--spares", "1", "--", "p"]), "m", {})
     assert "--oversubscribe" in cmd and "--bind-to" not in cmd
