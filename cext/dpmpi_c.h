@@ -70,7 +70,8 @@ int dpmpi_engine_busy(dpmpi_engine *e);
 int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest);
 void dpmpi_engine_fail_after(dpmpi_engine *e, size_t nbytes); /* test hook; 0 disables */
 
-/* Replication thread: non-blocking MPI sends/receives, then an optional MPI_Ibarrier. */
+/* Replication thread: non-blocking MPI sends/receives, then an optional barrier of point-to-point messages;
+ * a thread that waits for a job drives it itself. */
 int dpmpi_mpi_bind(const char *libmpi_path);
 dpmpi_repl *dpmpi_repl_new(void);
 int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier);

@@ -8,7 +8,7 @@
  *   A job may be gated on the replication of the previous epoch (see below): its workers wait
  *   for it before they write, so the slot they overwrite is never one that is still needed.
  * - Replicator: one thread that posts a list of non-blocking sends and receives, then (when
- *   they all succeeded) an MPI_Ibarrier, and polls them with short sleeps: no core spins, and
+ *   they all succeeded) a dissemination barrier of 1-byte messages, and polls them with short sleeps: no core spins, and
  *   Python is never needed to make progress (MPI_THREAD_MULTIPLE). MPI is reached through
  *   dlsym on the libmpi that mpi4py loaded; handles follow the Open MPI ABI (pointers).
  *

@@ -27,7 +27,7 @@ How the pieces fit (the C side is ``cext/dpmpi_snap.c``):
   for the copy and seals the slot (epoch, length, checksum). A failure or an error in the middle
   of a copy leaves the committed slot untouched.
 - After a commit, a C thread sends the slot to the buddies and receives theirs (non-blocking
-  MPI, polled with short sleeps), then joins an ``MPI_Ibarrier``. The next copy waits for that
+  MPI, polled with short sleeps), then a barrier of its own point-to-point messages. The next copy waits for that
   barrier before it overwrites the older slot: an epoch's predecessor is dropped only when the
   epoch is held by every rank and every buddy, so some epoch is always restorable.
 - ``restore()`` agrees on the newest epoch whose copy survives for every rank, sends the copies
