@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "dpmpi_c.h"
+#include "dpmpi_util.h"
 
 #define DPMPI_C_VERSION "0.1.0"
 
@@ -63,17 +64,6 @@ static struct {
     int agreed;            /* the exit agreement is already done */
 } g = {.rank = -1, .cause = "null", .lock = PTHREAD_MUTEX_INITIALIZER, .finalize_timeout = 2.0};
 
-static void write_all(int fd, const char *buf, size_t len) {
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return;
-        }
-        buf += n;
-        len -= (size_t)n;
-    }
-}
 
 static void sleep_seconds(double s) {
     struct timespec ts;
@@ -106,7 +96,7 @@ static void write_record(int status) {
         n += snprintf(buf + n, sizeof buf - (size_t)n, i ? ", %d" : "%d", g.idle_spares[i]);
     n += snprintf(buf + n, sizeof buf - (size_t)n, "]}\n");
     fflush(NULL);
-    write_all(2, buf, (size_t)n);
+    dpmpi_write_all(2, buf, (size_t)n);
 }
 
 void dpmpi_write_record(int status) { write_record(status); }
@@ -130,7 +120,7 @@ static void mpi_exit_hook(int status) {
     if (status == 0) _exit(0);
     static const char msg[] = "dpmpi: the MPI library aborted this process; ending it by SIGKILL so that the other "
                               "ranks notice and repair around it\n";
-    write_all(2, msg, sizeof msg - 1);
+    dpmpi_write_all(2, msg, sizeof msg - 1);
     snprintf(g.cause, sizeof g.cause, "%s", "\"the MPI library aborted the process (MPI_ERRORS_ARE_FATAL or MPI_Abort)\"");
     dpmpi_die(status);
 }
@@ -202,7 +192,7 @@ static void *finalize_watchdog(void *arg) {
     (void)arg;
     sleep_seconds(g.finalize_timeout);
     static const char msg[] = "dpmpi: MPI_Finalize did not return in time; ending the process without it\n";
-    write_all(2, msg, sizeof msg - 1);
+    dpmpi_write_all(2, msg, sizeof msg - 1);
     _exit(0);
     return NULL;
 }
@@ -341,7 +331,7 @@ static void *stall_thread(void *arg) {
         if (idle >= stall_limit) {
             char msg[160];
             int n = snprintf(msg, sizeof msg, "dpmpi: rank %d made no progress for %.1f s (DPMPI_STALL_TIMEOUT); ending it so the others can recover\n", g.rank, idle);
-            write_all(2, msg, (size_t)n);
+            dpmpi_write_all(2, msg, (size_t)n);
             snprintf(g.cause, sizeof g.cause, "\"stalled\"");
             dpmpi_die(124);
         }

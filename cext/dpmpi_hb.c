@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "dpmpi_c.h"
+#include "dpmpi_util.h"
 
 #define HB_MAGIC 0x42485044u /* "DPHB" */
 #define HB_VERSION 1u
@@ -110,17 +111,6 @@ static void sleep_ns(int64_t ns) {
     }
 }
 
-static void say(const char *msg, int n) {
-    while (n > 0) {
-        ssize_t w = write(2, msg, (size_t)n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return;
-        }
-        msg += w;
-        n -= (int)w;
-    }
-}
 
 /* Start time (field 22 of /proc/PID/stat) of a live, non-zombie process; 0 when there is none. */
 static uint64_t start_ticks(pid_t pid) {
@@ -178,7 +168,7 @@ static void judge(hb_peer *p, const char *name, int64_t now) {
                      " (DPMPI_HEARTBEAT_TIMEOUT=%g, seen by pid %d)\n",
                      (int)atomic_load(&f->rank), (int)f->pid, (double)age / 1e9, (double)f->timeout_ns / 1e9,
                      (int)hb.pid);
-    say(msg, n);
+    dpmpi_write_all(2, msg, (size_t)n);
     unlink_peer(name);
 }
 

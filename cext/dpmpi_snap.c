@@ -305,6 +305,13 @@ struct dpmpi_repl {
     char bsend, brecv;
 };
 
+/* The MPI error class of a return code. */
+static int err_class(int rc) {
+    int cls = rc;
+    mpi.error_class(rc, &cls);
+    return cls;
+}
+
 static void job_finish(dpmpi_repl *r, int failed) {
     free(r->reqs);
     free(r->owner);
@@ -336,8 +343,7 @@ static void job_post(dpmpi_repl *r) {
             int rc = op->send ? mpi.isend((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k])
                               : mpi.irecv((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k]);
             if (rc != 0) {
-                int cls = rc;
-                mpi.error_class(rc, &cls);
+                int cls = err_class(rc);
                 r->failed = cls;
                 r->op_state[i] = -cls;
                 break;
@@ -360,8 +366,7 @@ static int job_test_data(dpmpi_repl *r) {
         int flag = 0;
         int rc = mpi.test(&r->reqs[i], &flag, NULL);
         if (rc != 0) {
-            int cls = rc;
-            mpi.error_class(rc, &cls);
+            int cls = err_class(rc);
             if (!r->failed) r->failed = cls;
             pthread_mutex_lock(&r->mu);
             r->op_state[r->owner[i]] = -cls;
@@ -394,9 +399,7 @@ static int barrier_post(dpmpi_repl *r) {
     if (rc == 0) rc = mpi.isend(&r->bsend, 1, r->dtype, (r->brank + d) % r->bsize, BARRIER_TAG + r->bround, r->comm,
                                 &r->breq[1]);
     if (rc != 0) {
-        int cls = rc;
-        mpi.error_class(rc, &cls);
-        job_finish(r, cls);
+        job_finish(r, err_class(rc));
         return 1;
     }
     r->brdone[0] = r->brdone[1] = 0;
@@ -439,9 +442,7 @@ static int job_step(dpmpi_repl *r) {
         int flag = 0;
         int rc = mpi.test(&r->breq[i], &flag, NULL);
         if (rc != 0) {
-            int cls = rc;
-            mpi.error_class(rc, &cls);
-            job_finish(r, cls);
+            job_finish(r, err_class(rc));
             return 1;
         }
         if (flag) r->brdone[i] = progressed = 1;

@@ -92,16 +92,23 @@ def _translating(op: str, fn: Callable[..., Any], raw: MPI.Comm | None) -> Calla
     return call
 
 
-# Requests left pending by a failed wait, with the buffers they hold: MPI may still complete
-# them, so neither the request nor its buffer may ever be freed (mpi4py keeps a pending request's
-# buffer alive as long as the request object lives). Never freed, not even at interpreter exit.
-_PENDING: list = []
-ctypes.pythonapi.Py_IncRef(ctypes.py_object(_PENDING))
+# What MPI may still use and so must never be freed: requests left pending by a failed wait,
+# with the buffers they hold (mpi4py keeps a pending request's buffer alive as long as the request
+# object lives), and memory and threads of snapshot replications that a failure interrupted. The
+# list itself is never freed, not even when the interpreter tears modules down (the exit guard
+# ends MPI after that).
+_KEPT: list = []
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_KEPT))
+
+
+def keep_forever(obj: Any) -> None:
+    """Keep ``obj`` (and what it references) alive for the life of the process."""
+    _KEPT.append(obj)
 
 
 def keep_pending(requests: list) -> None:
     """Keep the requests of a failed wait (and their buffers) for the life of the process."""
-    _PENDING.extend(r for r in requests if r)
+    _KEPT.extend(r for r in requests if r)
 
 
 def cause_of(exc: MPI.Exception, statuses: list[MPI.Status]) -> MPI.Exception:

@@ -41,7 +41,7 @@ import time
 import warnings
 import weakref
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from mpi4py import MPI
 
@@ -141,6 +141,21 @@ def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[in
     renumber = {old: new for new, (old, _wid) in enumerate(kept)}
     new_plan = Plan(plan.epoch + 1, tuple(wid for _lr, wid in kept), tuple(spares), next_wid)
     return new_plan, failed, filled, renumber
+
+
+class _Decision(NamedTuple):
+    """What the attempt of a repair that committed decided (on this process)."""
+
+    attempt: int
+    alive: set[int]  # wids alive at the shrink
+    base: Plan  # the newest plan any process held
+    plan: Plan  # the committed plan
+    failed: list[int]
+    filled: dict[int, str]
+    renumber: dict[int, int]
+    me: int  # this process's logical rank in the new plan (-1: a spare)
+    raw: MPI.Comm  # the new active communicator (COMM_NULL on a spare)
+    recipes: list  # derived-communicator recipes (for a replacement)
 
 
 # ---- derived communicators -------------------------------------------------------------------
@@ -444,9 +459,9 @@ class _State:
         old_plan = self.plan
         with _WATCHDOG.armed(_repair_timeout(), "Respawn"):
             decided = self._attempts(was_active, phases)
-        self._commit(was_active, old_plan, *decided, phases, t0, detected_at)
+        self._commit(was_active, old_plan, decided, phases, t0, detected_at)
 
-    def _attempts(self, was_active: bool, phases: dict[str, float]) -> tuple:
+    def _attempts(self, was_active: bool, phases: dict[str, float]) -> _Decision:
         """Repair attempts until one commits; returns what it decided."""
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             raw = MPI.COMM_NULL
@@ -500,12 +515,12 @@ class _State:
             break
         else:
             raise ProcFailedError(f"Respawn did not converge in {_MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
-        return attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes
+        return _Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes)
 
-    def _commit(self, was_active: bool, old_plan: Plan, attempt: int, alive: set[int], base: Plan, new_plan: Plan,
-                failed: list[int], filled: dict[int, str], renumber: dict[int, int], me: int, raw: MPI.Comm,
-                recipes: list, phases: dict[str, float], t0: float, detected_at: float) -> None:
+    def _commit(self, was_active: bool, old_plan: Plan, decided: _Decision, phases: dict[str, float], t0: float,
+                detected_at: float) -> None:
         """Adopt the committed plan: the new active communicator, derived ones, the event."""
+        attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes = decided
         _guard.note_recovered([wid for wid in old_plan.actives + old_plan.spares if wid not in alive])
         if me >= 0 and not was_active:
             took = [lr for lr, how in filled.items() if how == f"spare:{self.wid}"]

@@ -36,7 +36,6 @@ How the pieces fit (the C side is ``cext/dpmpi_snap.c``):
 from __future__ import annotations
 
 import atexit
-import ctypes
 import json
 import os
 import queue
@@ -50,7 +49,7 @@ from typing import Any, Mapping
 from mpi4py import MPI
 
 from dpmpi import _guard
-from dpmpi.comm import Comm, _warm_up, cause_of, keep_pending
+from dpmpi.comm import Comm, _warm_up, cause_of, keep_forever, keep_pending
 from dpmpi.resilient import Role
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
 
@@ -127,12 +126,6 @@ def _total(entries: tuple[_Entry, ...]) -> int:
 
 # ---- memory -----------------------------------------------------------------------------------
 _LOCK_WARNED = False
-# What MPI may still use and so must never be freed: replication threads that did not stop and
-# the slots they may still write, requests left pending by a failed transfer (each holds its
-# buffer). The list itself is never freed, not even when the interpreter tears modules down
-# (the exit guard ends MPI after that).
-_LEAKED: list = []
-ctypes.pythonapi.Py_IncRef(ctypes.py_object(_LEAKED))
 _OPEN: weakref.WeakSet = weakref.WeakSet()  # Snapshots not closed yet
 
 
@@ -502,9 +495,8 @@ class Snapshot:
         # the peers finish the same epoch's replication; waiting lets theirs complete too
         self._stop_replication(revoke=True, grace=30.0)
         if self._repl is not None:
-            if self._repl.error:  # abandoned or failed: requests may still be pending on the slots
-                self._leak()
-            if not self._repl.close(1.0):
+            interrupted = self._repl.error != 0  # abandoned or failed: requests may still be pending
+            if not self._repl.close(1.0) or interrupted:
                 self._leak()
             self._repl = None
         self._free_scomm()
@@ -514,7 +506,7 @@ class Snapshot:
     def _leak(self) -> None:
         """Keep this Snapshot's memory and threads for the life of the process: MPI may still
         complete a request on them (a replication that a failure interrupted)."""
-        _LEAKED.append((self._own, dict(self._held), list(self._pool), self._repl, self._engine))
+        keep_forever((self._own, dict(self._held), list(self._pool), self._repl, self._engine))
 
     def __del__(self) -> None:
         # A Snapshot dropped without close(): nothing it owns may be freed while a copy or a
@@ -725,7 +717,7 @@ class Snapshot:
         _cext().lib.dpmpi_repl_abandon(repl.raw)
         if repl.wait(timeout) != 1:
             return True
-        _LEAKED.append((repl, list(self._held.values())))
+        keep_forever((repl, list(self._held.values())))
         self._held, self._repl = {}, None
         return False
 
