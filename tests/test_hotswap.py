@@ -59,10 +59,15 @@ def test_two_ranks_die_together_two_spares(dpmpi_run, tmp_path):
         assert r["repaired_at"] >= r["detected_at"] and r["total_ms"] > 0
 
 
-def test_second_failure_during_repair(dpmpi_run):
+@pytest.mark.parametrize("phase", ["shrink", "reassign", "split", "agree"])
+def test_second_failure_inside_each_repair_phase(dpmpi_run, phase):
+    """Rank 3 dies at the start of a phase of the repair of rank 2's death: the others are inside
+    that phase's collective (or the one before) when it dies. The repair starts again and ends
+    with both places taken by spares."""
     job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
-                    faults="2:iteration@51:KILL,3:repair@1:KILL")
-    check(job, 4, replaced={2: 4, 3: 5})
+                    faults=f"2:iteration@51:KILL,3:repair-{phase}@1:KILL")
+    done = check(job, 4, replaced={2: 4, 3: 5})
+    assert all(e["epoch"] == 1 for e in done.values())  # one committed repair covers both deaths
 
 
 def test_spare_being_swapped_in_dies_during_repair(dpmpi_run):
@@ -109,6 +114,15 @@ def test_spares_exhausted_respawn(dpmpi_run, tmp_path):
     repairs = [json.loads(line) for line in log.read_text().splitlines() if '"repair"' in line]
     assert sorted(r["wid"] for r in repairs) == [0, 1, 3, 4]
     assert all(r["filled"] == {"2": "respawn:4"} for r in repairs)
+
+
+def test_a_parent_dies_while_it_spawns_a_replacement(dpmpi_run):
+    """Policy "respawn", no spares: rank 1 dies right before the repair of rank 2's death starts
+    its Spawn. The agreement before the spawn fails; the next attempt spawns two processes."""
+    job = dpmpi_run(4, "hotswap.py", "--split", env={"DPMPI_ON_DEPLETED": "respawn"},
+                    faults="2:iteration@51:KILL,1:repair-spawn@1:KILL")
+    done = check(job, 4, replaced={1: 4, 2: 5}, wids={0: 0, 3: 3})
+    assert done[1]["role"] == done[2]["role"] == "RECOVERED"
 
 
 def test_a_spare_first_then_a_respawned_process(dpmpi_run):
