@@ -1,7 +1,7 @@
 """dpmpi's chaos harness: kill ranks of a running job from outside, at random times, with random
 signals, and give every run one verdict.
 
-    .venv/bin/python bench/chaos.py --runs 6 --workloads mlp,jacobi,primitives --kills 1,2
+    .venv/bin/python bench/chaos.py --runs 6 --workloads mlp,jacobi,mlp-prim,jacobi-prim --kills 1,2
     .venv/bin/python bench/chaos.py --failure-free 200 --workloads primitives
     .venv/bin/python bench/chaos.py --workloads jacobi --kills 2 --run-seed 1234 --duration 2.5   # replay one run
 
@@ -15,6 +15,12 @@ killed rank, and a second victim 0-50 ms after the first (while the first repair
 is a pure function of the run's seed, the configuration and the run's estimated duration (the
 failure-free run's, or ``--duration``), so ``--run-seed`` with the same ``--duration`` replays
 a run exactly: same victims, same times, same signals.
+
+Workloads (``WORKLOADS``): ``mlp`` and ``jacobi`` are the Runtime examples; ``mlp-prim`` and
+``jacobi-prim`` run the same models through examples/primitives.py's hand-written loop (init,
+Respawn, Snapshot, no Runtime, no close()); ``primitives`` is that program's own 1-D rod. Each
+snapshot is held by as many buddies as the run kills (``--replicas``), so that two buddies killed
+within milliseconds do not lose the only copy; ``--replicas 1`` shows what one replica survives.
 
 Verdicts (one per run; see ``verdict``): ``hang`` (the hard timeout: the whole session is
 killed), ``crash`` (dpmpi-run's exit code is not 0), ``wrong`` (the ranks' final digests are
@@ -55,6 +61,9 @@ WORKLOADS = {
     "mlp": ("train_mlp.py", ["--steps", "200", "--state-mib", "2", "--batch", "32"]),
     "jacobi": ("jacobi.py", ["--steps", "300", "--state-mib", "1", "--width", "256"]),
     "primitives": ("primitives.py", ["--steps", "200", "--step-ms", "10"]),
+    # the two Runtime workloads' models through the primitives program's hand-written loop
+    "mlp-prim": ("primitives.py", ["--model", "mlp", "--steps", "200", "--state-mib", "2"]),
+    "jacobi-prim": ("primitives.py", ["--model", "jacobi", "--steps", "300", "--state-mib", "1"]),
 }
 
 # stderr lines that mean something went wrong in the job (matched case-insensitively)
@@ -349,6 +358,7 @@ class Config:
     signals: list[str] = field(default_factory=lambda: ["KILL"])
     ranks: int = 4  # active ranks
     spares: int | None = None  # default: one per kill
+    replicas: int | None = None  # buddies per snapshot (--replicas of the workload); default: one per kill
     env: dict = field(default_factory=dict)
     timeout: float = 60.0
     args: list[str] | None = None  # the workload's arguments (default: WORKLOADS)
@@ -358,12 +368,17 @@ class Config:
         return self.kills if self.spares is None else self.spares
 
     @property
+    def n_replicas(self) -> int:
+        return max(1, self.kills) if self.replicas is None else self.replicas
+
+    @property
     def program(self) -> str:
         return str(EXAMPLES / WORKLOADS[self.workload][0])
 
     @property
     def program_args(self) -> list[str]:
-        return list(WORKLOADS[self.workload][1] if self.args is None else self.args)
+        args = list(WORKLOADS[self.workload][1] if self.args is None else self.args)
+        return args if "--replicas" in args else [*args, "--replicas", str(self.n_replicas)]
 
     @property
     def steps(self) -> int | None:
@@ -373,7 +388,7 @@ class Config:
     @property
     def name(self) -> str:
         sig = "+".join(self.signals)
-        return f"{self.workload} {self.ranks}+{self.n_spares} kills={self.kills} {sig}"
+        return f"{self.workload} {self.ranks}+{self.n_spares} r={self.n_replicas} kills={self.kills} {sig}"
 
     def key(self) -> str:
         """What a failure-free reference depends on."""
@@ -616,6 +631,7 @@ class Harness:
 def replay_command(cfg: Config, seed: int, duration: float) -> str:
     parts = ["bench/chaos.py", "--workloads", cfg.workload, "--kills", str(cfg.kills), "--signals",
              ",".join(cfg.signals), "--ranks", str(cfg.ranks), "--spares", str(cfg.n_spares),
+             "--replicas", str(cfg.n_replicas),
              "--run-seed", str(seed), "--duration", str(duration), "--timeout", str(cfg.timeout)]
     parts += [f"--env {k}={v}" for k, v in sorted(cfg.env.items())]
     return " ".join(parts)
@@ -625,11 +641,16 @@ def replay_command(cfg: Config, seed: int, duration: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=4, help="chaos runs per configuration (default 4)")
-    ap.add_argument("--workloads", default="mlp,jacobi,primitives")
+    ap.add_argument("--workloads", default="mlp,jacobi,mlp-prim,jacobi-prim",
+                    help=f"from {', '.join(WORKLOADS)} (default: the two Runtime examples and their models "
+                         "through the primitives program)")
     ap.add_argument("--kills", default="1,2", help="kills per run; one configuration each (default 1,2)")
     ap.add_argument("--signals", default="KILL", help=f"signals to choose from ({','.join(SIGNALS)})")
     ap.add_argument("--ranks", type=int, default=4, help="active ranks (default 4)")
     ap.add_argument("--spares", type=int, default=None, help="spares (default: as many as kills)")
+    ap.add_argument("--replicas", type=int, default=None,
+                    help="buddies holding each snapshot (default: as many as kills, so that buddies killed "
+                         "close together lose nothing; 1 shows what a single replica survives)")
     ap.add_argument("--timeout", type=float, default=60.0, help="hard timeout per job, s (default 60)")
     ap.add_argument("--seed", type=int, default=None, help="master seed (default random; printed)")
     ap.add_argument("--run-seed", type=int, default=None, help="replay one run: this run seed, once per configuration")
@@ -667,14 +688,14 @@ def main(argv: list[str] | None = None) -> int:
         if a.failure_free:
             for w in workloads:
                 cfg = Config(w, kills=0, signals=[], ranks=a.ranks, spares=a.spares if a.spares is not None else 1,
-                             env=env, timeout=a.timeout, args=extra)
+                             replicas=a.replicas, env=env, timeout=a.timeout, args=extra)
                 print(f"== {cfg.name}: {a.failure_free} failure-free runs", flush=True)
                 for i in range(a.failure_free):
                     results.append(h.failure_free(cfg, i))
         else:
             for w in workloads:
                 for k in kills:
-                    cfg = Config(w, kills=k, signals=signals, ranks=a.ranks, spares=a.spares, env=env,
+                    cfg = Config(w, kills=k, signals=signals, ranks=a.ranks, spares=a.spares, replicas=a.replicas, env=env,
                                  timeout=a.timeout, args=extra)
                     print(f"== {cfg.name}", flush=True)
                     if a.run_seed is not None:

@@ -12,6 +12,10 @@ staged and committed (epoch = steps done). On a failure the survivors ``Respawn(
 inside ``restore()`` or ``commit()`` repairs again. Every step is a deterministic function of
 (state, step, rank), so a run with failures ends bit for bit where a failure-free run ends.
 
+``--model mlp`` or ``--model jacobi`` runs the Runtime examples' models (examples/workloads.py,
+the same math bit for bit) through this hand-written loop instead of the rod; ``--replicas R``
+keeps each rank's snapshot on R buddies (any R failures in a row are survivable).
+
 Output, mirroring the Runtime examples (one JSON line each, on stdout): ``step`` lines with
 ``--progress``, ``restored`` after each restore, and one ``final`` line per rank with its
 ``digest`` (sha256 of its arrays, 16 hex digits), as examples/workloads.py's ``finish`` prints.
@@ -35,9 +39,13 @@ parser.add_argument("--cells", type=int, default=1 << 16, help="cells per rank (
 parser.add_argument("--snapshot-every", type=int, default=5, help="commit a snapshot every K steps (default 5)")
 parser.add_argument("--step-ms", type=float, default=0.0, help="extra compute time per step, ms (default 0)")
 parser.add_argument("--progress", action="store_true", help="print a JSON line per step")
+parser.add_argument("--model", choices=("rod", "mlp", "jacobi"), default="rod",
+                    help="rod: the 1-D stencil above (default); mlp, jacobi: examples/workloads.py's models")
+parser.add_argument("--state-mib", type=float, default=1.0, help="state per rank for mlp/jacobi, MiB (default 1)")
+parser.add_argument("--replicas", type=int, default=1, help="buddies holding each snapshot (default 1)")
 args = parser.parse_args()
-if args.steps < 0 or args.cells < 2 or args.snapshot_every < 1:
-    parser.error("--steps >= 0, --cells >= 2, --snapshot-every >= 1")
+if args.steps < 0 or args.cells < 2 or args.snapshot_every < 1 or args.state_mib <= 0 or args.replicas < 1:
+    parser.error("--steps >= 0, --cells >= 2, --snapshot-every >= 1, --state-mib > 0, --replicas >= 1")
 
 FAILURES = (dpmpi.ProcFailedError, dpmpi.RevokedError)
 
@@ -57,17 +65,31 @@ def digest(arrays: dict) -> str:
 comm = dpmpi.init()  # a spare waits in here and comes out as the rank it replaces (RECOVERED)
 wid = MPI.COMM_WORLD.Get_rank()
 rank = comm.Get_rank()
-# the state: this rank's cells with a halo cell at each end, and the rod's maximum so far
-u = np.zeros(args.cells + 2)
-u[1:-1] = np.random.default_rng([11, rank]).random(args.cells)
-peak = np.zeros(1)
-state = {"u": u, "peak": peak}
-snap = dpmpi.Snapshot(comm, state)
+if args.model == "rod":
+    # the state: this rank's cells with a halo cell at each end, and the rod's maximum so far
+    u = np.zeros(args.cells + 2)
+    u[1:-1] = np.random.default_rng([11, rank]).random(args.cells)
+    peak = np.zeros(1)
+    state = {"u": u, "peak": peak}
+else:
+    import contextlib
+
+    from workloads import MLP, Jacobi  # the Runtime examples' models (this script's directory)
+
+    model = MLP(args.state_mib, batch=32) if args.model == "mlp" else Jacobi(args.state_mib, comm.Get_size(), n=256)
+    state = model.initial_state() if args.model == "mlp" else model.initial_state(rank)
+    peak = np.zeros(1)  # reported by --progress only
+snap = dpmpi.Snapshot(comm, state, replicas=args.replicas)
 restores = []
 
 
 def step(k: int) -> None:
     dpmpi.faults.point("step")  # where DPMPI_FAULTS=RANK:step@N:KILL strikes
+    if args.model != "rod":
+        peak[0] = model.step(comm, state, k, contextlib.nullcontext)
+        if args.step_ms:
+            time.sleep(args.step_ms / 1000.0)
+        return
     r, n = comm.Get_rank(), comm.Get_size()
     left = r - 1 if r > 0 else MPI.PROC_NULL
     right = r + 1 if r < n - 1 else MPI.PROC_NULL

@@ -166,6 +166,8 @@ def parse(doc: str, workload: str, twin: bool = False):
         parser.add_argument("--kill-step", type=int, default=-1, help="... at the start of this step (first life)")
     else:
         parser.add_argument("--snapshot-every", type=int, default=1)
+        parser.add_argument("--replicas", type=int, default=1,
+                            help="buddies that hold each rank's snapshot (default 1: survives any one failure)")
     args = parser.parse_args()
     if args.steps < 0 or args.state_mib <= 0:
         parser.error("--steps must be >= 0 and --state-mib > 0")
