@@ -40,11 +40,17 @@ typedef int (*fn_flag)(int *);
 typedef int (*fn_comm)(void *);
 typedef int (*fn_iagree)(void *, int *, void **);
 typedef int (*fn_test)(void **, int *, void *);
+typedef int (*fn_set_errhandler)(void *, void *);
 
 static struct {
     int registered;
     int record;
     int rank;
+    pid_t pid;       /* the process that set the record up: a forked child neither records nor ends MPI */
+    int owner;       /* the process the launcher started (or what it exec'd into): records even without MPI */
+    int mpi_seen;    /* this process initialised MPI: it is a rank, so it records */
+    int recorded;    /* its record is written */
+    int stood_down;  /* another copy of this guard (dpmpi's Python module) owns this process's end */
     char cause[512]; /* already JSON-encoded by the caller */
     int *recovered;
     size_t n_recovered, cap_recovered;
@@ -60,6 +66,8 @@ static struct {
     fn_iagree iagree;
     fn_test test;
     fn_comm failure_ack;
+    fn_set_errhandler set_errhandler;
+    void *errors_return; /* MPI_ERRORS_RETURN (Open MPI ABI: the address of a predefined object) */
     void *adopted_request; /* a pending exit agreement posted from Python (spares) */
     int agreed;            /* the exit agreement is already done */
 } g = {.rank = -1, .cause = "null", .lock = PTHREAD_MUTEX_INITIALIZER, .finalize_timeout = 2.0};
@@ -81,12 +89,15 @@ static int mpi_active(void) {
     return 1;
 }
 
-/* One line on stderr that dpmpi-run reads to compute the job's exit code. */
+/* One line on stderr that dpmpi-run reads to compute the job's exit code. Written by the process
+ * that is the rank: the one that initialised MPI, or the one the launcher started; never by a
+ * child that a rank forked or started (it inherits the environment, not the rank). */
 static void write_record(int status) {
-    if (!g.record) return;
+    if (!g.record || g.stood_down || getpid() != g.pid || !(g.owner || g.mpi_seen)) return;
+    g.recorded = 1; /* (a later record of this process replaces it: dpmpi-run keeps the last) */
     char buf[8192];
-    int n = snprintf(buf, sizeof buf, "[dpmpi-status] {\"rank\": %d, \"pid\": %ld, \"status\": %d, \"cause\": %s, \"recovered\": [",
-                     g.rank, (long)getpid(), status, g.cause);
+    int n = snprintf(buf, sizeof buf, "[dpmpi-status] {\"rank\": %d, \"pid\": %ld, \"status\": %d, \"mpi\": %s, \"cause\": %s, \"recovered\": [",
+                     g.rank, (long)getpid(), status, g.mpi_seen ? "true" : "false", g.cause);
     pthread_mutex_lock(&g.lock);
     for (size_t i = 0; i < g.n_recovered && n < (int)sizeof buf - 32; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, i ? ", %d" : "%d", g.recovered[i]);
@@ -188,19 +199,28 @@ int dpmpi_hook_mpi_abort(void) {
 #endif
 }
 
+static atomic_int finalize_returned;
+
+/* Owner: end_mpi; lifetime: from just before MPI_Finalize until it returns (then it does nothing)
+ * or until the deadline (then it ends the process). Touches no MPI. */
 static void *finalize_watchdog(void *arg) {
     (void)arg;
     sleep_seconds(g.finalize_timeout);
+    if (atomic_load(&finalize_returned)) return NULL;
     static const char msg[] = "dpmpi: MPI_Finalize did not return in time; ending the process without it\n";
     dpmpi_write_all(2, msg, sizeof msg - 1);
+    if (!g.recorded) write_record(0); /* an explicit MPI_Finalize: the exit status is not known yet */
+    fflush(NULL);
     _exit(0);
     return NULL;
 }
 
 /* Fault-tolerant end: a barrier that survives failures (agree; on a failure acknowledge and
  * agree again), polled with short sleeps so a rank that finishes early does not spin a core. */
-static void end_mpi(void) {
+static int end_mpi(void) {
     static int flag;
+    /* a C program's COMM_WORLD aborts on errors by default: the agreement must see them instead */
+    if (g.world && g.set_errhandler && g.errors_return) g.set_errhandler(g.world, g.errors_return);
     for (int attempt = 0; !g.agreed && g.world && g.iagree && attempt < 1000; attempt++) {
         void *req = NULL;
         int done = 0, rc = 0;
@@ -218,11 +238,33 @@ static void end_mpi(void) {
     }
     pthread_t t;
     if (pthread_create(&t, NULL, finalize_watchdog, NULL) == 0) pthread_detach(t);
-    g.finalize();
+    int rc = g.finalize();
+    atomic_store(&finalize_returned, 1);
+    return rc;
+}
+
+int dpmpi_exit_finalize(void) {
+    if (!g.finalize) return -1;
+    if (!mpi_active()) return g.finalize();
+    return end_mpi();
+}
+
+void dpmpi_exit_stand_down(void) { g.stood_down = 1; }
+
+void dpmpi_exit_now(int status) {
+    if (g.stood_down || getpid() != g.pid) return;
+    if (status != 0 && g.world && mpi_active()) { /* a non-zero _exit is never reported by ULFM */
+        snprintf(g.cause, sizeof g.cause, "\"_exit(%d) without MPI_Finalize\"", status);
+        dpmpi_die(status);
+    }
+    if (g.recorded) return;
+    if (mpi_active()) snprintf(g.cause, sizeof g.cause, "\"_exit(%d) without MPI_Finalize\"", status);
+    write_record(status);
 }
 
 static void on_exit_handler(int status, void *arg) {
     (void)arg;
+    if (g.stood_down || getpid() != g.pid) return; /* another guard owns it; or a forked child */
     write_record(status);
     if (status != 0) {
         if (g.world && mpi_active()) { /* world is set only when there are peers */
@@ -261,15 +303,35 @@ int dpmpi_exit_set_mpi(const char *libmpi_path, void *world, int owns_finalize, 
     g.failure_ack = (fn_comm)dlsym(h, "MPIX_Comm_failure_ack");
     if (!g.initialized || !g.finalized || !g.finalize || !g.test) return -2;
     if (!g.iagree || !g.failure_ack) g.iagree = NULL; /* no ULFM: Finalize plainly */
+    g.set_errhandler = (fn_set_errhandler)dlsym(h, "MPI_Comm_set_errhandler");
+    g.errors_return = dlsym(RTLD_DEFAULT, "ompi_mpi_errors_return"); /* a program's copy first */
+    if (!g.errors_return) g.errors_return = dlsym(h, "ompi_mpi_errors_return");
+    g.mpi_seen = 1;
     g.world = world;
     g.owns_finalize = owns_finalize;
     if (finalize_timeout > 0) g.finalize_timeout = finalize_timeout;
     return g.iagree ? 1 : 0;
 }
 
+#define OWNER_ENV "DPMPI_RANK_PID"
+
 void dpmpi_exit_set_record(int enabled, int world_rank) {
     g.record = enabled;
     g.rank = world_rank;
+    if (g.pid == getpid()) return; /* ownership is decided once per process */
+    g.pid = getpid();
+    /* The first process of a rank marks the environment with its pid; a process that exec'd
+     * from it (env python ...) keeps the pid and stays the owner; a child it starts sees another
+     * pid, and records only if it initialises MPI itself. */
+    char mine[32];
+    snprintf(mine, sizeof mine, "%ld", (long)g.pid);
+    const char *mark = getenv(OWNER_ENV);
+    if (!mark || !*mark) {
+        setenv(OWNER_ENV, mine, 1);
+        g.owner = 1;
+    } else {
+        g.owner = strcmp(mark, mine) == 0;
+    }
 }
 
 void dpmpi_exit_set_cause(const char *cause) {

@@ -20,6 +20,15 @@ void dpmpi_exit_adopt_agree(void *request);
 /* The exit agreement already completed (an idle spare saw the job end): exit(status) now, with
  * only MPI_Finalize (under its watchdog) left to do. */
 void dpmpi_exit_after_agree(int status);
+/* The fault-tolerant end of MPI for an explicit MPI_Finalize (the preload library): agree on
+ * COMM_WORLD until every live rank is done, then MPI_Finalize under the watchdog. */
+int dpmpi_exit_finalize(void);
+/* Another copy of the guard owns this process's end (the preload library, in a Python rank whose
+ * dpmpi module installed its own guard): this copy writes no record and ends nothing. */
+void dpmpi_exit_stand_down(void);
+/* The process calls _exit(status) (no exit handlers will run): a non-zero status with MPI
+ * initialised ends it as a failure the others notice; otherwise it writes the record. */
+void dpmpi_exit_now(int status);
 /* End this process now as a failure that peers notice: write the status record, flush, SIGKILL. */
 void dpmpi_write_record(int status);
 void dpmpi_die(int status);

@@ -221,6 +221,17 @@ def _at_python_exit() -> None:
             die(_requested_exit, f"sys.exit({_requested_exit})")
 
 
+def _stand_down_preloaded_guard() -> None:
+    """dpmpi-run preloads its C exit guard (libdpmpi_guard.so) into every rank; in a Python rank
+    this module owns the end, and the preloaded copy only forwards MPI_Init and MPI_Finalize."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).dpmpi_preload_disable()
+    except (OSError, AttributeError):  # not preloaded (plain mpirun, or not a dpmpi-run rank)
+        pass
+
+
 def install() -> None:
     """Install the guard (idempotent). Does not initialise MPI."""
     global _installed, _owns_finalize, _lib
@@ -230,6 +241,7 @@ def install() -> None:
     from dpmpi import _cext
 
     _lib = _cext
+    _stand_down_preloaded_guard()
     if "mpi4py.MPI" not in sys.modules:
         import mpi4py
 

@@ -38,6 +38,8 @@ _HOST_OPTIONS = ("--host", "-H", "--hostfile", "--machinefile", "-hostfile", "-m
 _BIND_OPTIONS = ("--bind-to", "--oversubscribe", "--rank-by", "--cpu-set", "--cpu-list")
 _FORWARD_ENV = ("DPMPI_SPARES", "DPMPI_BOOT", "DPMPI_STATUS", "PYTHONPATH")
 _USER_ENV_PREFIX = "DPMPI_"
+GUARD_LIBRARY = "libdpmpi_guard.so"
+ENV_RANK_PID = "DPMPI_RANK_PID"  # the guard's mark of the process that is the rank (cext/dpmpi_c.c)
 
 
 class UsageError(Exception):
@@ -125,6 +127,14 @@ def boot_dir() -> str:
     return str(Path(__file__).resolve().parent / "_boot")
 
 
+def guard_library() -> Path:
+    """The exit guard for ranks that are not Python (cext/dpmpi_preload.c), built with dpmpi."""
+    path = Path(__file__).resolve().parent / GUARD_LIBRARY
+    if not path.exists():
+        raise UsageError(f"dpmpi's exit guard library is missing ({path}); reinstall dpmpi")
+    return path
+
+
 def build(opts: Options, mpirun: str, env: dict[str, str]) -> list[str]:
     """The mpirun command line; also sets in ``env`` what the ranks need."""
     cmd = [mpirun, "--with-ft", "ulfm"]
@@ -149,9 +159,14 @@ def build(opts: Options, mpirun: str, env: dict[str, str]) -> list[str]:
     env["DPMPI_BOOT"] = "1"
     env["DPMPI_STATUS"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (boot_dir(), env.get("PYTHONPATH", "")) if p)
+    env.pop(ENV_RANK_PID, None)  # (set inside each rank by its guard; a stale one must not leak in)
     names = sorted(set(_FORWARD_ENV) | {k for k in env if k.startswith(_USER_ENV_PREFIX)})
     for name in names:
         cmd += ["-x", name]
+    # The ranks' exit guard in C (any program: C, C++, a shell, Python): given to the ranks only,
+    # not to mpirun itself. In a Python rank dpmpi's own guard takes over from it.
+    preload = os.pathsep.join(p for p in (str(guard_library()), env.get("LD_PRELOAD", "")) if p)
+    cmd += ["-x", f"LD_PRELOAD={preload}"]
     cmd += user + ["-n", str(opts.n)] + opts.program
     return cmd
 
@@ -162,18 +177,15 @@ class Outcome:
     startup_failed: bool = False  # mpirun itself failed to start (nothing of the program ran)
 
     def add(self, record: dict) -> None:
+        """The newest record of a rank wins, except that one from a process that did not
+        initialise MPI (e.g. a shell around the program) never replaces one that did."""
         rank = record.get("rank", -1)
-        if isinstance(rank, int) and rank >= 0:
-            self.records[rank] = record
-
-
-def is_python(program: list[str]) -> bool:
-    """Whether the program is a Python interpreter (or script): then every rank has dpmpi's exit
-    guard (through the sitecustomize on PYTHONPATH) and writes a status record when it ends."""
-    if not program:
-        return False
-    first = os.path.basename(program[0])
-    return first.startswith("python") or first.endswith(".py") or first in ("pytest", "py.test")
+        if not isinstance(rank, int) or rank < 0:
+            return
+        old = self.records.get(rank)
+        if old is not None and old.get("mpi", True) and not record.get("mpi", True):
+            return
+        self.records[rank] = record
 
 
 def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
@@ -263,7 +275,9 @@ def launch(opts: Options, mpirun: str) -> int:
         # (seen here about once in 300 jobs, and in other projects' CI)
         sys.stderr.write(f"dpmpi-run: mpirun failed to start (its PMIx server's listener thread did not start); "
                          f"launching again, attempt {attempt + 1} of {STARTUP_ATTEMPTS}\n")
-    code, account = job_exit_code(opts.n, outcome.records, rc, expect_records=is_python(opts.program))
+    # every rank has an exit guard (dpmpi's Python module, or the preloaded library): a rank
+    # without a record died by a signal
+    code, account = job_exit_code(opts.n, outcome.records, rc, expect_records=True)
     if account:
         sys.stderr.write(f"dpmpi-run: {account}; exit code {code}\n")
     sys.stdout.flush()

@@ -93,6 +93,10 @@ def test_build_command(monkeypatch):
     assert env["DPMPI_SPARES"] == "1" and env["DPMPI_STATUS"] == "1"
     assert ["-x", "DPMPI_SPARES"] == cmd[cmd.index("DPMPI_SPARES") - 1 : cmd.index("DPMPI_SPARES") + 1]
     assert env["PYTHONPATH"].split(":")[0].endswith("_boot")
+    # every rank gets the C exit guard, mpirun itself does not (it is not in env)
+    preload = next(a for a in cmd if a.startswith("LD_PRELOAD="))
+    assert cmd[cmd.index(preload) - 1] == "-x" and preload.split("=", 1)[1].endswith("libdpmpi_guard.so")
+    assert "LD_PRELOAD" not in env
     # the user's own btl choice and host list win
     cmd = run.build(run.parse_args(["-n", "8", "--mca", "btl", "tcp,self", "--host", "a:8", "--", "p"]), "m", {})
     assert "^ofi" not in cmd and "--oversubscribe" not in cmd
@@ -191,8 +195,18 @@ def test_python_ranks_that_all_died_by_signal_fail_the_job():
     # seen: both ranks segfaulted in MPI, mpirun --with-ft ulfm returned 0, and so did dpmpi-run
     code, account = run.job_exit_code(2, {}, 0, expect_records=True)
     assert code == 1 and "every rank died" in account
-    assert run.is_python(["/x/.venv/bin/python3", "p.py"]) and run.is_python(["./train.py"])
-    assert not run.is_python(["hostname"])
+
+
+def test_a_record_of_a_process_without_mpi_never_replaces_a_rank_record():
+    # e.g. `sh -c "prog; true"`: the shell (no MPI) ends after the rank it started
+    out = run.Outcome()
+    out.add({"rank": 1, "status": 0, "mpi": True})
+    out.add({"rank": 1, "status": 7, "mpi": False})
+    assert out.records[1]["status"] == 0
+    out.add({"rank": 1, "status": 3, "mpi": True})  # a later record of the rank itself wins
+    assert out.records[1]["status"] == 3
+    out.add({"rank": -1, "status": 9, "mpi": True})  # a spawned process: no rank of the job
+    assert set(out.records) == {1}
 
 
 # ---- hot-swap planning (pure) ------------------------------------------------------------------
@@ -248,7 +262,8 @@ def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
         "if [ \"$n\" = 0 ]; then\n"
         "  echo \"The PMIx server's listener thread failed to start. We cannot\" >&2; exit 1\n"
         "fi\n"
-        "echo ran\n")
+        "echo ran\n"
+        "echo '[dpmpi-status] {\"rank\": 0, \"status\": 0}' >&2\n")  # what the rank's exit guard writes
     fake.chmod(0o755)
     env = dict(os.environ, DPMPI_MPIRUN=str(fake))
     proc = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", "1", "--", "hostname"], capture_output=True,

@@ -1,0 +1,97 @@
+"""C programs that know nothing of dpmpi, under dpmpi-run: the preloaded exit guard
+(cext/dpmpi_preload.c) gives them status records, failures the others notice, and a Finalize
+that ends after a failure. Programs in tests/programs/c, compiled with the venv's mpicc.
+
+A program that is not MPI at all gets a record too, so the job's exit code is its status."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+DIRTY = ("OPAL ERROR", "Segmentation fault", "Address not mapped", "MPI_ERRORS_ARE_FATAL")
+
+
+@pytest.fixture(scope="session")
+def cbin(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cbin")
+    for name in ("shrink", "respawn"):
+        subprocess.run([str(BIN / "mpicc"), "-O2", "-o", str(out / name), str(PROGRAMS / "c" / f"{name}.c")], check=True)
+    return out
+
+
+@pytest.fixture
+def launch(run_job):
+    return lambda n, *program: run_job([str(BIN / "dpmpi-run"), "-n", str(n), "--", *map(str, program)], timeout=60)
+
+
+def done(job):
+    return [e for e in job.events if e.get("event") == "done"]
+
+
+def clean(job):
+    assert not [p for p in DIRTY if p in job.stderr], job.stderr
+
+
+def test_a_failure_free_c_job_ends_cleanly(cbin, launch):
+    job = launch(3, cbin / "shrink", 50)
+    assert job.returncode == 0, job.stderr
+    assert sorted(e["wid"] for e in done(job)) == [0, 1, 2] and all(e["sum"] == 6 for e in done(job))
+    assert "dpmpi-run:" not in job.stderr and "Finalize did not return" not in job.stderr
+    clean(job)
+
+
+@pytest.mark.parametrize("how, status", [("kill", 0), ("exit", 0)])
+def test_the_survivors_shrink_around_a_c_rank_that_dies(cbin, launch, how, status):
+    """SIGKILL, or exit(3) without MPI_Finalize (which ULFM alone never reports: the others
+    would wait forever): the survivors notice, shrink (recorded by the guard) and complete."""
+    job = launch(3, cbin / "shrink", 50, how, 1, 20)
+    assert job.returncode == status, job.stderr
+    assert sorted(e["wid"] for e in done(job)) == [0, 2] and all(e["sum"] == 4 and e["shrinks"] == 1 for e in done(job))
+    assert "the other 2 rank(s) recovered and completed" in job.stderr
+    clean(job)
+
+
+def test_survivors_that_finalize_after_a_failure_end_with_its_status(cbin, launch):
+    """The tutorial's error-handler scenario: no repair, the survivors call MPI_Finalize (which
+    can hang upstream after a failure): the job ends, with the failed rank's status."""
+    job = launch(3, cbin / "shrink", 50, "exit", 1, 20, "norepair")
+    assert job.returncode == 3, job.stderr
+    assert sorted(e["wid"] for e in done(job)) == [0, 2]
+    assert "rank 1 failed (status 3); no rank that completed repaired around it" in job.stderr
+    clean(job)
+
+
+def test_every_c_rank_killed_fails_the_job(cbin, launch):
+    job = launch(2, cbin / "shrink", 50, "kill", -1, 10)
+    assert job.returncode != 0 and "every rank died" in job.stderr
+
+
+def test_a_c_rank_returning_3_after_finalize_sets_the_exit_code(cbin, launch):
+    job = launch(2, cbin / "shrink", 20, "finalize-exit", 1)
+    assert job.returncode == 3 and "rank 1 failed (status 3)" in job.stderr
+
+
+def test_a_c_program_respawns_a_replacement(cbin, launch):
+    """The tutorial's respawn scenario: shrink, MPI_Comm_spawn, merge; the spawned process has
+    the guard too (its record names no rank of the job)."""
+    job = launch(3, cbin / "respawn", 50, 1, 20)
+    assert job.returncode == 0, job.stderr
+    ends = done(job)
+    assert sorted(e["rank"] for e in ends) == [0, 1, 2] and all(e["sum"] == 6 and e["size"] == 3 for e in ends)
+    assert [e["child"] for e in ends if e["rank"] == 1] == [1]
+    clean(job)
+
+
+@pytest.mark.parametrize("program, status", [
+    (["sh", "-c", "exit 0"], 0),
+    (["sh", "-c", "exit 4"], 4),
+    # the rank is a Python that `env` execs: it still has dpmpi's guard and its record
+    (["env", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], 1),
+    (["env", sys.executable, "-c", "import sys; sys.exit(5)"], 5),
+])
+def test_the_exit_code_of_any_program(launch, program, status):
+    job = launch(2, *program)
+    assert job.returncode == status, job.stderr
