@@ -5,7 +5,9 @@
 N is the total number of processes, S of them spares (default 0; N - S are active). It runs
 ``mpirun --with-ft ulfm --mca btl ^ofi -n N`` (plus ``--oversubscribe`` when N exceeds the cores
 here and no host list is given, and ``--allow-run-as-root`` as root), passes ``DPMPI_SPARES``
-to the ranks, puts dpmpi's exit guard into every Python rank, and returns the job's exit code:
+to the ranks, puts dpmpi's exit guard into every rank (Python ranks through a sitecustomize on
+PYTHONPATH, every other program through LD_PRELOAD of libdpmpi_guard.so), and returns the job's
+exit code:
 0 when every rank completed or the ranks that completed repaired around the ones that failed
 (dpmpi's Shrink and Respawn record that), otherwise the status of a failed rank. (mpirun's own
 exit code is 0 with --with-ft ulfm even when every rank was killed, so dpmpi-run computes it
