@@ -442,10 +442,17 @@ def launch(cfg: Config, plan: list[Kill], log=None) -> Job:
     proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, errors="replace", start_new_session=True)
 
+    finished: set[int] = set()  # world ranks (job-wide ids) that printed their final line
+
     def pump_out():
         for line in proc.stdout:
             if not first_step and '"event": "step"' in line:
                 first_step.append(time.monotonic())
+            if '"event": "final"' in line:
+                try:
+                    finished.add(int(json.loads(line)["wid"]))
+                except (ValueError, KeyError, TypeError):
+                    pass
             out_lines.append(line)
 
     def pump_err():
@@ -501,7 +508,11 @@ def launch(cfg: Config, plan: list[Kill], log=None) -> Job:
                 at = time.monotonic() - first_step[0]
                 record = {**asdict(k), "pid": pid, "spawned": spawned, "at": round(at, 4),
                           "late_ms": round(1e3 * (at - k.t), 1), "sent": False}
-                if pid is not None:
+                if k.world_rank in finished and not spawned:
+                    # its work is done and printed: a kill now tests no recovery, only the
+                    # teardown (dpmpi-run then counts the rank as lost: it has no record)
+                    record["error"] = "victim had finished (its final line was out)"
+                elif pid is not None:
                     try:
                         os.kill(pid, SIGNALS[k.signal])
                         record["sent"] = True

@@ -77,8 +77,12 @@ __attribute__((constructor)) static void preload_start(void) {
     dpmpi_exit_register();
 }
 
-/* After a successful MPI_Init*: bind the exit path to this libmpi and COMM_WORLD. */
+/* After a successful MPI_Init*: libmpi's aborts become deaths the others notice, and its
+ * spurious "Send error after request freed" abort is dropped (in every rank, Python ones too:
+ * dpmpi's Python guard hooks them again with its own copy when a dpmpi communicator is made);
+ * then bind the exit path to this libmpi and COMM_WORLD. */
 static void arm(void) {
+    dpmpi_hook_mpi_abort();
     if (disabled || armed) return;
     char path[4096] = "";
     dl_iterate_phdr(find_libmpi, path);
@@ -111,7 +115,6 @@ static void arm(void) {
         n = 2; /* it has peers (its parents) even alone in its MPI_COMM_WORLD */
     }
     if (dpmpi_exit_set_mpi(path, n > 1 ? world : NULL, 1, timeout) < 0) return;
-    dpmpi_hook_mpi_abort();
     armed = 1;
 }
 
