@@ -64,6 +64,8 @@ typedef struct {
 /* Page-aligned memory, locked when allowed (*locked = 1), else pre-faulted (*err = errno of mlock). */
 void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err);
 void dpmpi_mem_free(void *p, size_t nbytes, int locked);
+/* Fault in [p, p + nbytes) writable, contents unchanged (MADV_POPULATE_WRITE): 0 or an errno. */
+int dpmpi_prefault(void *p, size_t nbytes);
 /* The checksum of segments, as a copy job over the same segments computes it. */
 uint64_t dpmpi_checksum(int nseg, char *const *src, const size_t *len, size_t unit);
 
