@@ -234,5 +234,21 @@ def test_summary_table_counts_every_verdict():
     rows = [{"config": "mlp k=1", "verdict": v} for v in ("ok", "ok", "hang")] + [{"config": "jacobi k=2", "verdict": "crash"}]
     table = chaos.summary_table(rows).splitlines()
     assert table[0].split() == ["configuration", *chaos.VERDICTS, "runs"]
-    assert table[2].split() == ["mlp", "k=1", "2", "0", "1", "0", "0", "3"]
-    assert table[3].split() == ["jacobi", "k=2", "0", "0", "0", "1", "0", "1"]
+    assert table[2].split() == ["mlp", "k=1", "2", "0", "1", "0", "0", "0", "3"]
+    assert table[3].split() == ["jacobi", "k=2", "0", "0", "0", "1", "0", "0", "1"]
+
+
+def test_a_kill_after_the_victims_final_line_is_a_late_kill_not_a_crash():
+    out = "\n".join(json.dumps(e) for e in [
+        {"event": "final", "rank": 0, "wid": 0, "time": 100.0, "digest": "a"},
+        {"event": "final", "rank": 1, "wid": 4, "time": 100.5, "digest": "b"}])
+    account = "dpmpi-run: rank 4 died (no status: killed by a signal); no rank that completed repaired around it; exit code 1"
+    late = [{"world_rank": 4, "pid": 9, "sent": True, "wall": 100.6}]
+    early = [{"world_rank": 4, "pid": 9, "sent": True, "wall": 100.4}]
+    assert chaos.late_victims(out, late) == {4} and chaos.late_victims(out, early) == set()
+    assert chaos.verdict(1, False, "d", "d", account, late, 6, out) == "late-kill"
+    assert chaos.verdict(1, False, "d", "d", account, early, 6, out) == "crash"  # killed before its end
+    assert chaos.verdict(1, False, "x", "d", account, late, 6, out) == "crash"  # and the results must be right
+    other = account.replace("rank 4 died", "rank 2 died")
+    assert chaos.verdict(1, False, "d", "d", other, late, 6, out) == "crash"  # another rank was lost
+
