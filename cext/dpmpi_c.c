@@ -32,7 +32,9 @@
 #include "dpmpi_c.h"
 #include "dpmpi_util.h"
 
-#define DPMPI_C_VERSION "0.1.0"
+#ifndef DPMPI_C_VERSION /* set by meson.build from its project() version */
+#error "build with meson: DPMPI_C_VERSION comes from meson.build"
+#endif
 
 const char *dpmpi_c_version(void) { return DPMPI_C_VERSION; }
 

@@ -73,7 +73,6 @@ uint64_t dpmpi_checksum(int nseg, char *const *src, const size_t *len, size_t un
  * of `unit` bytes (0: DPMPI_UNIT), after waiting for `gate` (may be NULL) to finish. */
 dpmpi_engine *dpmpi_engine_new(int nthreads);
 void dpmpi_engine_free(dpmpi_engine *e);
-int dpmpi_engine_threads(dpmpi_engine *e);
 int dpmpi_engine_start(dpmpi_engine *e, int nseg, char *const *dst, char *const *src, const size_t *len, size_t unit,
                        dpmpi_repl *gate);
 int dpmpi_engine_busy(dpmpi_engine *e);

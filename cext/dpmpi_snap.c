@@ -669,10 +669,6 @@ struct dpmpi_engine {
 #define STREAM_MIN ((size_t)8 << 20) /* jobs from 8 MiB on bypass the cache */
 #define INLINE_MAX ((size_t)2 << 20) /* jobs up to 2 MiB run in the caller: a thread hand-off costs more */
 
-typedef struct {
-    dpmpi_engine *e;
-} worker_arg;
-
 /* Claim and process units until none is left (workers, and callers that wait). */
 static void run_units(dpmpi_engine *e) {
     for (;;) {
@@ -758,7 +754,6 @@ void dpmpi_engine_free(dpmpi_engine *e) {
     free(e);
 }
 
-int dpmpi_engine_threads(dpmpi_engine *e) { return e->nthreads; }
 
 void dpmpi_engine_fail_after(dpmpi_engine *e, size_t nbytes) { e->fail_after = nbytes ? nbytes : SIZE_MAX; }
 

@@ -65,28 +65,8 @@ _LAZY = {
     "SnapshotCopyError": "dpmpi.snapshot",
 }
 
-__all__ = [
-    "COMM_WORLD",
-    "Comm",
-    "DpmpiError",
-    "FaultToleranceUnavailableError",
-    "ProcFailedError",
-    "Recovery",
-    "RepairEvent",
-    "Request",
-    "ResilientComm",
-    "RevokedError",
-    "Role",
-    "Runtime",
-    "SparesDepletedError",
-    "SparesDepletedWarning",
-    "Snapshot",
-    "SnapshotCopyError",
-    "SnapshotLostError",
-    "__version__",
-    "faults",
-    "init",
-]
+# the public names: those above, plus COMM_WORLD, faults and __version__
+__all__ = sorted([*_LAZY, "COMM_WORLD", "faults", "__version__"])
 
 
 def __getattr__(name: str) -> Any:

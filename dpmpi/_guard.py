@@ -281,6 +281,3 @@ def install() -> None:
 
         faults.load_env()
 
-
-def owns_finalize() -> bool:
-    return _owns_finalize
