@@ -299,10 +299,17 @@ class Request:
     @staticmethod
     def _all(op: str, requests: list[Request | MPI.Request], *args: Any) -> Any:
         raw = [_raw(r) for r in requests]
+        comm = next((r._comm for r in requests if isinstance(r, Request) and r._comm is not None), None)
+        many = op in ("Waitall", "Testall", "waitall")
+        if many and (not args or args[0] is None):
+            # statuses, so that ERR_IN_STATUS can name its cause: a peer's death in a Waitall
+            # became a plain DpmpiError (seen with a ring of Isend/Irecv under the Runtime)
+            args = ([MPI.Status() for _ in raw], *args[1:])
         try:
             return getattr(MPI.Request, op)(raw, *args)
         except MPI.Exception as exc:
-            raise from_mpi(exc, None, op) from exc
+            keep_pending(raw)  # requests still pending (and their buffers) must never be freed
+            raise from_mpi(cause_of(exc, args[0]) if many else exc, comm, op) from exc
 
     @staticmethod
     def Waitall(requests: list[Request | MPI.Request], statuses: list[MPI.Status] | None = None) -> bool:

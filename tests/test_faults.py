@@ -179,3 +179,15 @@ def test_a_revoke_during_large_transfers_aborts_no_healthy_rank(dpmpi_run):
     assert sorted(done) == [0, 1, 2] and all(e["size"] == 3 and e["error_class"] and e["iteration"] == 5 for e in done.values()), job.stdout
     assert "MPI_ERRORS_ARE_FATAL" not in job.stderr and "dpmpi-run:" not in job.stderr, job.stderr
 
+
+def test_a_death_seen_in_request_waitall_is_recovered(dpmpi_run):
+    """dpmpi.Request.Waitall on a ring: the survivors' Waitall fails with MPI_ERR_IN_STATUS,
+    which must become the dead peer's ProcFailedError (not a plain DpmpiError that ends the job)."""
+    clean = dpmpi_run(5, "ring_waitall.py", launcher_args=["--spares", "1"])
+    job = dpmpi_run(5, "ring_waitall.py", launcher_args=["--spares", "1"], faults="1:step@21:KILL")
+    assert clean.returncode == 0 and job.returncode == 0, job.stderr
+    expected = {r: (e["acc"], e["hops"]) for r, e in clean.by_rank("final").items()}
+    got = job.by_rank("final")
+    assert {r: (e["acc"], e["hops"]) for r, e in got.items()} == expected and len(expected) == 4
+    assert all(e["recoveries"] == 1 for e in got.values())
+
