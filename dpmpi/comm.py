@@ -18,12 +18,18 @@ from mpi4py import MPI
 from dpmpi import _ft, _guard, _hooks
 from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
 
-# Methods that create a communicator on which dpmpi sends one small collective before handing
-# it out: with Open MPI 5.0.11, revoking a communicator that never carried traffic makes other
-# ranks segfault (../shared/ulfm-facts.md), and during a repair a second failure may revoke a
-# communicator created a moment ago.
+# Methods that create a communicator, collectively over its members, on which dpmpi sends one
+# small collective before handing it out (intracommunicators and intercommunicators): with Open
+# MPI 5.0.11, a revoke that reaches a process still inside the call that creates the communicator
+# (seen: in ompi_comm_activate, from Intercomm_create) makes it segfault in
+# ompi_comm_revoke_local, and during a repair a second failure may revoke a communicator created a
+# moment ago. Not here: Spawn, Spawn_multiple, Accept, Connect, Join (their other side is another
+# job, whose program may not take part in a warm-up), Idup/Ishrink (not created when they return),
+# and methods that return an existing communicator (Get_parent, f2py).
 _WARM_UP = frozenset(
-    {"Dup", "Dup_with_info", "Split", "Split_type", "Create", "Create_group", "Shrink", "Merge"}
+    {"Dup", "Dup_with_info", "Clone", "Split", "Split_type", "Create", "Create_group", "Create_from_group",
+     "Create_intercomm", "Merge", "Shrink", "Create_cart", "Create_graph", "Create_dist_graph",
+     "Create_dist_graph_adjacent", "Sub"}
 )
 # Methods whose arguments may be dpmpi objects that mpi4py must receive raw.
 _UNWRAP_ARGS = frozenset({"Create_intercomm", "Compare"})
@@ -35,10 +41,16 @@ def _raw(obj: Any) -> Any:
     return obj
 
 
-def _warm_up(comm: MPI.Intracomm, op: str) -> None:
+def _warm_up(comm: MPI.Comm, op: str) -> None:
+    """One Allreduce on a new communicator: no process returns from it before every process of
+    the communicator (both groups of an intercommunicator) has entered it, so has finished
+    creating the communicator; only then may anyone revoke it."""
     one = array.array("i", [1])
     try:
-        comm.Allreduce(MPI.IN_PLACE, one, MPI.SUM)
+        if comm.Is_inter():  # no IN_PLACE; each group receives the other group's sum
+            comm.Allreduce(one, array.array("i", [0]), MPI.SUM)
+        else:
+            comm.Allreduce(MPI.IN_PLACE, one, MPI.SUM)
     except MPI.Exception as exc:
         # A peer may already have finished this collective and revoked the new communicator, or
         # a peer died: hand the communicator out anyway (its next operation reports that, and
@@ -47,11 +59,34 @@ def _warm_up(comm: MPI.Intracomm, op: str) -> None:
             raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
 
 
+def _job_comm() -> MPI.Comm:
+    """The processes of this job: after ``dpmpi.init``, its protocol communicator (the live
+    processes, replacements that a repair spawned included), else MPI_COMM_WORLD."""
+    from dpmpi import resilient  # not at the top: resilient imports this module
+
+    state = resilient._STATE
+    return state.world if state is not None and state.world != MPI.COMM_NULL else MPI.COMM_WORLD
+
+
+def _within_job(comm: MPI.Comm) -> bool:
+    """Whether every process of ``comm`` (both groups of an intercommunicator) belongs to this
+    job. Those run this program, so they create ``comm`` through dpmpi too and take part in its
+    warm-up; a process of another job (spawned by the program, or connected) may run anything,
+    and would leave the warm-up hanging. Every member finds the same answer."""
+    job = _job_comm().Get_group()
+    groups = [comm.Get_group()] + ([comm.Get_remote_group()] if comm.Is_inter() else [])
+    try:
+        return all(MPI.UNDEFINED not in MPI.Group.Translate_ranks(g, list(range(g.Get_size())), job) for g in groups)
+    finally:
+        for g in (job, *groups):
+            g.Free()
+
+
 def _convert(op: str, result: Any, raw: MPI.Comm | None = None) -> Any:
     if isinstance(result, MPI.Comm):
         if result == MPI.COMM_NULL:
             return result
-        if op in _WARM_UP and isinstance(result, MPI.Intracomm):
+        if op in _WARM_UP and _within_job(result):
             _warm_up(result, op)
         return Comm(result)
     if isinstance(result, MPI.Request):
@@ -203,7 +238,15 @@ class Comm:
         """Collective over the live ranks: a new communicator without the failed ones.
 
         Works on a revoked communicator. The new one has carried one collective before it is
-        returned. The world ranks dropped are recorded as recovered for the job's exit code."""
+        returned. The world ranks dropped are recorded as recovered for the job's exit code.
+        On an intercommunicator with Open MPI 5.0.x: ``NotImplementedError`` (its Shrink never
+        returns there, and Ishrink hangs once the intercommunicator is revoked); shrink the
+        intracommunicators it was made from and call ``Create_intercomm`` again."""
+        if self._comm.Is_inter() and _ft.intercomm_shrink_hangs():
+            raise NotImplementedError(
+                "Shrink of an intercommunicator: Open MPI 5.0.x with ULFM never returns from it (ULFM on "
+                "intercommunicators upstream: open-mpi/ompi#12260); shrink the intracommunicators it was made from and call "
+                "Create_intercomm again")
         new = self._call("Shrink", self._comm.Shrink)
         _guard.note_recovered(_dropped_world_ranks(self._comm, new.mpi))
         return new

@@ -141,3 +141,48 @@ def test_snapshot_buddies_hold_the_neighbours_copy_and_restore_is_exact(comm):
     assert (a == 10 * r + 3).all()
     snap.close()
 
+
+
+def _intercomm(comm):
+    r, n = comm.Get_rank(), comm.Get_size()
+    color = int(r >= n // 2)
+    local = comm.Split(color, r)
+    inter = local.Create_intercomm(0, comm, n // 2 if color == 0 else 0, 11)
+    local.Free()
+    return inter, color
+
+
+@pytest.mark.mpi(min_size=2)
+def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
+    from dpmpi import comm as dcomm
+
+    warmed = []
+    real = dcomm._warm_up
+    monkeypatch.setattr(dcomm, "_warm_up", lambda c, op: (warmed.append((op, c.Is_inter())), real(c, op)))
+    inter, color = _intercomm(comm)
+    assert isinstance(inter, dpmpi.Comm) and inter.Is_inter()
+    half = comm.Get_size() // 2
+    assert inter.Get_remote_size() == (comm.Get_size() - half if color == 0 else half)
+    d = inter.Dup()
+    s = inter.Split(0, comm.Get_rank())
+    m = inter.Merge(high=bool(color))
+    assert warmed == [("Split", False), ("Create_intercomm", True), ("Dup", True), ("Split", True), ("Merge", False)]
+    assert m.allreduce(1) == comm.Get_size() and d.allreduce(1) == s.allreduce(1)
+    for c in (d, s, m, inter):
+        c.Free()
+
+
+def test_communicators_of_this_job_are_within_it():
+    from dpmpi import comm as dcomm
+
+    assert dcomm._within_job(MPI.COMM_WORLD) and dcomm._within_job(MPI.COMM_SELF)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_shrinking_an_intercommunicator_is_refused_instead_of_hanging(comm):
+    # Open MPI 5.0.11 + ULFM never returns from MPI_Comm_shrink on an intercommunicator
+    inter, _color = _intercomm(comm)
+    with pytest.raises(NotImplementedError, match="intercommunicator"):
+        inter.Shrink()
+    assert inter.allreduce(1) == inter.Get_remote_size()  # still usable
+    inter.Free()
