@@ -41,6 +41,14 @@ def _raw(obj: Any) -> Any:
     return obj
 
 
+def _raw_all(obj: Any) -> Any:
+    """``_raw``, also of the items of a list or tuple (mpi4py's Request.Waitall(requests), ...).
+    mpi4py completes the request objects themselves, so the wrappers see it too."""
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_raw(x) for x in obj)
+    return _raw(obj)
+
+
 def _warm_up(comm: MPI.Comm, op: str) -> None:
     """One Allreduce on a new communicator: no process returns from it before every process of
     the communicator (both groups of an intercommunicator) has entered it, so has finished
@@ -218,11 +226,24 @@ class Comm:
         except MPI.Exception:
             return "<dpmpi.Comm (unusable)>"
 
+    # as mpi4py's: false once freed (MPI.COMM_NULL), equal to what wraps or is the same handle
+    # (MPI.COMM_NULL included), unhashable (the handle changes when freed or repaired)
+    def __bool__(self) -> bool:
+        return bool(self._comm)
+
     def __eq__(self, other: object) -> bool:
         return self._comm == _raw(other)
 
-    def __hash__(self) -> int:
-        return hash(MPI._handleof(self._comm))
+    __hash__ = None  # type: ignore[assignment]
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {n for n in dir(self._comm) if not n.startswith("_")})
+
+    def __reduce__(self) -> tuple:
+        # mpi4py pickles the predefined communicators and refuses the others (ValueError)
+        if type(self) is not Comm:
+            raise TypeError(f"cannot pickle a {type(self).__name__}: it belongs to this process's repair state")
+        return Comm, (self._comm,)
 
     # --- ULFM, under MPI's names -------------------------------------------------------------
     def Revoke(self) -> None:
@@ -312,11 +333,20 @@ def _dropped_world_ranks(old: MPI.Comm, new: MPI.Comm) -> list[int]:
 
 
 class Request:
-    """An mpi4py request whose completion errors are dpmpi exceptions."""
+    """An mpi4py request whose completion errors are dpmpi exceptions.
 
-    __slots__ = ("_req", "_comm", "__dict__")
+    Behaves as the mpi4py request it wraps: every method passes through (errors translated),
+    ``bool(req)`` is false once it is ``MPI.REQUEST_NULL`` (completed or freed), ``==`` compares
+    handles (``req == MPI.REQUEST_NULL``), it is unhashable and pickles as mpi4py's does. The
+    class methods (``Waitall``, ``Testany``, ``waitsome``, ``Startall``, ``f2py``, ...) take
+    lists of dpmpi or mpi4py requests and return dpmpi requests. Not an ``MPI.Request``: give
+    ``req.mpi`` to mpi4py functions that need one."""
+
+    __slots__ = ("_req", "_comm", "__dict__", "__weakref__")
 
     def __init__(self, request: MPI.Request, comm: MPI.Comm | None = None) -> None:
+        if isinstance(request, Request):
+            request, comm = request.mpi, request._comm if comm is None else comm
         if not isinstance(request, MPI.Request):
             raise TypeError(f"dpmpi.Request wraps an mpi4py request, got {type(request).__name__}")
         self._req = request
@@ -339,29 +369,53 @@ class Request:
     def __repr__(self) -> str:
         return f"<dpmpi.Request {self._req!r}>"
 
-    @staticmethod
-    def _all(op: str, requests: list[Request | MPI.Request], *args: Any) -> Any:
-        raw = [_raw(r) for r in requests]
-        try:
-            return getattr(MPI.Request, op)(raw, *args)
-        except MPI.Exception as exc:
-            raise from_mpi(exc, None, op) from exc
+    def __bool__(self) -> bool:
+        return bool(self._req)
 
-    @staticmethod
-    def Waitall(requests: list[Request | MPI.Request], statuses: list[MPI.Status] | None = None) -> bool:
-        return Request._all("Waitall", requests, statuses)
+    def __eq__(self, other: object) -> bool:
+        return self._req == _raw(other)
 
-    @staticmethod
-    def Testall(requests: list[Request | MPI.Request], statuses: list[MPI.Status] | None = None) -> bool:
-        return Request._all("Testall", requests, statuses)
+    __hash__ = None  # type: ignore[assignment]
 
-    @staticmethod
-    def Waitany(requests: list[Request | MPI.Request], status: MPI.Status | None = None) -> int:
-        return Request._all("Waitany", requests, status)
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {n for n in dir(self._req) if not n.startswith("_")})
 
-    @staticmethod
-    def waitall(requests: list[Request | MPI.Request], statuses: list[MPI.Status] | None = None) -> list[Any]:
-        return Request._all("waitall", requests, statuses)
+    def __reduce__(self) -> tuple:
+        return Request, (self._req,)  # mpi4py refuses a pending request (ValueError)
+
+
+def _class_op(cls: type, name: str) -> Callable[..., Any]:
+    """mpi4py's class method ``cls.name`` on dpmpi objects: arguments unwrapped (lists too),
+    errors translated (with the communicator of the first dpmpi request given), results wrapped."""
+    fn = getattr(cls, name)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        comm = None
+        for a in (*args, *kwargs.values()):
+            for item in a if isinstance(a, (list, tuple)) else (a,):
+                if isinstance(item, Request) and comm is None:
+                    comm = item._comm
+        return _translating(name, fn, comm)(*map(_raw_all, args), **{k: _raw_all(v) for k, v in kwargs.items()})
+
+    call.__name__ = name
+    call.__qualname__ = f"{cls.__name__}.{name}"
+    call.__doc__ = getattr(fn, "__doc__", None)
+    return staticmethod(call)
+
+
+for _name in ("Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome", "Get_status_all",
+              "Get_status_any", "Get_status_some", "waitall", "testall", "waitany", "testany", "waitsome",
+              "testsome", "get_status_all", "get_status_any", "get_status_some", "Startall", "f2py",
+              "fromhandle", "fromint"):
+    if hasattr(MPI.Prequest, _name):  # Prequest: Request's class methods and Startall
+        setattr(Request, _name, _class_op(MPI.Prequest, _name))
+# mpi4py's class methods of communicators (Comm.Get_parent(), Comm.f2py(...), ...); the instance
+# methods pass through __getattr__
+for _cls, _names in ((MPI.Comm, ("Get_parent", "Join", "f2py", "fromhandle", "fromint")),
+                     (MPI.Intracomm, ("Create_from_group",)), (MPI.Intercomm, ("Create_from_groups",))):
+    for _name in _names:
+        if hasattr(_cls, _name):
+            setattr(Comm, _name, _class_op(_cls, _name))
 
 
 _WORLD: Comm | None = None
