@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import sys
 from typing import Any, Callable
 
 from mpi4py import MPI
@@ -70,9 +71,7 @@ def _warm_up(comm: MPI.Comm, op: str) -> None:
 def _job_comm() -> MPI.Comm:
     """The processes of this job: after ``dpmpi.init``, its protocol communicator (the live
     processes, replacements that a repair spawned included), else MPI_COMM_WORLD."""
-    from dpmpi import resilient  # not at the top: resilient imports this module
-
-    state = resilient._STATE
+    state = getattr(sys.modules.get("dpmpi.resilient"), "_STATE", None)  # (resilient imports this module)
     return state.world if state is not None and state.world != MPI.COMM_NULL else MPI.COMM_WORLD
 
 
@@ -265,9 +264,8 @@ class Comm:
         intracommunicators it was made from and call ``Create_intercomm`` again."""
         if self._comm.Is_inter() and _ft.intercomm_shrink_hangs():
             raise NotImplementedError(
-                "Shrink of an intercommunicator: Open MPI 5.0.x with ULFM never returns from it (ULFM on "
-                "intercommunicators upstream: open-mpi/ompi#12260); shrink the intracommunicators it was made from and call "
-                "Create_intercomm again")
+                "Shrink of an intercommunicator: Open MPI 5.0.x with ULFM never returns from it (upstream: "
+                "open-mpi/ompi#12260); shrink the intracommunicators it was made from and call Create_intercomm again")
         new = self._call("Shrink", self._comm.Shrink)
         _guard.note_recovered(_dropped_world_ranks(self._comm, new.mpi))
         return new
