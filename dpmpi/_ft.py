@@ -40,6 +40,14 @@ def launched_with_ft() -> bool:
     return False
 
 
+def intercomm_shrink_hangs() -> bool:
+    """Open MPI 5.0.x with ULFM: MPI_Comm_shrink on an intercommunicator never returns (seen with
+    5.0.11 at 2 and 4 processes, fresh or after traffic), and MPI_Comm_ishrink hangs once the
+    intercommunicator is revoked (upstream: open-mpi/ompi#12260, #12384)."""
+    name, version = MPI.get_vendor()
+    return name == "Open MPI" and tuple(version[:2]) == (5, 0) and launched_with_ft()
+
+
 def problem() -> str | None:
     """Why this job has no fault tolerance, or None when it has."""
     name, version = MPI.get_vendor()

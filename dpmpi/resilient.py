@@ -301,7 +301,9 @@ class _State:
         # and revokes its communicator
         self.interrupt: weakref.WeakSet = weakref.WeakSet()
         self.intercomms: list[MPI.Intercomm] = []  # to processes spawned by repairs
-        self.cpus: dict[int, tuple[int, ...]] = {}  # wid -> the CPUs it was bound to at start
+        # wid -> (node, CPUs) of the place it holds: where it was bound at start, or the place of
+        # the rank it replaced (a replacement takes that rank's CPUs when on the same node)
+        self.cpus: dict[int, tuple[str, tuple[int, ...]]] = {}
 
     def not_spare(self, what: str) -> None:
         if self.role is Role.SPARE:
@@ -405,13 +407,19 @@ class _State:
         info = MPI.Info.Create()
         # a replacement must not repeat the faults planned for the first life of the job's ranks
         info.Set("PMIX_ENVAR", "\n".join(f"{k}={v}" for k, v in _spawn_env().items()))
+        # Room for the new processes whatever the launch options: mpirun refuses a spawn into a
+        # job that fills its slots (a dead rank's slot is not given back), or one that would
+        # bind a process to a core already in use without overload-allowed. Unbound here, the
+        # new process takes the failed rank's CPUs itself (_join_spawned).
+        info.Set("PMIX_MAPBY", ":OVERSUBSCRIBE")
+        info.Set("PMIX_BINDTO", "none")
         try:
             inter = comm.Spawn(sys.executable, args=_program_args(), maxprocs=len(wids), info=info, root=0)
         finally:
             info.Free()
         merged = inter.Merge(high=False)
         _warm_up(merged, "Spawn")
-        merged.bcast((wids, base, plan, recipes, renumber, self.policy, self.poll, outcome), root=0)
+        merged.bcast((wids, base, plan, recipes, renumber, self.policy, self.poll, outcome, self.cpus), root=0)
         self.intercomms.append(inter)  # kept: freeing an intercommunicator to live children may block
         return merged
 
@@ -536,9 +544,8 @@ class _State:
         attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes = decided
         _guard.note_recovered([wid for wid in old_plan.actives + old_plan.spares if wid not in alive])
         if me >= 0 and not was_active:
-            took = [lr for lr, how in filled.items() if how == f"spare:{self.wid}"]
-            if took:
-                _adopt_cpus(self.cpus.get(base.actives[took[0]]))
+            _adopt_cpus(_cpus_of_place(self.cpus, base, filled, self.wid))
+        _inherit_cpus(self.cpus, base, filled)
         self.plan = new_plan
         _guard.set_idle_spares(list(new_plan.spares))
         t = time.perf_counter()
@@ -596,11 +603,13 @@ def _join_spawned() -> _State:
     try:
         merged = parent.Merge(high=True)
         _warm_up(merged, "Spawn")
-        wids, base, plan, recipes, renumber, policy, poll, (failed, filled) = merged.bcast(None, root=0)
+        wids, base, plan, recipes, renumber, policy, poll, (failed, filled), cpus = merged.bcast(None, root=0)
     except MPI.Exception as exc:
         raise from_mpi(exc, parent, "dpmpi.init (spawned)") from exc
     state = _State(merged, base, policy, poll)
     state.wid = wids[MPI.COMM_WORLD.Get_rank()]
+    state.cpus = cpus
+    state.cpus[state.wid] = _my_place()  # until this process takes a place (as a spare, if this attempt fails)
     _guard.set_record_rank(state.wid)
     me = plan.actives.index(state.wid)
     raw = MPI.COMM_NULL
@@ -618,6 +627,8 @@ def _join_spawned() -> _State:
             _guard.exit_after_agreement(0)
         return state
     state.plan = plan
+    _adopt_cpus(_cpus_of_place(state.cpus, base, filled, state.wid))
+    _inherit_cpus(state.cpus, base, filled)
     state.active = ResilientComm(raw, state)
     state._rebuild_derived(recipes, renumber, fresh=True)
     state.role = Role.RECOVERED
@@ -688,6 +699,35 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+
+
+def _my_place() -> tuple[str, tuple[int, ...]]:
+    """This process's node and the CPUs it may run on."""
+    cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
+    return MPI.Get_processor_name(), cpus
+
+
+def _cpus_of_place(places: dict[int, tuple[str, tuple[int, ...]]], base: Plan, filled: dict[int, str],
+                   wid: int) -> tuple[int, ...] | None:
+    """The CPUs that process ``wid`` takes in a repair: those of the failed rank whose place it
+    fills (as a spare or a respawned process), if that rank ran on the same node; else None."""
+    for logical, how in filled.items():
+        if how in (f"spare:{wid}", f"respawn:{wid}"):
+            failed = places.get(base.actives[logical])
+            mine = places.get(wid)
+            if failed and (mine is None or mine[0] == failed[0]):
+                return failed[1]
+    return None
+
+
+def _inherit_cpus(places: dict[int, tuple[str, tuple[int, ...]]], base: Plan, filled: dict[int, str]) -> None:
+    """After a repair, a process that filled a failed rank's place holds that place's CPUs (so a
+    later replacement of it takes them in turn)."""
+    for logical, how in filled.items():
+        kind, _, wid = how.partition(":")
+        failed = places.get(base.actives[logical])
+        if kind in ("spare", "respawn") and failed and (int(wid) not in places or places[int(wid)][0] == failed[0]):
+            places[int(wid)] = failed
 
 
 def _adopt_cpus(cpus: tuple[int, ...] | None) -> None:
@@ -785,15 +825,14 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     except MPI.Exception as exc:
         raise from_mpi(exc, MPI.COMM_WORLD, "init") from exc
     _warm_up(world, "init")
-    cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
     try:
-        all_cpus = world.allgather(cpus)
+        places = world.allgather(_my_place())
     except MPI.Exception as exc:
         raise from_mpi(exc, world, "init") from exc
     n_active = size - n_spares
     plan = Plan(0, tuple(range(n_active)), tuple(range(n_active, size)), size)
     state = _State(world, plan, policy, poll)
-    state.cpus = dict(enumerate(all_cpus))
+    state.cpus = dict(enumerate(places))
     _STATE = state
     _guard.set_idle_spares(list(plan.spares))
     me = state.logical()

@@ -3,11 +3,12 @@
     dpmpi-run -n N [--spares S] [--dry-run] [mpirun options...] -- PROGRAM ARGS...
 
 N is the total number of processes, S of them spares (default 0; N - S are active). It runs
-``mpirun --with-ft ulfm --mca btl ^ofi -n N`` (plus ``--oversubscribe`` when N exceeds the cores
-here and no host list is given, and ``--allow-run-as-root`` as root), passes ``DPMPI_SPARES``
-to the ranks, puts dpmpi's exit guard into every rank (Python ranks through a sitecustomize on
-PYTHONPATH, every other program through LD_PRELOAD of libdpmpi_guard.so), and returns the job's
-exit code:
+``mpirun --with-ft ulfm --mca btl ^ofi -n N`` (plus, unless placement options are given,
+``--map-by core:OVERSUBSCRIBE --rank-by slot --bind-to core:overload-allowed`` so that
+``Comm.Spawn`` always has room, or ``--oversubscribe`` when the active ranks exceed the cores;
+and ``--allow-run-as-root`` as root), passes ``DPMPI_SPARES`` to the ranks, puts dpmpi's exit
+guard into every rank (Python ranks through a sitecustomize on PYTHONPATH, every other program
+through LD_PRELOAD of libdpmpi_guard.so), and returns the job's exit code:
 0 when every rank completed or the ranks that completed repaired around the ones that failed
 (dpmpi's Shrink and Respawn record that), otherwise the status of a failed rank. (mpirun's own
 exit code is 0 with --with-ft ulfm even when every rank was killed, so dpmpi-run computes it
@@ -137,23 +138,39 @@ def guard_library() -> Path:
     return path
 
 
-def build(opts: Options, mpirun: str, env: dict[str, str]) -> list[str]:
-    """The mpirun command line; also sets in ``env`` what the ranks need."""
+# Placement when the user gives none. Every launch leaves room for processes that MPI_Comm_spawn
+# starts later (dpmpi's Respawn under policy "respawn", or the program's own Spawn): mpirun
+# refuses a spawn when the job already fills the slots ("All nodes which are allocated for this
+# job are already filled"), and a spawned job inherits its parent's OVERSUBSCRIBE flag.
+# Plain --oversubscribe (or --map-by :OVERSUBSCRIBE) would make mpirun bind nothing at all, even
+# when N <= cores; mapping and binding by core, with OVERSUBSCRIBE and overload-allowed, binds
+# the ranks exactly as mpirun's default does when the job fits (rank i on core i; checked on this
+# machine and on synthetic 8- and 16-core topologies with --do-not-launch --report-bindings).
+# When only the spares exceed the cores it also keeps one core per active rank (mpirun would bind
+# nothing; measured: an MLP step 16x slower with one idle spare), the spares sharing cores (a
+# spare called in takes the failed rank's CPUs, see dpmpi.resilient).
+# (--rank-by slot: without it mpirun put ranks 0 and 1 on core 0 and the spare on core 1)
+SPAWN_READY = ["--map-by", "core:OVERSUBSCRIBE", "--rank-by", "slot", "--bind-to", "core:overload-allowed"]
+
+
+def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool = True) -> list[str]:
+    """The mpirun command line; also sets in ``env`` what the ranks need.
+
+    Unless the user gives placement options of their own (``_HOST_OPTIONS``, ``_BIND_OPTIONS``),
+    the job may oversubscribe, so that ``Comm.Spawn`` always finds room, while the initial ranks
+    stay bound one per core as far as the active ranks fit on the cores. ``spawn_room=False``
+    gives the earlier launch instead, with room only when N exceeds the cores (for benchmarks
+    that compare the two)."""
     cmd = [mpirun, "--with-ft", "ulfm"]
     user = opts.mpirun_args
     if not any(a == "--mca" and i + 1 < len(user) and user[i + 1] == "btl" for i, a in enumerate(user)):
         cmd += ["--mca", "btl", "^ofi"]  # MPI_Init ~20 ms instead of ~1 s, Spawn ~0.2 s instead of ~1.2 s
     placed = any(a.split("=")[0] in _HOST_OPTIONS + _BIND_OPTIONS for a in user)
     cores = os.cpu_count() or 1
-    if opts.n > cores and not placed:
+    if not placed and (spawn_room or opts.n > cores):
         if opts.n - opts.spares <= cores:
-            # spares beyond the cores: mpirun would bind nothing, and every thread of the active
-            # ranks (OpenBLAS's, dpmpi's) would float; measured: an MLP step 16x slower with one
-            # idle spare. Round-robin on cores instead: each active rank its own core, the spares
-            # share cores (a spare called in takes the failed rank's CPUs, see dpmpi.resilient).
-            # (--rank-by slot: without it mpirun put ranks 0 and 1 on core 0 and the spare on core 1)
-            cmd += ["--map-by", "core:OVERSUBSCRIBE", "--rank-by", "slot", "--bind-to", "core:overload-allowed"]
-        else:
+            cmd += SPAWN_READY
+        else:  # more active ranks than cores: nothing to bind to
             cmd.append("--oversubscribe")
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-run-as-root" not in user:
         cmd.append("--allow-run-as-root")

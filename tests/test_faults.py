@@ -191,3 +191,29 @@ def test_a_death_seen_in_request_waitall_is_recovered(dpmpi_run):
     assert {r: (e["acc"], e["hops"]) for r, e in got.items()} == expected and len(expected) == 4
     assert all(e["recoveries"] == 1 for e in got.values())
 
+
+# issue 10: a revoke that reaches a rank still inside the call creating the communicator made Open
+# MPI 5.0.11 segfault it (ompi_comm_revoke_local); dpmpi warms up intercommunicators too
+@pytest.mark.parametrize("how, who", [("create", "all"), ("create", "0"), ("dup", "all"), ("split", "0"),
+                                      ("create-group", "all"), ("merge", "0")])
+def test_revoking_a_fresh_intercommunicator_is_safe(dpmpi_run, how, who):
+    job = dpmpi_run(N, "inter_revoke.py", how, who, timeout=60)
+    assert job.returncode == 0, f"exit code {job.returncode}\n{job.stdout}\n{job.stderr}"
+    lines = {e["rank"]: e for e in job.events}
+    assert sorted(lines) == list(range(N)), job.stdout + job.stderr  # every rank ended cleanly
+    for e in lines.values():
+        assert e["revoked"] and e["barrier_error"] == 77  # MPI.ERR_REVOKED, on every rank
+        assert e["inter"] == (how != "merge")
+    assert "Segmentation" not in job.stderr and "dpmpi-run:" not in job.stderr
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_dpmpi_program_spawns_and_merges_with_a_plain_mpi4py_child(dpmpi_run, n):
+    """Spawn finds room at N <= cores, and dpmpi adds no warm-up collective to a communicator
+    that reaches another job (the plain child would not make it: the Merge hung)."""
+    job = dpmpi_run(n, "spawn_plain.py", timeout=60)
+    assert job.returncode == 0, f"exit code {job.returncode}\n{job.stdout}\n{job.stderr}"
+    sides = sorted((e["side"], e["rank"]) for e in job.events)
+    assert sides == [("child", n)] + [("parent", r) for r in range(n)], job.stdout + job.stderr
+    assert all(e["size"] == n + 1 and e["total"] == n * (n + 1) // 2 for e in job.events)
+    assert {e["inter"] for e in job.events if e["side"] == "parent"} == {"Comm"}  # a dpmpi.Comm

@@ -1,6 +1,7 @@
 """Hot swap: spares take failed ranks' places (dpmpi.init + Respawn). Each test is a dpmpi-run
 job with a hard timeout, judged from the ranks' JSON lines and the job's exit code."""
 import json
+import os
 
 import pytest
 
@@ -114,6 +115,21 @@ def test_spares_exhausted_respawn(dpmpi_run, tmp_path):
     repairs = [json.loads(line) for line in log.read_text().splitlines() if '"repair"' in line]
     assert sorted(r["wid"] for r in repairs) == [0, 1, 3, 4]
     assert all(r["filled"] == {"2": "respawn:4"} for r in repairs)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 cores: the job must fill them")
+def test_respawn_when_the_ranks_fill_the_cores(dpmpi_run):
+    """Policy "respawn" at -n 2, N <= cores: before dpmpi-run left room for Comm.Spawn, mpirun
+    refused it ("All nodes ... are already filled") and the job ended in DpmpiError. The new
+    process takes the failed rank's place and its CPU; the initial ranks are bound one core each
+    and the survivor stays where it was."""
+    job = dpmpi_run(2, "hotswap.py", "--split", env={"DPMPI_ON_DEPLETED": "respawn"}, faults="1:iteration@51:KILL")
+    done = check(job, 2, replaced={1: 2})
+    assert done[0]["epoch"] == done[1]["epoch"] == 1
+    start = {e["wid"]: e["cpus"] for e in job.events if e["event"] == "active"}
+    assert start[0] and start[1] and not set(start[0]) & set(start[1]), start  # bound, one core each
+    assert start[0] != sorted(os.sched_getaffinity(0))
+    assert (done[0]["cpus"], done[1]["cpus"]) == (start[0], start[1]), (start, done)
 
 
 def test_a_parent_dies_while_it_spawns_a_replacement(dpmpi_run):

@@ -119,6 +119,63 @@ def test_spares_beyond_the_cores_keep_the_active_ranks_bound(monkeypatch):
     assert cmd.count("--bind-to") == 1 and "--map-by" not in cmd
 
 
+@pytest.mark.parametrize("n, spares, cores", [(1, 0, 2), (2, 0, 2), (2, 0, 64), (4, 0, 64), (5, 1, 64), (3, 1, 2)])
+def test_every_launch_leaves_room_for_spawn(monkeypatch, n, spares, cores):
+    # N <= cores: without OVERSUBSCRIBE, Comm.Spawn failed ("All nodes which are allocated for
+    # this job are already filled"); mapping and binding by core keep mpirun's default binding
+    monkeypatch.setattr(run.os, "cpu_count", lambda: cores)
+    cmd = run.build(run.parse_args(["-n", str(n), "--spares", str(spares), "--", "p"]), "m", {})
+    at = cmd.index("--map-by")
+    assert cmd[at : at + 6] == ["--map-by", "core:OVERSUBSCRIBE", "--rank-by", "slot",
+                                "--bind-to", "core:overload-allowed"]
+    assert cmd == run.build(run.parse_args(["-n", str(n), "--spares", str(spares), "--", "p"]), "m", {},
+                            spawn_room=True)
+    assert "--oversubscribe" not in cmd and cmd.index("--map-by") < cmd.index("-n")
+    assert cmd.count("--map-by") == cmd.count("--bind-to") == cmd.count("--rank-by") == 1
+
+
+def test_spawn_room_false_is_the_earlier_launch(monkeypatch):
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    old = lambda *a: run.build(run.parse_args([*a, "--", "p"]), "m", {}, spawn_room=False)  # noqa: E731
+    for cmd in (old("-n", "1"), old("-n", "2")):  # N <= cores: mpirun's defaults, no room for a spawn
+        assert not {"--map-by", "--bind-to", "--rank-by", "--oversubscribe"} & set(cmd)
+    assert "--oversubscribe" in old("-n", "4")
+    spares = old("-n", "3", "--spares", "1")  # only the spares beyond the cores: as now
+    assert spares[spares.index("--map-by") + 1] == "core:OVERSUBSCRIBE"
+
+
+@pytest.mark.parametrize("placement", [["--host", "a:4"], ["-H", "a,b"], ["--hostfile", "h"],
+                                       ["--map-by", "slot"], ["--map-by=node"], ["--bind-to", "none"],
+                                       ["--oversubscribe"], ["--rank-by", "node"], ["--cpu-set", "0,1"],
+                                       ["--default-hostfile", "h"]])
+def test_the_users_placement_is_left_alone(monkeypatch, placement):
+    monkeypatch.setattr(run.os, "cpu_count", lambda: 2)
+    cmd = run.build(run.parse_args(["-n", "2", *placement, "--", "p"]), "m", {})
+    added = cmd[: cmd.index("-x")]  # what dpmpi-run adds comes before the forwarded variables
+    assert not {"--map-by", "--map-by=node", "--bind-to", "--rank-by", "--oversubscribe"} & set(added)
+    assert cmd[cmd.index("-n") - len(placement) : cmd.index("-n")] == placement
+
+
+def test_a_replacement_takes_the_failed_places_cpus():
+    from dpmpi import resilient
+
+    base = resilient.Plan(3, (0, 1, 2), (3,), 5)
+    places = {0: ("a", (0,)), 1: ("a", (1,)), 2: ("b", (0,)), 3: ("a", (0, 1))}
+    # a spare and a respawned process (not known to the parents: assumed on the failed rank's node)
+    filled = {1: "spare:3", 2: "respawn:5"}
+    assert resilient._cpus_of_place(places, base, filled, 3) == (1,)
+    assert resilient._cpus_of_place(places, base, filled, 5) == (0,)
+    assert resilient._cpus_of_place(places, base, filled, 0) is None  # a survivor keeps its CPUs
+    assert resilient._cpus_of_place({**places, 5: ("c", (0, 1))}, base, filled, 5) is None  # another node
+    assert resilient._cpus_of_place(places, base, {1: "dropped"}, 3) is None
+    resilient._inherit_cpus(places, base, filled)
+    assert places[3] == ("a", (1,)) and places[5] == ("b", (0,))  # a later replacement of them gets these
+    assert places[0] == ("a", (0,))
+    other = {1: ("a", (1,)), 3: ("c", (0, 1))}
+    resilient._inherit_cpus(other, base, {1: "spare:3"})
+    assert other[3] == ("c", (0, 1))  # a spare on another node keeps its own
+
+
 def test_a_spare_called_in_takes_the_failed_ranks_cpus(monkeypatch):
     from dpmpi import resilient
 

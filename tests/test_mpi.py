@@ -141,3 +141,160 @@ def test_snapshot_buddies_hold_the_neighbours_copy_and_restore_is_exact(comm):
     assert (a == 10 * r + 3).all()
     snap.close()
 
+
+
+def _intercomm(comm):
+    r, n = comm.Get_rank(), comm.Get_size()
+    color = int(r >= n // 2)
+    local = comm.Split(color, r)
+    inter = local.Create_intercomm(0, comm, n // 2 if color == 0 else 0, 11)
+    local.Free()
+    return inter, color
+
+
+@pytest.mark.mpi(min_size=2)
+def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
+    from dpmpi import comm as dcomm
+
+    warmed = []
+    real = dcomm._warm_up
+    monkeypatch.setattr(dcomm, "_warm_up", lambda c, op: (warmed.append((op, c.Is_inter())), real(c, op)))
+    inter, color = _intercomm(comm)
+    assert isinstance(inter, dpmpi.Comm) and inter.Is_inter()
+    half = comm.Get_size() // 2
+    assert inter.Get_remote_size() == (comm.Get_size() - half if color == 0 else half)
+    d = inter.Dup()
+    s = inter.Split(0, comm.Get_rank())
+    m = inter.Merge(high=bool(color))
+    assert warmed == [("Split", False), ("Create_intercomm", True), ("Dup", True), ("Split", True), ("Merge", False)]
+    assert m.allreduce(1) == comm.Get_size() and d.allreduce(1) == s.allreduce(1)
+    for c in (d, s, m, inter):
+        c.Free()
+
+
+def test_communicators_of_this_job_are_within_it():
+    from dpmpi import comm as dcomm
+
+    assert dcomm._within_job(MPI.COMM_WORLD) and dcomm._within_job(MPI.COMM_SELF)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_shrinking_an_intercommunicator_is_refused_instead_of_hanging(comm):
+    # Open MPI 5.0.11 + ULFM never returns from MPI_Comm_shrink on an intercommunicator
+    inter, _color = _intercomm(comm)
+    with pytest.raises(NotImplementedError, match="intercommunicator"):
+        inter.Shrink()
+    assert inter.allreduce(1) == inter.Get_remote_size()  # still usable
+    inter.Free()
+
+
+# ---- dpmpi.Request and dpmpi.Comm behave as mpi4py's (issue 10) --------------------------------
+def _ring(comm):
+    r, n = comm.Get_rank(), comm.Get_size()
+    return (r + 1) % n, (r - 1) % n
+
+
+def test_a_completed_request_is_falsy_and_equals_request_null(comm):
+    right, left = _ring(comm)
+    got = array.array("i", [-1])
+    r = comm.Irecv(got, source=left, tag=21)
+    s = comm.Isend(array.array("i", [comm.Get_rank()]), dest=right, tag=21)
+    assert isinstance(r, dpmpi.Request)
+    assert bool(r) is bool(r.mpi) is True  # pending
+    assert r != MPI.REQUEST_NULL and MPI.REQUEST_NULL != r and r == r.mpi and r.mpi == r
+    assert dpmpi.Request.Waitall([r, s]) is True
+    assert bool(r) is bool(s) is False and got[0] == left
+    assert r == MPI.REQUEST_NULL and MPI.REQUEST_NULL == r and r == s
+    for req in (r, r.mpi):
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(req)
+
+
+def test_mpi4py_testishrink_through_dpmpi(comm):
+    # mpi4py's test_ulfm.BaseTestULFM.testIShrink, which failed through dpmpi.Comm
+    shrink, request = comm.Ishrink()
+    assert request
+    request.Wait()
+    assert not request
+    assert (shrink.Get_size(), shrink.Get_rank()) == (comm.Get_size(), comm.Get_rank())
+    shrink.Free()
+
+
+def test_requests_of_isend_pickle_as_mpi4py_ones(comm):
+    import pickle
+
+    right, left = _ring(comm)
+    q = comm.isend({"r": comm.Get_rank()}, dest=right, tag=22)
+    if q:  # a pending request cannot be pickled, as with mpi4py
+        with pytest.raises(ValueError):
+            pickle.dumps(q.mpi)
+        with pytest.raises(ValueError):
+            pickle.dumps(q)
+    assert comm.recv(source=left, tag=22) == {"r": left}
+    q.wait()
+    q.Test()  # a cached method (closure) does not stop pickling
+    back = pickle.loads(pickle.dumps(q))
+    assert isinstance(back, dpmpi.Request) and back == MPI.REQUEST_NULL and not back
+
+
+def test_request_class_methods_take_dpmpi_requests(comm):
+    right, left = _ring(comm)
+    out, got = array.array("i", [7]), array.array("i", [0])
+    ps, pr = comm.Send_init(out, dest=right, tag=23), comm.Recv_init(got, source=left, tag=23)
+    assert isinstance(ps, dpmpi.Request) and isinstance(ps.mpi, MPI.Prequest)
+    for _ in range(2):
+        dpmpi.Request.Startall([ps, pr])
+        assert dpmpi.Request.Waitall([pr, ps])
+        assert got[0] == 7 and bool(ps) is bool(ps.mpi) is True  # persistent: inactive, not null
+        got[0] = 0
+    ps.Free()
+    pr.Free()
+    assert not ps and not pr and ps == MPI.REQUEST_NULL
+    reqs = [comm.Irecv(array.array("i", [0]), source=left, tag=24 + i) for i in range(3)]
+    sends = [comm.Isend(array.array("i", [i]), dest=right, tag=24 + i) for i in range(3)]
+    done = set()
+    while len(done) < 3:
+        index = dpmpi.Request.Waitany(reqs)
+        assert index not in done and not reqs[index]
+        done.add(index)
+    assert dpmpi.Request.Testall(sends) is True or dpmpi.Request.Waitall(sends)
+    assert dpmpi.Request.Testany(reqs) == (MPI.UNDEFINED, True)  # all null: as mpi4py
+    assert dpmpi.Request.Waitsome(reqs) is None and dpmpi.Request.Testsome(reqs) is None
+    assert reqs[0].Get_status() is True
+    try:  # an MPI-4.1 call: this Open MPI has none, and then neither has dpmpi
+        expected = MPI.Request.Get_status_all([r.mpi for r in reqs])
+    except NotImplementedError:
+        with pytest.raises(NotImplementedError):
+            dpmpi.Request.Get_status_all(reqs)
+    else:
+        assert dpmpi.Request.Get_status_all(reqs) == expected
+    objs = [comm.irecv(source=left, tag=30 + i) for i in range(2)]
+    for i in range(2):
+        comm.send(i, dest=right, tag=30 + i)
+    assert dpmpi.Request.waitall(objs) == [0, 1] and not any(objs)
+    null = dpmpi.Request.f2py(MPI.REQUEST_NULL.py2f())
+    assert isinstance(null, dpmpi.Request) and null == MPI.REQUEST_NULL
+
+
+def test_comm_truthiness_equality_pickling_and_class_methods(comm):
+    import pickle
+
+    d = comm.Dup()
+    assert d and d == d.mpi and d.mpi == d and d != comm
+    c = comm.Clone()
+    assert isinstance(c, dpmpi.Comm) and c.Get_size() == comm.Get_size()
+    d.Free()
+    c.Free()
+    assert bool(d) is bool(d.mpi) is False and d == MPI.COMM_NULL
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(dpmpi.COMM_WORLD)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(MPI.COMM_WORLD)
+    assert dpmpi.Comm.Get_parent() == MPI.COMM_NULL  # not a spawned job
+    back = dpmpi.Comm.f2py(comm.py2f())
+    assert isinstance(back, dpmpi.Comm) and back == comm
+    world = pickle.loads(pickle.dumps(dpmpi.COMM_WORLD))
+    assert isinstance(world, dpmpi.Comm) and world.mpi is MPI.COMM_WORLD
+    with pytest.raises(ValueError):  # as mpi4py: only predefined communicators pickle
+        pickle.dumps(comm)
+    assert {"Allreduce", "Revoke", "Get_rank"} <= set(dir(comm))

@@ -3,6 +3,7 @@ they call Respawn(); a spare takes the dead rank's place. One JSON line per even
 import argparse
 import array
 import json
+import os
 import time
 
 import dpmpi
@@ -27,7 +28,8 @@ if comm.role is Role.SPARE:
 
 
 def log(event, **fields):
-    print(json.dumps({"event": event, "wid": wid, "rank": comm.Get_rank(), "time": time.time(), **fields}), flush=True)
+    print(json.dumps({"event": event, "wid": wid, "rank": comm.Get_rank(), "time": time.time(),
+                      "cpus": sorted(os.sched_getaffinity(0)), **fields}), flush=True)
 
 
 log("active", role=comm.role.value, size=comm.Get_size(), epoch=comm.epoch)
