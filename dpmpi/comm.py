@@ -73,17 +73,24 @@ def _translating(op: str, fn: Callable[..., Any], raw: MPI.Comm | None) -> Calla
             kwargs = {k: _raw(v) for k, v in kwargs.items()}
         if _hooks.on:
             _hooks.enter(op)
+            due = False
             try:
-                result = fn(*args, **kwargs)
-            except MPI.Exception as exc:
-                raise from_mpi(exc, raw, op) from exc
+                try:
+                    result = fn(*args, **kwargs)
+                except MPI.Exception as exc:
+                    raise from_mpi(exc, raw, op) from exc
+                # wrapped before the failure watcher may interrupt: a dpmpi.Request dropped
+                # while pending keeps itself (and its buffer) alive
+                out = result if result is None else _convert(op, result, raw)
             finally:
-                _hooks.leave()
-        else:
-            try:
-                result = fn(*args, **kwargs)
-            except MPI.Exception as exc:
-                raise from_mpi(exc, raw, op) from exc
+                due = _hooks.leave()
+            if due:  # a peer died during the call and the program asked to be interrupted
+                _hooks.interrupt()
+            return out
+        try:
+            result = fn(*args, **kwargs)
+        except MPI.Exception as exc:
+            raise from_mpi(exc, raw, op) from exc
         return result if result is None else _convert(op, result, raw)
 
     call.__name__ = op
@@ -247,11 +254,23 @@ class Comm:
         return failed_ranks(self._comm)
 
     def _call(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
+        # (no fault points here; the failure watcher's marks only, as around every call)
+        watch = _hooks._watch_enter is not None
+        if watch:
+            _hooks._watch_enter()
+        due = False
         try:
-            result = fn(*args)
-        except MPI.Exception as exc:
-            raise from_mpi(exc, self._comm, op) from exc
-        return result if result is None else _convert(op, result, self._comm)
+            try:
+                result = fn(*args)
+            except MPI.Exception as exc:
+                raise from_mpi(exc, self._comm, op) from exc
+            out = result if result is None else _convert(op, result, self._comm)
+        finally:
+            if watch:
+                due = _hooks._watch_leave()
+        if due:
+            _hooks.interrupt()
+        return out
 
 
 def _dropped_world_ranks(old: MPI.Comm, new: MPI.Comm) -> list[int]:
@@ -296,9 +315,32 @@ class Request:
     def __repr__(self) -> str:
         return f"<dpmpi.Request {self._req!r}>"
 
+    def __del__(self) -> None:
+        # Dropped while MPI may still use it (e.g. a step interrupted by the failure watcher
+        # between an Isend and its Wait): mpi4py would free the request while its buffer may go
+        # away; keep both for the life of the process instead (docs/threads.md, invariant 4).
+        try:
+            if self._req:
+                keep_forever(self._req)
+        except Exception:
+            pass
+
     @staticmethod
     def _all(op: str, requests: list[Request | MPI.Request], *args: Any) -> Any:
         raw = [_raw(r) for r in requests]
+        if _hooks.on:
+            _hooks.enter(op)
+            due = False
+            try:
+                try:
+                    result = getattr(MPI.Request, op)(raw, *args)
+                except MPI.Exception as exc:
+                    raise from_mpi(exc, None, op) from exc
+            finally:
+                due = _hooks.leave()
+            if due:
+                _hooks.interrupt()
+            return result
         try:
             return getattr(MPI.Request, op)(raw, *args)
         except MPI.Exception as exc:
