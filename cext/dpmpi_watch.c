@@ -2,9 +2,12 @@
  * tell that thread at once (a signal), instead of at its next MPI call.
  *
  * Two sources, both watched by one C thread ("dpmpi-watch"):
- *  - pidfds: one per active peer on this node (same kernel and pid namespace), opened by
- *    dpmpi/watcher.py; poll() wakes the thread when a peer's process ends. No MPI, no CPU while
- *    nothing happens.
+ *  - pidfds: for each active peer on this node (same kernel and pid namespace), one on its
+ *    process and one on its own watcher thread (PIDFD_THREAD, Linux >= 6.9), opened by
+ *    dpmpi/watcher.py; poll() wakes the thread when either ends. The thread's end comes first
+ *    when the peer was killed: a process is reported gone only once all its threads have exited,
+ *    and a killed process's nice-19 snapshot threads can wait hundreds of ms for the CPU they
+ *    need to exit on a busy node (measured here). No MPI, no CPU while nothing happens.
  *  - ULFM (optional, for peers on other nodes): a receive from MPI_ANY_SOURCE posted on a
  *    communicator of dpmpi's own (a duplicate of the active one); Open MPI completes it in error
  *    (ERR_PROC_FAILED_PENDING) when a process of it fails, or ERR_REVOKED when a peer started a
@@ -110,9 +113,15 @@ static void notice(unsigned long gen, int source, int id) {
     }
 }
 
+static pthread_mutex_t started_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t started_cv = PTHREAD_COND_INITIALIZER;
+
 static void *watch_main(void *arg) {
     (void)arg;
+    pthread_mutex_lock(&started_mu);
     atomic_store(&w.tid, (int)syscall(SYS_gettid));
+    pthread_cond_broadcast(&started_cv);
+    pthread_mutex_unlock(&started_mu);
     static struct pollfd pf[WATCH_MAX + 1];
     static int fds[WATCH_MAX], ids[WATCH_MAX], done[WATCH_MAX], slot_of[WATCH_MAX];
     unsigned long gen = 0;
@@ -250,6 +259,10 @@ int dpmpi_watch_start(unsigned long target, int signo) {
     pthread_setname_np(t, "dpmpi-watch");
     w.started = 1;
     pthread_mutex_unlock(&w.mu);
+    /* its kernel id is part of this process's identity (peers watch this thread's end) */
+    pthread_mutex_lock(&started_mu);
+    while (atomic_load(&w.tid) == 0) pthread_cond_wait(&started_cv, &started_mu);
+    pthread_mutex_unlock(&started_mu);
     return 1;
 }
 

@@ -51,6 +51,8 @@ ENV_POLL = "DPMPI_WATCH_POLL"  # seconds between tests of the ULFM receive
 ENV_SIGNAL = "DPMPI_WATCH_SIGNAL"  # the signal sent to the main thread
 DEFAULT_POLL = 0.01
 _TAG = 31_338
+_PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h: PIDFD_THREAD (Linux >= 6.9)
+_THREAD_FD = 1 << 24  # added to a process id in the C thread's table: the fd is its watcher thread's
 SOURCES = {1: "pidfd", 2: "ulfm"}
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,6 +67,7 @@ class Ident(NamedTuple):
     pid: int
     start: int  # start time in clock ticks (/proc/PID/stat field 22): tells a reused pid apart
     pidfd: bool  # this process can open pidfds
+    wtid: int = 0  # kernel id of its watcher thread (0: none): peers watch that thread's end too
 
 
 def _start_ticks(pid: int) -> int:
@@ -96,7 +99,42 @@ def identity() -> Ident:
             ok = True
         except OSError:
             pass
-    return Ident(kernel, ns, os.getpid(), _start_ticks(os.getpid()), ok)
+    wtid = _start_thread() if _enabled_by_env() else 0
+    return Ident(kernel, ns, os.getpid(), _start_ticks(os.getpid()), ok, wtid)
+
+
+def _enabled_by_env(environ: Any = None) -> bool:
+    env = os.environ if environ is None else environ
+    raw = env.get(ENV_WATCH, "1").strip().lower() or "1"
+    if raw not in ("0", "1", "on", "off", "yes", "no", "true", "false"):
+        raise ValueError(f"{ENV_WATCH}={raw!r}: use 1 (the failure watcher, the default) or 0 (none)")
+    return raw in ("1", "on", "yes", "true")
+
+
+def _start_thread() -> int:
+    """Start the C thread (idempotent; before the identities are exchanged, so that they carry its
+    id) and install the signal handler in the main thread; returns the thread's kernel id."""
+    global _signo
+    ext = _cext()
+    if _signo is None:
+        _signo = 0
+        if _get_ident() == _MAIN:
+            signo = _signal_number()
+            old = signal.getsignal(signo)
+            if old not in (signal.SIG_DFL, None, _on_signal):
+                warnings.warn(f"dpmpi: signal {signo} already has a handler; the failure watcher will not "
+                              f"interrupt steps (set {ENV_SIGNAL} to a free signal)", RuntimeWarning, stacklevel=4)
+            else:
+                signal.signal(signo, _on_signal)
+                # a mask inherited from the parent process must not hold it back
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signo})
+                _signo = signo
+    rc = ext.lib.dpmpi_watch_start(_MAIN if _signo else 0, _signo)
+    if rc < 0:
+        raise OSError(-rc, f"dpmpi: cannot start the failure watcher thread: {os.strerror(-rc)}")
+    info = ext.ffi.new("dpmpi_watch_info *")
+    ext.lib.dpmpi_watch_get(info)
+    return int(info.tid)
 
 
 def local_peers(procs: dict[int, Ident], me: int, wids: list[int] | tuple[int, ...]) -> list[int]:
@@ -129,10 +167,7 @@ class Mode(NamedTuple):
 
 def mode_from_env(procs: dict[int, Ident], environ: Any = None) -> Mode:
     env = os.environ if environ is None else environ
-    raw = env.get(ENV_WATCH, "1").strip().lower() or "1"
-    if raw not in ("0", "1", "on", "off", "yes", "no", "true", "false"):
-        raise ValueError(f"{ENV_WATCH}={raw!r}: use 1 (the failure watcher, the default) or 0 (none)")
-    enabled = raw in ("1", "on", "yes", "true")
+    enabled = _enabled_by_env(env)
     ulfm = env.get(ENV_ULFM, "auto").strip().lower() or "auto"
     if ulfm not in ("auto", "0", "1", "on", "off", "yes", "no", "true", "false"):
         raise ValueError(f"{ENV_ULFM}={ulfm!r}: use auto (the default), 1 or 0")
@@ -168,6 +203,7 @@ _arm = 0  # depth of regions where the program asked to be interrupted
 _defer = 0  # depth of dpmpi's own code inside them: no interruption there
 _noticed: Any = None  # cffi int* to the C notice word (None: no watcher)
 _W: Watcher | None = None
+_signo: int | None = None  # the signal sent to the main thread (0: none; None: not set up yet)
 _get_ident = threading.get_ident
 
 
@@ -294,7 +330,8 @@ class Watcher:
         self.period = _env_seconds(ENV_POLL, DEFAULT_POLL)
         self.signo = 0
         self.interrupts = 0  # failures raised in the main thread by the watcher
-        self._fds: dict[int, int] = {}  # wid -> pidfd; never closed (the C thread may poll them)
+        self.peers: list[int] = []  # the process ids watched through pidfds in this generation
+        self._fds: dict[int, list[int]] = {}  # wid -> its pidfds; never closed (the C thread polls them)
         self._comm: MPI.Comm | None = None  # the ULFM receive's communicator (this generation)
         self._kept: list = []  # older ones: a receive stays pending on each, forever
         self._gen = 0
@@ -304,20 +341,8 @@ class Watcher:
     def start(self) -> None:
         global _noticed
         ext = _cext()
-        signo = 0
-        if _get_ident() == _MAIN:
-            signo = _signal_number()
-            old = signal.getsignal(signo)
-            if old not in (signal.SIG_DFL, None, _on_signal):
-                warnings.warn(f"dpmpi: signal {signo} already has a handler; the failure watcher will not "
-                              f"interrupt steps (set {ENV_SIGNAL} to a free signal)", RuntimeWarning, stacklevel=3)
-                signo = 0
-            else:
-                signal.signal(signo, _on_signal)
-        self.signo = signo
-        rc = ext.lib.dpmpi_watch_start(_MAIN if signo else 0, signo)
-        if rc < 0:
-            raise OSError(-rc, f"dpmpi: cannot start the failure watcher thread: {os.strerror(-rc)}")
+        _start_thread()  # (already started by identity(), normally)
+        self.signo = _signo or 0
         if self.mode.ulfm:
             from dpmpi import _guard
 
@@ -326,21 +351,36 @@ class Watcher:
                 raise RuntimeError(f"dpmpi: cannot bind MPI for the failure watcher (libmpi: {path})")
         _noticed = ext.lib.dpmpi_watch_noticed_ptr()
 
-    def _pidfd(self, wid: int) -> int | None:
+    def _pidfds(self, wid: int) -> list[int]:
+        """The peer's process pidfd and, when it can be had, one on its watcher thread."""
         if wid in self._fds:
             return self._fds[wid]
         ident = self.state.procs.get(wid)
         if ident is None:
-            return None
+            return []
         try:
             fd = os.pidfd_open(ident.pid)
         except OSError:
-            return None  # gone already (its death surfaces at the next MPI call), or not allowed
+            return []  # gone already (its death surfaces at the next MPI call), or not allowed
         if ident.start >= 0 and _start_ticks(ident.pid) not in (ident.start, -1):
             os.close(fd)  # the pid names another process now
-            return None
-        self._fds[wid] = fd
-        return fd
+            return []
+        fds = [fd]
+        if ident.wtid:
+            # its watcher thread (PIDFD_THREAD, Linux >= 6.9): readable as soon as that thread
+            # has exited, which a killed process's threads do at once, while the process counts
+            # as gone only when the last of them has (its nice-19 snapshot threads can wait
+            # hundreds of ms for the CPU they need to exit on a busy node)
+            try:
+                tfd = os.pidfd_open(ident.wtid, _PIDFD_THREAD)
+                if os.path.exists(f"/proc/{ident.pid}/task/{ident.wtid}"):
+                    fds.append(tfd)
+                else:
+                    os.close(tfd)
+            except OSError:
+                pass  # an older kernel: the process pidfd alone
+        self._fds[wid] = fds
+        return fds
 
     # -- each generation --
     def rearm(self) -> None:
@@ -351,11 +391,14 @@ class Watcher:
         actives = list(st.plan.actives) if me >= 0 else []
         peers = local_peers(st.procs, st.wid, actives) if self.use_pidfd else []
         fds, ids = [], []
+        self.peers = []
         for wid in peers:
-            fd = self._pidfd(wid)
-            if fd is not None:
+            mine = self._pidfds(wid)
+            if mine:
+                self.peers.append(wid)
+            for i, fd in enumerate(mine):
                 fds.append(fd)
-                ids.append(wid)
+                ids.append(wid + (_THREAD_FD if i else 0))
         comm = None
         if self.mode.ulfm and me >= 0 and st.active is not None:
             from dpmpi.comm import _warm_up
@@ -394,8 +437,12 @@ class Watcher:
         lib = _cext().lib
         lib.dpmpi_watch_get(self._info)
         i = self._info
-        return {"noticed": bool(i.noticed), "source": SOURCES.get(i.source, ""), "id": int(i.id),
-                "at": float(i.at), "generation": int(i.gen), "pidfds": int(i.npeers), "ulfm": bool(i.ulfm),
+        source = SOURCES.get(i.source, "")
+        if source == "pidfd" and i.id >= _THREAD_FD:
+            source = "pidfd-thread"  # the peer's watcher thread ended before its process was gone
+        return {"noticed": bool(i.noticed), "source": source, "id": int(i.id) % _THREAD_FD if source else int(i.id),
+                "at": float(i.at), "generation": int(i.gen), "peers": len(self.peers), "pidfds": int(i.npeers),
+                "ulfm": bool(i.ulfm),
                 "wakeups": int(i.wakeups), "tests": int(i.tests), "signals": int(i.signals), "tid": int(i.tid),
                 "interrupts": self.interrupts, "signal": self.signo, "poll_s": self.period}
 
@@ -404,13 +451,13 @@ class Watcher:
         info = self.info()
         st = self.state
         self.interrupts += 1
-        if info["source"] == "pidfd":
-            wid = info["id"]
+        if info["source"].startswith("pidfd"):
+            wid = info["id"] % _THREAD_FD
             lr = st.plan.actives.index(wid) if wid in st.plan.actives else -1
             pid = st.procs[wid].pid if wid in st.procs else -1
             exc: ProcFailedError | RevokedError = ProcFailedError(
                 f"a peer process failed: rank {lr} (process {wid}, pid {pid}) ended; noticed by dpmpi's failure "
-                f"watcher (pidfd) while this rank computed. Repair the communicator (comm.Respawn()).",
+                f"watcher ({info['source']}) while this rank computed. Repair the communicator (comm.Respawn()).",
                 MPI.ERR_PROC_FAILED, (lr,) if lr >= 0 else ())
         elif info["id"] == MPI.ERR_REVOKED:
             exc = RevokedError("a peer started a repair (dpmpi's failure watcher saw its communicator revoked) "

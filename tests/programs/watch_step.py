@@ -48,12 +48,13 @@ def main() -> None:
     p.add_argument("--work", choices=["sleep", "numpy"], default="sleep")
     p.add_argument("--seconds", type=float, default=2.0, help="sleep per step (half before the Allreduce)")
     p.add_argument("--iters", type=int, default=4000, help="numpy loop iterations per step")
+    p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--no-interrupt", action="store_true")
     args = p.parse_args()
 
     comm = dpmpi.init(wait=False)
     x = np.zeros(N, dtype=np.int64)
-    rt = dpmpi.Runtime(comm, {"x": x}, interrupt=not args.no_interrupt)
+    rt = dpmpi.Runtime(comm, {"x": x}, replicas=args.replicas, interrupt=not args.no_interrupt)
 
     def out(event, **fields):
         print(json.dumps({"event": event, "rank": comm.Get_rank(), "wid": comm.process_id, "time": time.time(),
