@@ -592,8 +592,8 @@ def _program_args() -> list[str]:
 
 def _spawn_env() -> dict[str, str]:
     env = {ENV_SPAWNED: "1", faults.ENV_REPLACEMENT: "1"}
-    for key in ("PYTHONPATH", "DPMPI_STATUS", ENV_EVENTS, "DPMPI_SPARE_POLL", ENV_ON_DEPLETED, watcher.ENV_PIDFD,
-                watcher.ENV_POLL, watcher.ENV_SIGNAL):
+    for key in ("PYTHONPATH", "DPMPI_STATUS", ENV_EVENTS, "DPMPI_SPARE_POLL", ENV_ON_DEPLETED, watcher.ENV_WATCH,
+                watcher.ENV_ULFM, watcher.ENV_PIDFD, watcher.ENV_POLL, watcher.ENV_SIGNAL):
         if os.environ.get(key):
             env[key] = os.environ[key]
     return env

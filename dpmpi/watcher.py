@@ -259,7 +259,7 @@ class _Armed:
         if not self.on:
             return
         _arm += 1
-        if _arm == 1 and _defer == 0 and _noticed[0]:  # noticed before: raise at once
+        if _defer == 0 and _noticed[0]:  # noticed before: raise at once
             _arm -= 1
             self.on = False
             raise _W.failure()  # type: ignore[union-attr]
@@ -281,7 +281,10 @@ _SKIP = {f.__code__ for f in (defer_enter, defer_leave, _due)} | {
 
 def _on_signal(signum: int, frame: Any) -> None:
     if frame is not None and frame.f_code in _SKIP:
-        return  # the bookkeeping above checks the notice itself
+        # inside the bookkeeping above: once it has returned, handle the signal again
+        if _due():
+            signal.pthread_kill(_MAIN, signum)
+        return
     if _due():
         raise _W.failure()  # type: ignore[union-attr]
 
