@@ -496,6 +496,11 @@ def start(state: Any, mode: Mode) -> Watcher | None:
 def thread_cpu_seconds(tid: int) -> float:
     """CPU time used by the thread with kernel id ``tid`` of this process (for measurements)."""
     try:
+        with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:  # nanoseconds on the CPU
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
         with open(f"/proc/self/task/{tid}/stat", "rb") as f:
             data = f.read()
         fields = data[data.rindex(b")") + 2:].split()

@@ -5,8 +5,9 @@ loop of small numpy operations), one Allreduce of an integer contribution, then 
 that is long too: the state changes chunk by chunk with more work between chunks, so a failure
 there leaves the state half-updated (the runtime must restore it). Integer state: the final
 state is exact whatever the reduction order, so the test computes it itself (``expected``).
-Fault points: "step" (start of a step), "chunk" (each chunk of the update). One JSON line per
-event on stdout.
+The work of a step is cut in 8 ticks (4 before the Allreduce, 4 in the update). Fault points:
+"step" (start of a step), "tick" (before each eighth of the step's work), "chunk" (each chunk
+of the update). Also used by bench/watcher.py. One JSON line per event on stdout.
 """
 import argparse
 import hashlib
@@ -25,6 +26,7 @@ from mpi4py import MPI  # noqa: E402
 
 N = 4096
 CHUNKS = 4
+TICKS = 8  # per step: 4 before the Allreduce, 4 in the update (one per chunk)
 
 
 def contribution(k: int, rank: int) -> np.ndarray:
@@ -74,14 +76,17 @@ def main() -> None:
     def step(k: int) -> None:
         t0 = time.time()
         dpmpi.faults.point("step")
-        work(0.5)
+        for _ in range(TICKS - CHUNKS):
+            dpmpi.faults.point("tick")
+            work(1 / TICKS)
         g = contribution(k, comm.Get_rank())
         comm.Allreduce(MPI.IN_PLACE, g)
         with rt.update():
             for c in range(CHUNKS):
                 dpmpi.faults.point("chunk")
+                dpmpi.faults.point("tick")
                 x[c::CHUNKS] += g[c::CHUNKS]
-                work(0.5 / CHUNKS)
+                work(1 / TICKS)
         out("step", step=k, t0=t0, t1=time.time())
 
     rt.run(step, args.steps)
