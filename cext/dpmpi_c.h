@@ -133,6 +133,9 @@ int dpmpi_watch_set(int n, const int *fds, const int *ids, void *comm, void *byt
 /* Close the MPI gate: when it returns the thread is in no MPI call and starts none until the
  * next dpmpi_watch_set with a communicator. */
 void dpmpi_watch_quiesce(void);
+/* Send no more signals (at interpreter exit: Python resets the handler to SIG_DFL, which would
+ * end the process). */
+void dpmpi_watch_stop_signals(void);
 /* The notice word of the current generation (read it without a call: p[0]). */
 int *dpmpi_watch_noticed_ptr(void);
 void dpmpi_watch_get(dpmpi_watch_info *out);

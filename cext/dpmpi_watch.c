@@ -30,7 +30,11 @@
  *    MPI_Finalize). The request it posts is never freed (invariant 4 of docs/threads.md): it
  *    stays pending on a static buffer, on a communicator that is never freed.
  *  - On a notice it sends one signal (`signo`) to the main thread; what the signal does there
- *    (raise ProcFailedError, or nothing) is decided by dpmpi/watcher.py's handler.
+ *    (raise ProcFailedError, or nothing) is decided by dpmpi/watcher.py's handler. When the
+ *    interpreter ends, Python resets its handlers to SIG_DFL, whose action for this real-time
+ *    signal is to end the process: so an atexit hook stops the signals first
+ *    (dpmpi_watch_stop_signals), while peers that end normally are still noticed during the
+ *    exit agreement.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -97,20 +101,18 @@ static double now_real(void) {
 /* Record a notice for generation `gen` (if it is still the current one and has none yet), then
  * signal the main thread. */
 static void notice(unsigned long gen, int source, int id) {
-    int deliver = 0;
     pthread_mutex_lock(&w.mu);
     if (gen == w.gen && !atomic_load(&w.noticed)) {
         w.source = source;
         w.id = id;
         w.at = now_real();
         atomic_store(&w.noticed, 1);
-        deliver = w.signo > 0;
+        if (w.signo > 0) { /* under the lock: after dpmpi_watch_stop_signals() none is sent */
+            atomic_fetch_add(&w.signals, 1);
+            pthread_kill(w.target, w.signo);
+        }
     }
     pthread_mutex_unlock(&w.mu);
-    if (deliver) {
-        atomic_fetch_add(&w.signals, 1);
-        pthread_kill(w.target, w.signo);
-    }
 }
 
 static pthread_mutex_t started_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -315,6 +317,12 @@ int dpmpi_watch_set(int n, const int *fds, const int *ids, void *comm, void *byt
     (void)r;
     pthread_mutex_unlock(&w.mu);
     return (int)(gen & 0x7fffffff);
+}
+
+void dpmpi_watch_stop_signals(void) {
+    pthread_mutex_lock(&w.mu);
+    w.signo = 0;
+    pthread_mutex_unlock(&w.mu);
 }
 
 void dpmpi_watch_quiesce(void) {

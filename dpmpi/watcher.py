@@ -31,6 +31,7 @@ before dpmpi's exit agreement. See docs/threads.md.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -129,6 +130,9 @@ def _start_thread() -> int:
                 # a mask inherited from the parent process must not hold it back
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signo})
                 _signo = signo
+                # the interpreter's end resets the handler to SIG_DFL (which ends the process on
+                # this signal) while peers that end normally are still being noticed
+                atexit.register(ext.lib.dpmpi_watch_stop_signals)
     rc = ext.lib.dpmpi_watch_start(_MAIN if _signo else 0, _signo)
     if rc < 0:
         raise OSError(-rc, f"dpmpi: cannot start the failure watcher thread: {os.strerror(-rc)}")

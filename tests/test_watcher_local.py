@@ -152,3 +152,27 @@ def test_interruption_only_where_armed_and_never_inside_dpmpi_code(tmp_path):
     assert out["rearmed_clean"] is True
     assert out["kept"] == 1 and out["received"] == [0.0, 1.0, 2.0]
     assert out["info"]["peers"] == 0 and out["info"]["ulfm"] is False
+
+
+AFTER_PYTHON = textwrap.dedent("""
+    import ctypes, dataclasses, subprocess
+    import dpmpi
+    from dpmpi import resilient, watcher
+    comm = dpmpi.init()
+    st = resilient._STATE
+    child = subprocess.Popen(["sleep", "0.3"])  # a "peer" that ends while this process ends
+    st.procs[1] = watcher.identity()._replace(pid=child.pid, start=watcher._start_ticks(child.pid), wtid=0)
+    st.plan = dataclasses.replace(st.plan, actives=(0, 1))
+    watcher.current().rearm()
+    libc = ctypes.CDLL(None)
+    libc.__cxa_atexit(libc.sleep, 1, None)  # a C exit handler that runs 1 s after Python has ended
+    print("ending", flush=True)
+""")
+
+
+def test_a_peer_that_ends_after_python_ended_does_not_kill_this_process(tmp_path):
+    # Python resets its signal handlers to SIG_DFL when it ends (before the exit agreement and
+    # MPI_Finalize); the watcher's real-time signal would then end the process (seen before the
+    # fix: "Real-time signal 6", exit status 128 + 40)
+    p = subprocess.run([sys.executable, "-c", AFTER_PYTHON], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert (p.returncode, p.stdout.strip()) == (0, "ending"), p.stderr
