@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 import watch_step  # noqa: E402
 
 STEP_S = 2.0  # --seconds: half before the step's Allreduce, half in the update, in 4 chunks
-STEPS = 3
+STEPS = 2  # the kills strike step 1
 
 
 def run(dpmpi_run, n, spares, faults="", env=None, *args):
@@ -83,7 +83,8 @@ def test_a_second_death_inside_the_repair_does_not_interrupt_it(dpmpi_run):
     # agreement fails and Respawn starts again): the survivor's interruption comes once, at the
     # first death, and the repair is never cut short (one recovery attempt at the runtime's level).
     # replicas=2: with 3 ranks, any two hold each other's only copy otherwise
-    job, finals = run(dpmpi_run, 5, 2, "1:step@2:KILL,2:repair-agree@1:KILL", None, "--replicas", 2)
+    job, finals = run(dpmpi_run, 5, 2, "1:step@2:KILL,2:repair-agree@1:KILL", None, "--replicas", 2,
+                      "--seconds", 0.5)
     assert {finals[1]["wid"], finals[2]["wid"]} == {3, 4}, finals
     e = finals[0]
     (rec,) = e["recoveries"]
