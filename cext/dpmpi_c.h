@@ -106,3 +106,37 @@ void dpmpi_hb_set_rank(int world_rank);
 int dpmpi_hb_thread_id(void);
 long dpmpi_hb_beats(void);
 double dpmpi_hb_period(void);
+
+/* ---- failure watcher (dpmpi_watch.c; see dpmpi/watcher.py) ---- */
+typedef struct {
+    int noticed;   /* 1: a death (or a revoke) was noticed in the current generation */
+    int source;    /* 1 pidfd, 2 ULFM (the receive on dpmpi's communicator failed) */
+    int id;        /* pidfd: the peer's process id (world rank); ULFM: the MPI error class */
+    double at;     /* time.time() when it was noticed */
+    unsigned long gen;
+    int npeers;    /* pidfds watched in this generation */
+    int ulfm;      /* 1: a ULFM receive is watched in this generation */
+    long wakeups;  /* poll() returns so far */
+    long tests;    /* MPI_Test calls so far */
+    long signals;  /* signals sent to the main thread so far */
+    int tid;       /* the thread's kernel id (0: not started) */
+} dpmpi_watch_info;
+
+/* Start the watcher thread (idempotent): on each notice it sends signal `signo` to the thread
+ * `target` (a pthread_t, e.g. threading.main_thread().ident). 1 started, 0 already, < 0: -errno. */
+int dpmpi_watch_start(unsigned long target, int signo);
+/* Bind MPI_Irecv/MPI_Test/MPI_Error_class from the loaded libmpi (for the ULFM part). 0 or < 0. */
+int dpmpi_watch_bind_mpi(const char *libmpi_path);
+/* A new generation: watch these pidfds (ids[i]: whose), and when comm is not NULL, a receive
+ * from any source with `tag` on comm, tested every `period` seconds. Clears the notice. The fds
+ * must stay open for the life of the process. Returns the generation (> 0) or < 0. */
+int dpmpi_watch_set(int n, const int *fds, const int *ids, void *comm, void *byte_type, int tag, double period);
+/* Close the MPI gate: when it returns the thread is in no MPI call and starts none until the
+ * next dpmpi_watch_set with a communicator. */
+void dpmpi_watch_quiesce(void);
+/* Send no more signals (at interpreter exit: Python resets the handler to SIG_DFL, which would
+ * end the process). */
+void dpmpi_watch_stop_signals(void);
+/* The notice word of the current generation (read it without a call: p[0]). */
+int *dpmpi_watch_noticed_ptr(void);
+void dpmpi_watch_get(dpmpi_watch_info *out);

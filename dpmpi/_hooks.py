@@ -1,6 +1,7 @@
 """What runs around every dpmpi communicator call when something asked for it: fault-injection
-points (dpmpi.faults) and the stall watchdog's progress marks. Off by default; when off the
-cost on the call path is one attribute test. Imports no MPI."""
+points (dpmpi.faults), the stall watchdog's progress marks, and the failure watcher's "no
+interruption inside dpmpi" marks (dpmpi.watcher). Off by default; when off the cost on the call
+path is one attribute test. Imports no MPI."""
 from __future__ import annotations
 
 from typing import Callable
@@ -10,11 +11,13 @@ on = False
 _fault_hit: Callable[[str], None] | None = None
 _stall_enter: Callable[[], None] | None = None
 _stall_leave: Callable[[], None] | None = None
+_watch_enter: Callable[[], None] | None = None
+_watch_leave: Callable[[], bool] | None = None
 
 
 def _update() -> None:
     global on
-    on = _fault_hit is not None or _stall_enter is not None
+    on = _fault_hit is not None or _stall_enter is not None or _watch_enter is not None
 
 
 def enable_faults(hit: Callable[[str], None] | None) -> None:
@@ -29,13 +32,32 @@ def enable_stall(enter: Callable[[], None], leave: Callable[[], None]) -> None:
     _update()
 
 
+def enable_watch(enter: Callable[[], None], leave: Callable[[], bool]) -> None:
+    global _watch_enter, _watch_leave
+    _watch_enter, _watch_leave = enter, leave
+    _update()
+
+
 def enter(name: str) -> None:
     if _fault_hit is not None:
         _fault_hit(name)  # may end the process, raise, or hang: before the MPI call starts
     if _stall_enter is not None:
         _stall_enter()
+    if _watch_enter is not None:
+        _watch_enter()
 
 
-def leave() -> None:
+def leave() -> bool:
+    """True when the caller must raise the failure watcher's error once its result is safe."""
     if _stall_leave is not None:
         _stall_leave()
+    return _watch_leave() if _watch_leave is not None else False
+
+
+def interrupt() -> None:
+    """Raise the failure the watcher noticed while a dpmpi call ran (see dpmpi.watcher)."""
+    from dpmpi import watcher
+
+    w = watcher.current()
+    if w is not None:
+        raise w.failure()

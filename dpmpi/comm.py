@@ -117,17 +117,24 @@ def _translating(op: str, fn: Callable[..., Any], raw: MPI.Comm | None,
             kwargs = {k: _raw(v) for k, v in kwargs.items()}
         if _hooks.on:
             _hooks.enter(op)
+            due = False
             try:
-                result = fn(*args, **kwargs)
-            except MPI.Exception as exc:
-                raise from_mpi(cause(exc) if cause else exc, raw, op) from exc
+                try:
+                    result = fn(*args, **kwargs)
+                except MPI.Exception as exc:
+                    raise from_mpi(cause(exc) if cause else exc, raw, op) from exc
+                # wrapped before the failure watcher may interrupt: a dpmpi.Request dropped
+                # while pending keeps itself (and its buffer) alive
+                out = result if result is None else _convert(op, result, raw)
             finally:
-                _hooks.leave()
-        else:
-            try:
-                result = fn(*args, **kwargs)
-            except MPI.Exception as exc:
-                raise from_mpi(cause(exc) if cause else exc, raw, op) from exc
+                due = _hooks.leave()
+            if due:  # a peer died during the call and the program asked to be interrupted
+                _hooks.interrupt()
+            return out
+        try:
+            result = fn(*args, **kwargs)
+        except MPI.Exception as exc:
+            raise from_mpi(cause(exc) if cause else exc, raw, op) from exc
         return result if result is None else _convert(op, result, raw)
 
     call.__name__ = op
@@ -311,11 +318,23 @@ class Comm:
         return failed_ranks(self._comm)
 
     def _call(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
+        # (no fault points here; the failure watcher's marks only, as around every call)
+        watch = _hooks._watch_enter is not None
+        if watch:
+            _hooks._watch_enter()
+        due = False
         try:
-            result = fn(*args)
-        except MPI.Exception as exc:
-            raise from_mpi(exc, self._comm, op) from exc
-        return result if result is None else _convert(op, result, self._comm)
+            try:
+                result = fn(*args)
+            except MPI.Exception as exc:
+                raise from_mpi(exc, self._comm, op) from exc
+            out = result if result is None else _convert(op, result, self._comm)
+        finally:
+            if watch:
+                due = _hooks._watch_leave()
+        if due:
+            _hooks.interrupt()
+        return out
 
 
 def _dropped_world_ranks(old: MPI.Comm, new: MPI.Comm) -> list[int]:
@@ -371,6 +390,16 @@ class Request:
 
     def __bool__(self) -> bool:
         return bool(self._req)
+
+    def __del__(self) -> None:
+        # Dropped while MPI may still use it (e.g. a step interrupted by the failure watcher
+        # between an Isend and its Wait): mpi4py would free the request while its buffer may go
+        # away; keep both for the life of the process instead (docs/threads.md, invariant 4).
+        try:
+            if self._req:
+                keep_forever(self._req)
+        except Exception:
+            pass
 
     def __eq__(self, other: object) -> bool:
         return self._req == _raw(other)

@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, faults
+from dpmpi import _guard, faults, watcher
 from dpmpi.comm import Comm, _warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
 
@@ -239,6 +239,7 @@ class ResilientComm(_Tracked):
         """The number of active ranks (on a waiting spare too: the size it will join)."""
         return len(self._state.plan.actives)
 
+    @watcher.uninterrupted
     def Await(self) -> ResilientComm:
         """On a spare from ``dpmpi.init(wait=False)``: wait (without spinning) until this process
         takes a failed rank's place, then return this communicator, now active
@@ -264,6 +265,7 @@ class ResilientComm(_Tracked):
             raise TypeError(f"on_repair() takes a callable(event), got {type(callback).__name__}")
         self._state.callbacks.append(callback)
 
+    @watcher.uninterrupted
     def Respawn(self) -> ResilientComm:
         """Repair after a ProcFailedError/RevokedError: a spare takes each failed rank's place.
 
@@ -304,6 +306,9 @@ class _State:
         # wid -> (node, CPUs) of the place it holds: where it was bound at start, or the place of
         # the rank it replaced (a replacement takes that rank's CPUs when on the same node)
         self.cpus: dict[int, tuple[str, tuple[int, ...]]] = {}
+        self.procs: dict[int, watcher.Ident] = {}  # wid -> where it runs (for the failure watcher)
+        self.watch_mode = watcher.Mode(False, False)  # decided at init, the same everywhere
+        self.watcher: watcher.Watcher | None = None
 
     def not_spare(self, what: str) -> None:
         if self.role is Role.SPARE:
@@ -420,6 +425,9 @@ class _State:
         merged = inter.Merge(high=False)
         _warm_up(merged, "Spawn")
         merged.bcast((wids, base, plan, recipes, renumber, self.policy, self.poll, outcome, self.cpus), root=0)
+        # where everyone runs (the children's failure watchers, and ours for the children)
+        table = merged.allgather((self.wid, watcher.identity(), self.watch_mode))
+        self.procs.update({wid: watcher.Ident(*ident) for wid, ident, _m in table})
         self.intercomms.append(inter)  # kept: freeing an intercommunicator to live children may block
         return merged
 
@@ -558,6 +566,8 @@ class _State:
                 self.active._rebase(raw)
             self._rebuild_derived(self.recipes if was_active else recipes, renumber, fresh=not was_active)
             self.role = Role.SURVIVOR if was_active else Role.RECOVERED
+        if self.watcher is not None:  # the new set of peers (and, with ULFM, a new communicator)
+            self.watcher.rearm()
         self._bury()
         phases["rebuild"] += time.perf_counter() - t
         dropped = [lr for lr, how in filled.items() if how == "dropped"]
@@ -589,7 +599,8 @@ def _program_args() -> list[str]:
 
 def _spawn_env() -> dict[str, str]:
     env = {ENV_SPAWNED: "1", faults.ENV_REPLACEMENT: "1"}
-    for key in ("PYTHONPATH", "DPMPI_STATUS", ENV_EVENTS, "DPMPI_SPARE_POLL", ENV_ON_DEPLETED):
+    for key in ("PYTHONPATH", "DPMPI_STATUS", ENV_EVENTS, "DPMPI_SPARE_POLL", ENV_ON_DEPLETED, watcher.ENV_WATCH,
+                watcher.ENV_ULFM, watcher.ENV_PIDFD, watcher.ENV_POLL, watcher.ENV_SIGNAL):
         if os.environ.get(key):
             env[key] = os.environ[key]
     return env
@@ -604,12 +615,16 @@ def _join_spawned() -> _State:
         merged = parent.Merge(high=True)
         _warm_up(merged, "Spawn")
         wids, base, plan, recipes, renumber, policy, poll, (failed, filled), cpus = merged.bcast(None, root=0)
+        table = merged.allgather((wids[MPI.COMM_WORLD.Get_rank()], watcher.identity(), None))
     except MPI.Exception as exc:
         raise from_mpi(exc, parent, "dpmpi.init (spawned)") from exc
     state = _State(merged, base, policy, poll)
     state.wid = wids[MPI.COMM_WORLD.Get_rank()]
     state.cpus = cpus
     state.cpus[state.wid] = _my_place()  # until this process takes a place (as a spare, if this attempt fails)
+    state.procs = {wid: watcher.Ident(*ident) for wid, ident, _m in table}
+    state.watch_mode = next(watcher.Mode(*m) for _w, _i, m in table if m is not None)  # the parents'
+    state.watcher = watcher.start(state, state.watch_mode)
     _guard.set_record_rank(state.wid)
     me = plan.actives.index(state.wid)
     raw = MPI.COMM_NULL
@@ -622,6 +637,8 @@ def _join_spawned() -> _State:
             raise from_mpi(exc, merged, "dpmpi.init (spawned)") from exc
         # a failure during the repair that started us: join its next attempt like a new spare
         _free(raw)
+        if state.watcher is not None:
+            state.watcher.rearm()  # nothing to watch yet (not active)
         state.repair(time.time())
         if state.logical() < 0:  # not needed after all; there is no job-wide end to wait for
             _guard.exit_after_agreement(0)
@@ -632,6 +649,8 @@ def _join_spawned() -> _State:
     state.active = ResilientComm(raw, state)
     state._rebuild_derived(recipes, renumber, fresh=True)
     state.role = Role.RECOVERED
+    if state.watcher is not None:  # as the parents do in _commit
+        state.watcher.rearm()
     _guard.set_idle_spares(list(plan.spares))
     event = RepairEvent(epoch=plan.epoch, rank=me, wid=state.wid, role=Role.RECOVERED.value,
                         failed=failed, filled=filled, size=len(plan.actives), attempts=1,
@@ -826,13 +845,16 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
         raise from_mpi(exc, MPI.COMM_WORLD, "init") from exc
     _warm_up(world, "init")
     try:
-        places = world.allgather(_my_place())
+        table = world.allgather((_my_place(), watcher.identity()))
     except MPI.Exception as exc:
         raise from_mpi(exc, world, "init") from exc
     n_active = size - n_spares
     plan = Plan(0, tuple(range(n_active)), tuple(range(n_active, size)), size)
     state = _State(world, plan, policy, poll)
-    state.cpus = dict(enumerate(places))
+    state.cpus = {wid: place for wid, (place, _i) in enumerate(table)}
+    state.procs = {wid: watcher.Ident(*i) for wid, (_c, i) in enumerate(table)}
+    state.watch_mode = watcher.mode_from_env(state.procs)  # the same on every process (same table)
+    state.watcher = watcher.start(state, state.watch_mode)
     _STATE = state
     _guard.set_idle_spares(list(plan.spares))
     me = state.logical()
@@ -843,7 +865,11 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     if me >= 0:
         _warm_up(raw, "init")
         state.active = ResilientComm(raw, state)
+        if state.watcher is not None:  # collective over the active ranks when ULFM is watched
+            state.watcher.rearm()
         return state.active
+    if state.watcher is not None:
+        state.watcher.rearm()  # a spare: nothing to watch until it is called in
     state.post_exit_agreement()
     if not wait:  # a placeholder until called in; every MPI call on it raises until Await()
         state.role = Role.SPARE

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import faults, resilient
+from dpmpi import faults, resilient, watcher
 from dpmpi.errors import ProcFailedError, RevokedError
 from dpmpi.snapshot import Snapshot
 
@@ -63,12 +63,19 @@ class Recovery:
     repair: dict = field(default_factory=dict)  # the RepairEvent of this process
     restore: dict = field(default_factory=dict)  # the snapshot's restore breakdown
     attempts: int = 1  # repairs needed (a failure during recovery adds one)
+    detected_by: str = ""  # "pidfd"/"ulfm": the failure watcher interrupted the step; "mpi": an MPI call
+    noticed_at: float = 0.0  # when the watcher noticed the death (0: it did not)
 
     @property
     def steps_recomputed(self) -> int:
         """Whole steps whose results were lost and recomputed (the step in progress, partly
         done when the failure came, is not counted)."""
         return max(0, self.failed_step - self.restored_epoch)
+
+    @property
+    def detect_ms(self) -> float:
+        """From the watcher's notice to the runtime catching it (0 when the watcher did not)."""
+        return 1e3 * (self.caught_at - self.noticed_at) if self.noticed_at else 0.0
 
     @property
     def repair_ms(self) -> float:
@@ -84,7 +91,8 @@ class Recovery:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d.update(steps_recomputed=self.steps_recomputed, repair_ms=round(self.repair_ms, 3),
+        d.update(steps_recomputed=self.steps_recomputed, detect_ms=round(self.detect_ms, 3),
+                 repair_ms=round(self.repair_ms, 3),
                  restore_ms=round(self.restore_ms, 3), recompute_ms=round(self.recompute_ms, 3))
         return d
 
@@ -97,12 +105,15 @@ class Runtime:
     shapes). ``snapshot_every``: snapshot after every K-th step. ``bounded_loss`` (default True):
     before the state changes, wait until the last snapshot is also held by the buddies, so a
     failure loses at most ``snapshot_every`` steps plus the one in progress; False lets the
-    replication run on into the next step (less waiting, and up to one more step lost). The
+    replication run on into the next step (less waiting, and up to one more step lost).
+    ``interrupt`` (default True): while a step runs, a peer's death noticed by dpmpi's failure
+    watcher interrupts it at once (``ProcFailedError`` at the next Python instruction, or out of a
+    ``time.sleep``/lock wait) instead of at the step's next MPI call; see ``dpmpi.watcher``. The
     other keyword arguments go to ``dpmpi.Snapshot``."""
 
     def __init__(self, comm: Any, state: Mapping[str, Any], *, snapshot_every: int = 1, replicas: int = 1,
                  threads: int | None = None, persist_dir: Any = None, persist_every: int = 0,
-                 bounded_loss: bool = True) -> None:
+                 bounded_loss: bool = True, interrupt: bool = True) -> None:
         if not isinstance(comm, resilient.ResilientComm):
             raise TypeError("Runtime needs the communicator returned by dpmpi.init() (it repairs it with "
                             f"Respawn); got {type(comm).__name__}")
@@ -111,6 +122,7 @@ class Runtime:
         self.comm = comm
         self.snapshot_every = snapshot_every
         self.bounded_loss = bool(bounded_loss)
+        self.interrupt = bool(interrupt)
         self.snapshot = Snapshot(comm, state, replicas=replicas, threads=threads, persist_dir=persist_dir,
                                  persist_every=persist_every)
         self.step = 0  # the step being run (or the next one)
@@ -182,7 +194,8 @@ class Runtime:
                         if self._catching_up is not None and self.step >= self._catching_up.failed_step:
                             self._caught_up()
                         self._updates = 0
-                        step_fn(self.step)
+                        with watcher.armed(self.interrupt):  # dpmpi calls inside are never interrupted
+                            step_fn(self.step)
                         if self._updates != 1:
                             raise RuntimeError(
                                 f"step {self.step} did not modify the state inside 'with rt.update():'; the "
@@ -213,7 +226,8 @@ class Runtime:
         caught_at = time.time()
         failed_step = self.step if caught is not None else -1
         if caught is not None:
-            self._emit("failure", step=self.step, error=type(caught).__name__)
+            self._emit("failure", step=self.step, error=type(caught).__name__,
+                       detected_by=getattr(caught, "noticed_by", "") or "mpi")
         self._pending = None
         attempts = 0
         while True:
@@ -245,7 +259,9 @@ class Runtime:
         record = Recovery(failed_step=failed_step, restored_epoch=epoch, error=type(caught).__name__ if caught else "",
                           caught_at=caught_at, repaired_at=repaired_at, restored_at=restored_at,
                           resumed_at=time.time(), repair=repair, restore=dict(self.snapshot.last_restore),
-                          attempts=attempts)
+                          attempts=attempts,
+                          detected_by=(getattr(caught, "noticed_by", "") or "mpi") if caught is not None else "",
+                          noticed_at=float(getattr(caught, "noticed_at", 0.0) or 0.0))
         self.history.append(record)
         self._catching_up = record
         self._emit("restored", epoch=epoch, failed_step=failed_step, steps_recomputed=record.steps_recomputed,

@@ -49,6 +49,7 @@ from typing import Any, Mapping
 from mpi4py import MPI
 
 from dpmpi import _guard
+from dpmpi.watcher import uninterrupted
 from dpmpi.comm import Comm, _warm_up, cause_of, keep_forever, keep_pending
 from dpmpi.resilient import Role
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
@@ -404,6 +405,7 @@ class Snapshot:
             ptrs.append(ext.ffi.from_buffer(view))
         return ptrs, views
 
+    @uninterrupted
     def stage(self, epoch: int | None = None) -> None:
         """Start copying the registered arrays into the free slot; returns at once (local).
 
@@ -474,6 +476,7 @@ class Snapshot:
             return True
         return self._repl is not None and self._repl.running and self._repl.wait(0.0) == 1
 
+    @uninterrupted
     def wait(self) -> None:
         """Wait until the last commit's replication and file write are done (local). Raises
         ProcFailedError if a peer failed during the replication."""
@@ -486,6 +489,7 @@ class Snapshot:
                 self._raise_peer_failure("snapshot replication")
             self._collect()
 
+    @uninterrupted
     def close(self) -> None:
         """Stop the threads and free the memory (local). Later calls raise ValueError."""
         if self._closed:
@@ -543,6 +547,7 @@ class Snapshot:
             raise ValueError(f"commit({epoch}): epochs must grow; the last committed epoch is {self._epoch}")
         return epoch
 
+    @uninterrupted
     def commit(self, epoch: int, *, durable: bool = True) -> None:
         """Seal the staged copy as ``epoch`` and replicate it to the buddies.
 
@@ -764,6 +769,7 @@ class Snapshot:
             self._scomm = None
 
     # -- restore --
+    @uninterrupted
     def restore(self) -> int:
         """Write the newest globally restorable epoch back into the arrays; return it.
 
@@ -1038,6 +1044,7 @@ class Snapshot:
         return epoch
 
     @classmethod
+    @uninterrupted
     def load(cls, comm: Any, arrays: Mapping[str, Any], persist_dir: str | os.PathLike) -> int:
         """Fill ``arrays`` from the newest epoch that ``persist_dir`` holds for every rank, and
         return it (collective over ``comm``): a whole job restarting from disk."""

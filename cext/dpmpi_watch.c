@@ -1,0 +1,350 @@
+/* dpmpi failure watcher: notice a peer's death while the program's main thread computes, and
+ * tell that thread at once (a signal), instead of at its next MPI call.
+ *
+ * Two sources, both watched by one C thread ("dpmpi-watch"):
+ *  - pidfds: for each active peer on this node (same kernel and pid namespace), one on its
+ *    process and one on its own watcher thread (PIDFD_THREAD, Linux >= 6.9), opened by
+ *    dpmpi/watcher.py; poll() wakes the thread when either ends. The thread's end comes first
+ *    when the peer was killed: a process is reported gone only once all its threads have exited,
+ *    and a killed process's nice-19 snapshot threads can wait hundreds of ms for the CPU they
+ *    need to exit on a busy node (measured here). No MPI, no CPU while nothing happens.
+ *  - ULFM (optional, for peers on other nodes): a receive from MPI_ANY_SOURCE posted on a
+ *    communicator of dpmpi's own (a duplicate of the active one); Open MPI completes it in error
+ *    (ERR_PROC_FAILED_PENDING) when a process of it fails, or ERR_REVOKED when a peer started a
+ *    repair (which revokes it). Open MPI only reports that from inside an MPI call, so the
+ *    thread tests it every `period` seconds: poll()'s timeout.
+ *
+ * Owner and lifetime (one thread per process):
+ *  - Started by dpmpi_watch_start(), called once by dpmpi/watcher.py from dpmpi.init(). Never
+ *    stopped or joined: it runs until the process is gone, and everything it touches is static
+ *    (never freed), so it cannot crash at exit. All signals are blocked in it.
+ *  - A "generation" is one set of peers: dpmpi_watch_set() (after init and after each repair
+ *    commits) replaces the set, clears the notice and wakes the thread through an eventfd. A
+ *    notice is recorded only for the generation it belongs to, so a death seen just before a
+ *    repair cannot interrupt the step after it.
+ *  - It calls MPI (MPI_Irecv, MPI_Test, MPI_Error_class) only with `mpi_mu` held and only while
+ *    the gate is open: dpmpi_watch_set() with a communicator opens it for that generation;
+ *    dpmpi_watch_quiesce() closes it and returns once no call is in progress. A repair calls
+ *    quiesce before its first MPI call; the process's exit closes it for good (an on_exit
+ *    handler registered after dpmpi's, so it runs before dpmpi's exit agreement and
+ *    MPI_Finalize). The request it posts is never freed (invariant 4 of docs/threads.md): it
+ *    stays pending on a static buffer, on a communicator that is never freed.
+ *  - On a notice it sends one signal (`signo`) to the main thread; what the signal does there
+ *    (raise ProcFailedError, or nothing) is decided by dpmpi/watcher.py's handler. When the
+ *    interpreter ends, Python resets its handlers to SIG_DFL, whose action for this real-time
+ *    signal is to end the process: so an atexit hook stops the signals first
+ *    (dpmpi_watch_stop_signals), while peers that end normally are still noticed during the
+ *    exit agreement.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dpmpi_c.h"
+
+#define WATCH_MAX 1024
+#define SRC_PIDFD 1
+#define SRC_ULFM 2
+#define OMPI_ANY_SOURCE (-1) /* Open MPI's MPI_ANY_SOURCE */
+
+typedef int (*fn_irecv)(void *, int, void *, int, int, void *, void **);
+typedef int (*fn_test)(void **, int *, void *);
+typedef int (*fn_error_class)(int, int *);
+
+static struct {
+    pthread_mutex_t mu; /* the configuration and the notice */
+    int started, closed;
+    int efd;
+    pthread_t target;
+    int signo;
+    unsigned long gen;
+    int n;
+    int fds[WATCH_MAX], ids[WATCH_MAX];
+    void *comm, *byte_type;
+    int tag;
+    double period;
+    /* the notice of the current generation (noticed: read by Python through a pointer) */
+    atomic_int noticed;
+    int source, id;
+    double at;
+    /* the MPI gate */
+    pthread_mutex_t mpi_mu;
+    int mpi_ok;
+    unsigned long mpi_gen;
+    fn_irecv irecv;
+    fn_test test;
+    fn_error_class error_class;
+    /* counters */
+    atomic_long wakeups, tests, signals;
+    atomic_int tid;
+} w = {.mu = PTHREAD_MUTEX_INITIALIZER, .mpi_mu = PTHREAD_MUTEX_INITIALIZER, .efd = -1};
+
+static char recv_buf[8]; /* what the receive would get (nobody sends): static, never freed */
+
+static double now_real(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Record a notice for generation `gen` (if it is still the current one and has none yet), then
+ * signal the main thread. */
+static void notice(unsigned long gen, int source, int id) {
+    pthread_mutex_lock(&w.mu);
+    if (gen == w.gen && !atomic_load(&w.noticed)) {
+        w.source = source;
+        w.id = id;
+        w.at = now_real();
+        atomic_store(&w.noticed, 1);
+        if (w.signo > 0) { /* under the lock: after dpmpi_watch_stop_signals() none is sent */
+            atomic_fetch_add(&w.signals, 1);
+            pthread_kill(w.target, w.signo);
+        }
+    }
+    pthread_mutex_unlock(&w.mu);
+}
+
+static pthread_mutex_t started_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t started_cv = PTHREAD_COND_INITIALIZER;
+
+static void *watch_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&started_mu);
+    atomic_store(&w.tid, (int)syscall(SYS_gettid));
+    pthread_cond_broadcast(&started_cv);
+    pthread_mutex_unlock(&started_mu);
+    static struct pollfd pf[WATCH_MAX + 1];
+    static int fds[WATCH_MAX], ids[WATCH_MAX], done[WATCH_MAX], slot_of[WATCH_MAX];
+    unsigned long gen = 0;
+    int n = 0, have_comm = 0, posted = 0, ulfm_done = 0;
+    void *comm = NULL, *byte_type = NULL, *req = NULL;
+    int tag = 0;
+    double period = 0.01;
+    int first = 1;
+    for (;;) {
+        pthread_mutex_lock(&w.mu);
+        if (first || w.gen != gen) { /* a new generation: take its configuration */
+            first = 0;
+            gen = w.gen;
+            n = w.n;
+            for (int i = 0; i < n; i++) {
+                fds[i] = w.fds[i];
+                ids[i] = w.ids[i];
+                done[i] = 0;
+            }
+            comm = w.comm;
+            byte_type = w.byte_type;
+            tag = w.tag;
+            period = w.period > 0 ? w.period : 0.01;
+            have_comm = comm != NULL;
+            posted = 0; /* a request of an older generation stays pending, untouched, forever */
+            ulfm_done = 0;
+        }
+        pthread_mutex_unlock(&w.mu);
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            if (done[i]) continue;
+            pf[k].fd = fds[i];
+            pf[k].events = POLLIN;
+            pf[k].revents = 0;
+            slot_of[k] = i;
+            k++;
+        }
+        pf[k].fd = w.efd;
+        pf[k].events = POLLIN;
+        pf[k].revents = 0;
+        int timeout = (have_comm && !ulfm_done) ? (int)(period * 1000.0 + 0.5) : -1;
+        if (timeout == 0) timeout = 1;
+        int rc = poll(pf, (nfds_t)(k + 1), timeout);
+        atomic_fetch_add(&w.wakeups, 1);
+        if (rc < 0 && errno != EINTR) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL); /* should not happen; never spin */
+            continue;
+        }
+        if (rc > 0 && (pf[k].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t r = read(w.efd, &v, sizeof v);
+            (void)r;
+        }
+        for (int j = 0; rc > 0 && j < k; j++) {
+            if (pf[j].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
+                int i = slot_of[j];
+                done[i] = 1; /* level-triggered: do not wake for it again */
+                notice(gen, SRC_PIDFD, ids[i]);
+            }
+        }
+        if (have_comm && !ulfm_done) {
+            pthread_mutex_lock(&w.mpi_mu);
+            if (w.mpi_ok && w.mpi_gen == gen) {
+                int code;
+                if (!posted) {
+                    code = w.irecv(recv_buf, 1, byte_type, OMPI_ANY_SOURCE, tag, comm, &req);
+                    if (code == 0) posted = 1;
+                } else {
+                    int flag = 0;
+                    atomic_fetch_add(&w.tests, 1);
+                    code = w.test(&req, &flag, NULL);
+                    if (code == 0 && flag) posted = 0; /* a message (nobody sends one): post again */
+                }
+                if (code != 0) {
+                    int cls = code;
+                    w.error_class(code, &cls);
+                    ulfm_done = 1;
+                    pthread_mutex_unlock(&w.mpi_mu);
+                    notice(gen, SRC_ULFM, cls);
+                    continue;
+                }
+            }
+            pthread_mutex_unlock(&w.mpi_mu);
+        }
+    }
+    return NULL;
+}
+
+static void watch_on_exit(int status, void *arg) {
+    (void)status;
+    (void)arg;
+    pthread_mutex_lock(&w.mpi_mu);
+    w.mpi_ok = 0;
+    pthread_mutex_unlock(&w.mpi_mu);
+    pthread_mutex_lock(&w.mu);
+    w.closed = 1;
+    pthread_mutex_unlock(&w.mu);
+}
+
+int dpmpi_watch_start(unsigned long target, int signo) {
+    pthread_mutex_lock(&w.mu);
+    if (w.started) {
+        pthread_mutex_unlock(&w.mu);
+        return 0;
+    }
+    w.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w.efd < 0) {
+        int err = errno;
+        pthread_mutex_unlock(&w.mu);
+        return -err;
+    }
+    w.target = (pthread_t)target;
+    w.signo = signo;
+    /* registered after dpmpi's exit handler, so it runs before it (on_exit runs in reverse):
+     * the gate is closed before the exit agreement and MPI_Finalize */
+    on_exit(watch_on_exit, NULL);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* no signal is ever handled by this thread */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, watch_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        close(w.efd);
+        w.efd = -1;
+        pthread_mutex_unlock(&w.mu);
+        return -rc;
+    }
+    pthread_setname_np(t, "dpmpi-watch");
+    w.started = 1;
+    pthread_mutex_unlock(&w.mu);
+    /* its kernel id is part of this process's identity (peers watch this thread's end) */
+    pthread_mutex_lock(&started_mu);
+    while (atomic_load(&w.tid) == 0) pthread_cond_wait(&started_cv, &started_mu);
+    pthread_mutex_unlock(&started_mu);
+    return 1;
+}
+
+int dpmpi_watch_bind_mpi(const char *libmpi_path) {
+    void *h = dlopen(libmpi_path, RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen(libmpi_path, RTLD_NOW);
+    if (!h) return -1;
+    fn_irecv irecv = (fn_irecv)dlsym(h, "MPI_Irecv");
+    fn_test test = (fn_test)dlsym(h, "MPI_Test");
+    fn_error_class error_class = (fn_error_class)dlsym(h, "MPI_Error_class");
+    if (!irecv || !test || !error_class) return -2;
+    pthread_mutex_lock(&w.mpi_mu);
+    w.irecv = irecv;
+    w.test = test;
+    w.error_class = error_class;
+    pthread_mutex_unlock(&w.mpi_mu);
+    return 0;
+}
+
+int dpmpi_watch_set(int n, const int *fds, const int *ids, void *comm, void *byte_type, int tag, double period) {
+    if (n < 0 || n > WATCH_MAX) return -EINVAL;
+    pthread_mutex_lock(&w.mu);
+    if (!w.started) {
+        pthread_mutex_unlock(&w.mu);
+        return -ESRCH;
+    }
+    if (comm != NULL && (w.closed || !w.test)) comm = NULL; /* exiting, or MPI not bound */
+    /* the gate first: the thread may be testing the previous generation's request */
+    pthread_mutex_lock(&w.mpi_mu);
+    w.mpi_ok = comm != NULL;
+    w.mpi_gen = w.gen + 1;
+    pthread_mutex_unlock(&w.mpi_mu);
+    w.gen += 1;
+    w.n = n;
+    for (int i = 0; i < n; i++) {
+        w.fds[i] = fds[i];
+        w.ids[i] = ids[i];
+    }
+    w.comm = comm;
+    w.byte_type = byte_type;
+    w.tag = tag;
+    w.period = period;
+    atomic_store(&w.noticed, 0);
+    w.source = 0;
+    w.id = 0;
+    w.at = 0.0;
+    unsigned long gen = w.gen;
+    uint64_t one = 1;
+    ssize_t r = write(w.efd, &one, sizeof one);
+    (void)r;
+    pthread_mutex_unlock(&w.mu);
+    return (int)(gen & 0x7fffffff);
+}
+
+void dpmpi_watch_stop_signals(void) {
+    pthread_mutex_lock(&w.mu);
+    w.signo = 0;
+    pthread_mutex_unlock(&w.mu);
+}
+
+void dpmpi_watch_quiesce(void) {
+    pthread_mutex_lock(&w.mpi_mu); /* waits for a call in progress */
+    w.mpi_ok = 0;
+    pthread_mutex_unlock(&w.mpi_mu);
+}
+
+int *dpmpi_watch_noticed_ptr(void) { return (int *)&w.noticed; }
+
+void dpmpi_watch_get(dpmpi_watch_info *out) {
+    pthread_mutex_lock(&w.mu);
+    out->noticed = atomic_load(&w.noticed);
+    out->source = w.source;
+    out->id = w.id;
+    out->at = w.at;
+    out->gen = w.gen;
+    out->npeers = w.n;
+    out->ulfm = w.comm != NULL;
+    pthread_mutex_unlock(&w.mu);
+    out->wakeups = atomic_load(&w.wakeups);
+    out->tests = atomic_load(&w.tests);
+    out->signals = atomic_load(&w.signals);
+    out->tid = atomic_load(&w.tid);
+}

@@ -1,0 +1,516 @@
+"""The failure watcher: learn of a peer's death while the main thread computes, and interrupt it.
+
+Without it a survivor notices a death only at its next MPI call, so a long step (numpy for
+250 ms, a GIL-released wait on a device) delays the repair by the rest of the step. With it:
+
+- **Same node**: one pidfd per active peer on this node (same kernel, same pid namespace; the
+  processes' identities are allgathered by ``dpmpi.init``), waited on with ``poll()`` by a C
+  thread (``cext/dpmpi_watch.c``): it wakes when a peer's process ends. No MPI, no CPU while
+  nothing happens.
+- **Other nodes** (``DPMPI_WATCH_ULFM``: ``auto``, the default, turns it on when some pair of
+  processes is not on one node, ``1`` always, ``0`` never): ULFM's own detection. A receive
+  from ``MPI_ANY_SOURCE`` posted on a duplicate of the active communicator that is dpmpi's own,
+  tested by the same C thread every ``DPMPI_WATCH_POLL`` seconds (default 0.01); Open MPI
+  completes it in error when a process of it fails, or when a repair started elsewhere revoked
+  it. The duplicate is made again after each repair (one ``Dup`` in the repair's commit).
+
+On a notice the thread sends a signal (``DPMPI_WATCH_SIGNAL``, default ``SIGRTMIN+6``) to the main
+thread. Its handler raises ``ProcFailedError`` (``RevokedError`` for a revoke) at the next Python
+instruction, and a GIL-released wait that Python retries on a signal (``time.sleep``, a lock or
+``Event.wait``) returns early with it, but only where the program asked for it: inside
+``Runtime.run``'s steps, or inside ``with dpmpi.interrupt_on_failure():``. Never inside dpmpi's
+own code (a repair, a snapshot call, a ``dpmpi.Comm`` call): a notice that arrives there is
+raised when that code returns to the program. A notice is sticky until the next repair
+re-arms the watcher with the new set of processes.
+
+Owner and lifetime: ``dpmpi.init`` creates the one ``Watcher`` of the process (``_State.watcher``)
+from the main thread and starts the C thread; the repair's first step (``_State.interrupt``)
+closes the thread's MPI gate and revokes the watcher's communicator; the repair's commit
+re-arms it (``Watcher.rearm``). The thread never stops; an ``on_exit`` handler closes the gate
+before dpmpi's exit agreement. See docs/threads.md.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import os
+import signal
+import threading
+import time
+import warnings
+from typing import Any, Callable, Iterator, NamedTuple, TypeVar
+
+from mpi4py import MPI
+
+from dpmpi.errors import ProcFailedError, RevokedError
+
+ENV_WATCH = "DPMPI_WATCH"  # 0: no watcher at all
+ENV_PIDFD = "DPMPI_WATCH_PIDFD"  # 0: no pidfds (ULFM only, e.g. to measure it)
+ENV_ULFM = "DPMPI_WATCH_ULFM"  # auto | 1 | 0
+ENV_POLL = "DPMPI_WATCH_POLL"  # seconds between tests of the ULFM receive
+ENV_SIGNAL = "DPMPI_WATCH_SIGNAL"  # the signal sent to the main thread
+DEFAULT_POLL = 0.01
+_TAG = 31_338
+_PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h: PIDFD_THREAD (Linux >= 6.9)
+_THREAD_FD = 1 << 24  # added to a process id in the C thread's table: the fd is its watcher thread's
+SOURCES = {1: "pidfd", 2: "ulfm"}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# ---- who is where ------------------------------------------------------------------------------
+class Ident(NamedTuple):
+    """What a process tells the others about itself at init: enough to watch it with a pidfd."""
+
+    kernel: str  # /proc/sys/kernel/random/boot_id (else the host name): one per running kernel
+    pidns: tuple[int, int]  # (st_dev, st_ino) of /proc/self/ns/pid
+    pid: int
+    start: int  # start time in clock ticks (/proc/PID/stat field 22): tells a reused pid apart
+    pidfd: bool  # this process can open pidfds
+    wtid: int = 0  # kernel id of its watcher thread (0: none): peers watch that thread's end too
+
+
+def _start_ticks(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def identity() -> Ident:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            kernel = f.read().strip()
+    except OSError:
+        import socket
+
+        kernel = socket.gethostname()
+    try:
+        st = os.stat("/proc/self/ns/pid")
+        ns = (st.st_dev, st.st_ino)
+    except OSError:
+        ns = (0, 0)
+    ok = False
+    if hasattr(os, "pidfd_open"):
+        try:
+            os.close(os.pidfd_open(os.getpid()))
+            ok = True
+        except OSError:
+            pass
+    wtid = _start_thread() if _enabled_by_env() else 0
+    return Ident(kernel, ns, os.getpid(), _start_ticks(os.getpid()), ok, wtid)
+
+
+def _enabled_by_env(environ: Any = None) -> bool:
+    env = os.environ if environ is None else environ
+    raw = env.get(ENV_WATCH, "1").strip().lower() or "1"
+    if raw not in ("0", "1", "on", "off", "yes", "no", "true", "false"):
+        raise ValueError(f"{ENV_WATCH}={raw!r}: use 1 (the failure watcher, the default) or 0 (none)")
+    return raw in ("1", "on", "yes", "true")
+
+
+def _start_thread() -> int:
+    """Start the C thread (idempotent; before the identities are exchanged, so that they carry its
+    id) and install the signal handler in the main thread; returns the thread's kernel id."""
+    global _signo
+    ext = _cext()
+    if _signo is None:
+        _signo = 0
+        if _get_ident() == _MAIN:
+            signo = _signal_number()
+            old = signal.getsignal(signo)
+            if old not in (signal.SIG_DFL, None, _on_signal):
+                warnings.warn(f"dpmpi: signal {signo} already has a handler; the failure watcher will not "
+                              f"interrupt steps (set {ENV_SIGNAL} to a free signal)", RuntimeWarning, stacklevel=4)
+            else:
+                signal.signal(signo, _on_signal)
+                # a mask inherited from the parent process must not hold it back
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signo})
+                _signo = signo
+                # the interpreter's end resets the handler to SIG_DFL (which ends the process on
+                # this signal) while peers that end normally are still being noticed
+                atexit.register(ext.lib.dpmpi_watch_stop_signals)
+    rc = ext.lib.dpmpi_watch_start(_MAIN if _signo else 0, _signo)
+    if rc < 0:
+        raise OSError(-rc, f"dpmpi: cannot start the failure watcher thread: {os.strerror(-rc)}")
+    info = ext.ffi.new("dpmpi_watch_info *")
+    ext.lib.dpmpi_watch_get(info)
+    return int(info.tid)
+
+
+def local_peers(procs: dict[int, Ident], me: int, wids: list[int] | tuple[int, ...]) -> list[int]:
+    """The processes among ``wids`` (not ``me``) that ``me`` can watch with a pidfd. Pure."""
+    mine = procs.get(me)
+    if mine is None or not mine.pidfd:
+        return []
+    return [w for w in wids if w != me and w in procs and procs[w].kernel == mine.kernel
+            and tuple(procs[w].pidns) == tuple(mine.pidns)]
+
+
+def ulfm_needed(procs: dict[int, Ident], setting: str) -> bool:
+    """Whether the ULFM receive is watched too: ``setting`` "1"/"0", or "auto": when some pair of
+    processes cannot watch each other with pidfds. Pure, and the same on every process (it is
+    computed from the allgathered table)."""
+    if setting in ("1", "on", "yes", "true"):
+        return True
+    if setting in ("0", "off", "no", "false"):
+        return False
+    places = {(p.kernel, tuple(p.pidns)) for p in procs.values()}
+    return len(places) > 1 or not all(p.pidfd for p in procs.values())
+
+
+class Mode(NamedTuple):
+    """Decided once at init, the same on every process (spawned ones receive it)."""
+
+    enabled: bool
+    ulfm: bool
+
+
+def mode_from_env(procs: dict[int, Ident], environ: Any = None) -> Mode:
+    env = os.environ if environ is None else environ
+    enabled = _enabled_by_env(env)
+    ulfm = env.get(ENV_ULFM, "auto").strip().lower() or "auto"
+    if ulfm not in ("auto", "0", "1", "on", "off", "yes", "no", "true", "false"):
+        raise ValueError(f"{ENV_ULFM}={ulfm!r}: use auto (the default), 1 or 0")
+    return Mode(enabled, enabled and ulfm_needed(procs, ulfm))
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number of seconds") from None
+    if not 0.0005 <= value <= 10:
+        raise ValueError(f"{name}={raw!r}: between 0.0005 and 10 seconds")
+    return value
+
+
+def _signal_number() -> int:
+    raw = os.environ.get(ENV_SIGNAL, "").strip()
+    if not raw:
+        return int(signal.SIGRTMIN) + 6
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_SIGNAL}={raw!r}: a signal number, e.g. {int(signal.SIGRTMIN) + 6}") from None
+
+
+# ---- the main thread's state (touched only by the main thread) ---------------------------------
+_MAIN = threading.main_thread().ident
+_arm = 0  # depth of regions where the program asked to be interrupted
+_defer = 0  # depth of dpmpi's own code inside them: no interruption there
+_noticed: Any = None  # cffi int* to the C notice word (None: no watcher)
+_W: Watcher | None = None
+_signo: int | None = None  # the signal sent to the main thread (0: none; None: not set up yet)
+_get_ident = threading.get_ident
+
+
+def _due() -> bool:
+    return _arm > 0 and _defer == 0 and _noticed is not None and bool(_noticed[0])
+
+
+def defer_enter() -> None:
+    """dpmpi code starts (main thread): no interruption until defer_leave."""
+    global _defer
+    if _get_ident() == _MAIN:
+        _defer += 1
+
+
+def defer_leave() -> bool:
+    """dpmpi code ends; True when the caller must raise ``current().failure()`` now (armed, a
+    notice arrived meanwhile)."""
+    global _defer
+    if _get_ident() != _MAIN:
+        return False
+    _defer -= 1
+    return _defer == 0 and _arm > 0 and _noticed is not None and bool(_noticed[0])
+
+
+def uninterrupted(fn: F) -> F:
+    """Decorator for dpmpi's own entry points (repairs, snapshot calls): never interrupted inside;
+    a failure noticed meanwhile is raised when they return to an armed program."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        defer_enter()
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            due = defer_leave()
+        if due:
+            raise _W.failure()  # type: ignore[union-attr]
+        return result
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _Armed:
+    """``with armed():`` the main thread is interrupted by a peer's death (see the module)."""
+
+    __slots__ = ("on",)
+
+    def __init__(self, on: bool) -> None:
+        self.on = on and _W is not None and _get_ident() == _MAIN
+
+    def __enter__(self) -> None:
+        global _arm
+        if not self.on:
+            return
+        _arm += 1
+        if _defer == 0 and _noticed[0]:  # noticed before: raise at once
+            _arm -= 1
+            self.on = False
+            raise _W.failure()  # type: ignore[union-attr]
+
+    def __exit__(self, *exc: Any) -> None:
+        global _arm
+        if self.on:
+            _arm -= 1
+
+
+def armed(on: bool = True) -> _Armed:
+    return _Armed(on)
+
+
+# the handler never raises inside these: they keep the counters consistent
+_SKIP = {f.__code__ for f in (defer_enter, defer_leave, _due)} | {
+    _Armed.__enter__.__code__, _Armed.__exit__.__code__, _Armed.__init__.__code__}
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    if frame is not None and frame.f_code in _SKIP:
+        # inside the bookkeeping above: once it has returned, handle the signal again
+        if _due():
+            signal.pthread_kill(_MAIN, signum)
+        return
+    if _due():
+        raise _W.failure()  # type: ignore[union-attr]
+
+
+@contextlib.contextmanager
+def interrupt_on_failure() -> Iterator[None]:
+    """Opt in (programs using the primitives; ``Runtime.run`` does it around each step): inside
+    the block, a peer's death raises ``ProcFailedError`` in the main thread at the next Python
+    instruction, and ``time.sleep`` or a lock/``Event`` wait returns early with it. dpmpi's own
+    calls inside the block are never interrupted (the failure is raised when they return). A
+    failure noticed before the block raises at its start. Needs ``dpmpi.init()``; without a
+    watcher (``DPMPI_WATCH=0``, another thread than the main one) the block runs uninterrupted
+    and failures surface at the next MPI call, as without it."""
+    if _W is None and _state_missing():
+        raise RuntimeError("dpmpi.interrupt_on_failure() needs dpmpi.init() first (the watcher learns the job's "
+                           "processes there)")
+    with armed():
+        yield
+
+
+def _state_missing() -> bool:
+    from dpmpi import resilient
+
+    return resilient._STATE is None
+
+
+def current() -> Watcher | None:
+    """The process's watcher (None: not started, or turned off)."""
+    return _W
+
+
+# ---- the watcher ---------------------------------------------------------------------------------
+def _cext() -> Any:
+    from dpmpi import _cext
+
+    return _cext
+
+
+class Watcher:
+    """The process's failure watcher (one, owned by dpmpi.init's state)."""
+
+    def __init__(self, state: Any, mode: Mode) -> None:
+        self.state = state
+        self.mode = mode
+        self.use_pidfd = os.environ.get(ENV_PIDFD, "1").strip() not in ("0", "off", "no", "false")
+        self.period = _env_seconds(ENV_POLL, DEFAULT_POLL)
+        self.signo = 0
+        self.interrupts = 0  # failures raised in the main thread by the watcher
+        self.peers: list[int] = []  # the process ids watched through pidfds in this generation
+        self._fds: dict[int, list[int]] = {}  # wid -> its pidfds; never closed (the C thread polls them)
+        self._comm: MPI.Comm | None = None  # the ULFM receive's communicator (this generation)
+        self._kept: list = []  # older ones: a receive stays pending on each, forever
+        self._gen = 0
+        self._info = _cext().ffi.new("dpmpi_watch_info *")
+
+    # -- start --
+    def start(self) -> None:
+        global _noticed
+        ext = _cext()
+        _start_thread()  # (already started by identity(), normally)
+        self.signo = _signo or 0
+        if self.mode.ulfm:
+            from dpmpi import _guard
+
+            path = _guard._libmpi_path()
+            if path is None or ext.lib.dpmpi_watch_bind_mpi(path.encode()) != 0:
+                raise RuntimeError(f"dpmpi: cannot bind MPI for the failure watcher (libmpi: {path})")
+        _noticed = ext.lib.dpmpi_watch_noticed_ptr()
+
+    def _pidfds(self, wid: int) -> list[int]:
+        """The peer's process pidfd and, when it can be had, one on its watcher thread."""
+        if wid in self._fds:
+            return self._fds[wid]
+        ident = self.state.procs.get(wid)
+        if ident is None:
+            return []
+        try:
+            fd = os.pidfd_open(ident.pid)
+        except OSError:
+            return []  # gone already (its death surfaces at the next MPI call), or not allowed
+        if ident.start >= 0 and _start_ticks(ident.pid) not in (ident.start, -1):
+            os.close(fd)  # the pid names another process now
+            return []
+        fds = [fd]
+        if ident.wtid:
+            # its watcher thread (PIDFD_THREAD, Linux >= 6.9): readable as soon as that thread
+            # has exited, which a killed process's threads do at once, while the process counts
+            # as gone only when the last of them has (its nice-19 snapshot threads can wait
+            # hundreds of ms for the CPU they need to exit on a busy node)
+            try:
+                tfd = os.pidfd_open(ident.wtid, _PIDFD_THREAD)
+                if os.path.exists(f"/proc/{ident.pid}/task/{ident.wtid}"):
+                    fds.append(tfd)
+                else:
+                    os.close(tfd)
+            except OSError:
+                pass  # an older kernel: the process pidfd alone
+        self._fds[wid] = fds
+        return fds
+
+    # -- each generation --
+    def rearm(self) -> None:
+        """After init and after each repair commits (collective over the new active communicator
+        when ULFM is watched): watch the active peers of the new plan; clears the notice."""
+        st = self.state
+        me = st.logical()
+        actives = list(st.plan.actives) if me >= 0 else []
+        peers = local_peers(st.procs, st.wid, actives) if self.use_pidfd else []
+        fds, ids = [], []
+        self.peers = []
+        for wid in peers:
+            mine = self._pidfds(wid)
+            if mine:
+                self.peers.append(wid)
+            for i, fd in enumerate(mine):
+                fds.append(fd)
+                ids.append(wid + (_THREAD_FD if i else 0))
+        comm = None
+        if self.mode.ulfm and me >= 0 and st.active is not None:
+            from dpmpi.comm import _warm_up
+            from dpmpi.errors import from_mpi
+
+            raw = st.active.mpi
+            try:
+                comm = raw.Dup()
+            except MPI.Exception as exc:
+                raise from_mpi(exc, raw, "failure watcher (Dup)") from exc
+            _warm_up(comm, "failure watcher")
+            if self._comm is not None:
+                self._kept.append(self._comm)
+            self._comm = comm
+        ext = _cext()
+        handle = ext.ffi.cast("void *", MPI._handleof(comm)) if comm is not None else ext.ffi.NULL
+        byte = ext.ffi.cast("void *", MPI._handleof(MPI.BYTE))
+        gen = ext.lib.dpmpi_watch_set(len(fds), ext.ffi.new("int[]", fds or [0]), ext.ffi.new("int[]", ids or [0]),
+                                      handle, byte, _TAG, self.period)
+        if gen < 0:
+            raise OSError(-gen, f"dpmpi: the failure watcher refused its peers: {os.strerror(-gen)}")
+        self._gen = gen
+
+    def _interrupt(self) -> None:
+        """A repair begins on this process (before its first MPI call): the thread stops calling
+        MPI, and the watcher's communicator is revoked, so that peers in a long step learn now."""
+        _cext().lib.dpmpi_watch_quiesce()
+        if self._comm is not None:
+            try:
+                self._comm.Revoke()
+            except MPI.Exception:
+                pass
+
+    # -- what the program sees --
+    def info(self) -> dict:
+        lib = _cext().lib
+        lib.dpmpi_watch_get(self._info)
+        i = self._info
+        source = SOURCES.get(i.source, "")
+        if source == "pidfd" and i.id >= _THREAD_FD:
+            source = "pidfd-thread"  # the peer's watcher thread ended before its process was gone
+        return {"noticed": bool(i.noticed), "source": source, "id": int(i.id) % _THREAD_FD if source else int(i.id),
+                "at": float(i.at), "generation": int(i.gen), "peers": len(self.peers), "pidfds": int(i.npeers),
+                "ulfm": bool(i.ulfm),
+                "wakeups": int(i.wakeups), "tests": int(i.tests), "signals": int(i.signals), "tid": int(i.tid),
+                "interrupts": self.interrupts, "signal": self.signo, "poll_s": self.period}
+
+    def failure(self) -> ProcFailedError | RevokedError:
+        """The exception for the current notice (raised in the main thread)."""
+        info = self.info()
+        st = self.state
+        self.interrupts += 1
+        if info["source"].startswith("pidfd"):
+            wid = info["id"] % _THREAD_FD
+            lr = st.plan.actives.index(wid) if wid in st.plan.actives else -1
+            pid = st.procs[wid].pid if wid in st.procs else -1
+            exc: ProcFailedError | RevokedError = ProcFailedError(
+                f"a peer process failed: rank {lr} (process {wid}, pid {pid}) ended; noticed by dpmpi's failure "
+                f"watcher ({info['source']}) while this rank computed. Repair the communicator (comm.Respawn()).",
+                MPI.ERR_PROC_FAILED, (lr,) if lr >= 0 else ())
+        elif info["id"] == MPI.ERR_REVOKED:
+            exc = RevokedError("a peer started a repair (dpmpi's failure watcher saw its communicator revoked) "
+                               "while this rank computed. Repair the communicator (comm.Respawn()).", MPI.ERR_REVOKED)
+        else:
+            exc = ProcFailedError(f"a peer process failed; noticed by dpmpi's failure watcher (ULFM, MPI error "
+                                  f"class {info['id']}) while this rank computed. Repair the communicator "
+                                  f"(comm.Respawn()).", MPI.ERR_PROC_FAILED)
+        exc.noticed_by = info["source"]  # type: ignore[union-attr]
+        exc.noticed_at = info["at"]  # type: ignore[union-attr]
+        from dpmpi import resilient
+
+        resilient._log_line({"event": "watch-interrupt", "wid": st.wid, "source": info["source"], "id": info["id"],
+                             "noticed_at": info["at"], "raised_at": time.time()})
+        return exc
+
+
+def start(state: Any, mode: Mode) -> Watcher | None:
+    """Create and start the process's watcher (from dpmpi.init); None when turned off."""
+    global _W
+    if not mode.enabled or _W is not None:
+        return _W
+    w = Watcher(state, mode)
+    w.start()
+    _W = w
+    state.interrupt.add(w)
+    from dpmpi import _hooks
+
+    _hooks.enable_watch(defer_enter, defer_leave)
+    return w
+
+
+def thread_cpu_seconds(tid: int) -> float:
+    """CPU time used by the thread with kernel id ``tid`` of this process (for measurements)."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:  # nanoseconds on the CPU
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
+__all__ = ["interrupt_on_failure", "current", "Watcher", "Ident", "identity", "local_peers", "ulfm_needed"]

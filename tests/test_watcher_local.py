@@ -1,0 +1,178 @@
+"""The failure watcher in one process: who is watched (pure functions), and what an interruption
+does, with a child process standing in for a peer (a singleton job whose plan is given a second
+"active rank": the child, watched through its pidfd)."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dpmpi import watcher
+from dpmpi.watcher import Ident, Mode
+
+
+def ident(kernel="k1", ns=(1, 2), pid=100, ok=True):
+    return Ident(kernel, ns, pid, 1, ok)
+
+
+def test_local_peers_are_the_same_kernel_and_pid_namespace():
+    procs = {0: ident(pid=10), 1: ident(pid=11), 2: ident("k2", pid=12), 3: ident(ns=(1, 3), pid=13), 4: ident(pid=14)}
+    assert watcher.local_peers(procs, 0, [0, 1, 2, 3]) == [1]
+    assert watcher.local_peers(procs, 0, [4, 2, 1]) == [4, 1]  # the order given
+    assert watcher.local_peers(procs, 2, [0, 1, 2, 3]) == []
+    no_pidfd = {**procs, 0: ident(pid=10, ok=False)}
+    assert watcher.local_peers(no_pidfd, 0, [1, 4]) == []
+
+
+def test_ulfm_is_watched_when_some_pair_is_not_on_one_node():
+    one_node = {0: ident(pid=10), 1: ident(pid=11)}
+    assert not watcher.ulfm_needed(one_node, "auto")
+    assert watcher.ulfm_needed(one_node, "1")
+    assert watcher.ulfm_needed({0: ident(pid=10), 1: ident("k2", pid=11)}, "auto")
+    assert watcher.ulfm_needed({0: ident(pid=10), 1: ident(pid=11, ok=False)}, "auto")
+    assert not watcher.ulfm_needed({0: ident(pid=10), 1: ident("k2", pid=11)}, "0")
+
+
+def test_mode_from_the_environment():
+    procs = {0: ident(pid=10), 1: ident("k2", pid=11)}
+    assert watcher.mode_from_env(procs, {}) == Mode(True, True)
+    assert watcher.mode_from_env(procs, {"DPMPI_WATCH": "0"}) == Mode(False, False)
+    assert watcher.mode_from_env(procs, {"DPMPI_WATCH_ULFM": "0"}) == Mode(True, False)
+    with pytest.raises(ValueError, match="DPMPI_WATCH="):
+        watcher.mode_from_env(procs, {"DPMPI_WATCH": "maybe"})
+    with pytest.raises(ValueError, match="DPMPI_WATCH_ULFM="):
+        watcher.mode_from_env(procs, {"DPMPI_WATCH_ULFM": "sometimes"})
+
+
+SINGLETON = textwrap.dedent("""
+    import dataclasses, json, os, subprocess, sys, time
+    import dpmpi
+    from dpmpi import resilient, watcher
+    from dpmpi.comm import _KEPT
+    import numpy as np
+
+    comm = dpmpi.init()
+    st = resilient._STATE
+    w = watcher.current()
+    out = {"started": w is not None}
+
+    def peer():
+        # a child process as a second active rank, watched through its pidfd
+        child = subprocess.Popen(["sleep", "60"])
+        w._fds.pop(1, None)  # process id 1 stands for a new process each time (never so in a job)
+        me = watcher.identity()
+        st.procs[1] = me._replace(pid=child.pid, start=watcher._start_ticks(child.pid), wtid=0)
+        st.plan = dataclasses.replace(st.plan, actives=(0, 1))
+        w.rearm()
+        return child
+
+    def noticed():
+        t = time.monotonic()
+        while not w.info()["noticed"] and time.monotonic() - t < 10:  # the C thread's notice
+            time.sleep(0.001)
+        return w.info()["noticed"]
+
+    # 1. armed: a long GIL-released wait ends early with ProcFailedError
+    child = peer()
+    t0 = time.monotonic()
+    try:
+        with dpmpi.interrupt_on_failure():
+            child.kill()
+            time.sleep(20)
+        out["sleep"] = "not interrupted"
+    except dpmpi.ProcFailedError as exc:
+        out["sleep"] = ["ProcFailedError", exc.noticed_by, exc.failed_ranks, round(time.monotonic() - t0, 3)]
+    child.wait()
+
+    # 2. not armed: nothing happens; the next armed block raises at its start
+    child = peer()
+    child.kill()
+    out["noticed_unarmed"] = noticed()
+    time.sleep(0.05)
+    try:
+        with dpmpi.interrupt_on_failure():
+            out["entered"] = True
+    except dpmpi.ProcFailedError:
+        out["at_entry"] = True
+    child.wait()
+
+    # 3. dpmpi's own code is never interrupted: the failure is raised when it returns
+    done = []
+
+    @watcher.uninterrupted
+    def repair_like(child):
+        child.kill()
+        assert noticed()
+        time.sleep(0.3)  # the signal arrived meanwhile; this must run to its end
+        comm.Barrier()  # a dpmpi.Comm call nested inside: no interruption either
+        done.append("body done")
+        return "returned"
+
+    child = peer()
+    try:
+        with dpmpi.interrupt_on_failure():
+            done.append(repair_like(child))
+    except dpmpi.ProcFailedError:
+        done.append("raised after")
+    out["deferred"] = done
+    child.wait()
+
+    # 4. a re-arm with the peer gone from the plan (as a repair does) clears the notice
+    st.plan = dataclasses.replace(st.plan, actives=(0,))
+    w.rearm()
+    with dpmpi.interrupt_on_failure():
+        comm.Allreduce(np.ones(2), np.zeros(2))
+    out["rearmed_clean"] = not w.info()["noticed"]
+
+    # 5. a dpmpi.Request dropped while pending is kept (with its buffer) for the process's life
+    n = len(_KEPT)
+    buf = np.arange(3.0)
+    comm.Isend(buf, dest=0, tag=5)
+    out["kept"] = len(_KEPT) - n
+    r = np.zeros(3)
+    comm.Recv(r, source=0, tag=5)
+    out["received"] = r.tolist()
+    info = w.info()
+    out["info"] = {k: info[k] for k in ("signals", "interrupts", "peers", "ulfm")}
+    print(json.dumps(out))
+""")
+
+
+def test_interruption_only_where_armed_and_never_inside_dpmpi_code(tmp_path):
+    p = subprocess.run([sys.executable, "-c", SINGLETON], capture_output=True, text=True, timeout=90, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["started"] is True
+    kind, by, ranks, seconds = out["sleep"]
+    assert (kind, by, ranks) == ("ProcFailedError", "pidfd", [1])
+    assert seconds < 5, out  # not the 20 s of the sleep (measured here: a few ms)
+    assert out["noticed_unarmed"] is True and out.get("at_entry") is True and "entered" not in out
+    assert out["deferred"] == ["body done", "raised after"], out  # ran to its end, then raised
+    assert out["rearmed_clean"] is True
+    assert out["kept"] == 1 and out["received"] == [0.0, 1.0, 2.0]
+    assert out["info"]["peers"] == 0 and out["info"]["ulfm"] is False
+
+
+AFTER_PYTHON = textwrap.dedent("""
+    import ctypes, dataclasses, subprocess
+    import dpmpi
+    from dpmpi import resilient, watcher
+    comm = dpmpi.init()
+    st = resilient._STATE
+    child = subprocess.Popen(["sleep", "0.3"])  # a "peer" that ends while this process ends
+    st.procs[1] = watcher.identity()._replace(pid=child.pid, start=watcher._start_ticks(child.pid), wtid=0)
+    st.plan = dataclasses.replace(st.plan, actives=(0, 1))
+    watcher.current().rearm()
+    libc = ctypes.CDLL(None)
+    libc.__cxa_atexit(libc.sleep, 1, None)  # a C exit handler that runs 1 s after Python has ended
+    print("ending", flush=True)
+""")
+
+
+def test_a_peer_that_ends_after_python_ended_does_not_kill_this_process(tmp_path):
+    # Python resets its signal handlers to SIG_DFL when it ends (before the exit agreement and
+    # MPI_Finalize); the watcher's real-time signal would then end the process (seen before the
+    # fix: "Real-time signal 6", exit status 128 + 40)
+    p = subprocess.run([sys.executable, "-c", AFTER_PYTHON], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert (p.returncode, p.stdout.strip()) == (0, "ending"), p.stderr
