@@ -51,14 +51,14 @@ MARKER = "DPMPI_PEER_JOB"  # in every process of a job (inherited), so leftovers
 EXCLUDE: list[tuple[str, int, str]] = [
     ("test_ulfm.TestULFMInter.testShrink", 2,
      "hangs under plain mpirun --with-ft ulfm: Open MPI 5.0.11's MPI_Comm_shrink of an "
-     "intercommunicator never returns (also in /work/shared/ulfm-facts.md)"),
+     "intercommunicator never returns"),
     ("test_ulfm.TestULFMInter.testRevoke", 2,
      "revoking a communicator that has carried no traffic (setUp's fresh Dup of the "
      "intercommunicator) makes a peer segfault in ompi_comm_revoke_local under plain mpirun too "
      "(seen at 2 and 4 ranks, not every run); the rest of test_ulfm then errors with "
      "ERR_PROC_FAILED or hangs. The same upstream crash is why dpmpi warms up the communicators it creates"),
     ("test_ulfm.TestULFMWorld.testRevoke", 3,
-     "the same upstream crash on a fresh Dup of COMM_WORLD, at 3 or more ranks (ulfm-facts.md: not at 2)"),
+     "the same upstream crash on a fresh Dup of COMM_WORLD, at 3 or more ranks (not seen at 2)"),
 ]
 
 
@@ -97,11 +97,12 @@ GROUPS: dict[str, dict] = {
     # When dpmpi-run gives Spawn room by itself (branch spawn-room, issue 10), dpmpi-run will
     # pass where plain mpirun fails: a difference ("dpmpi-run better") that then belongs in
     # KNOWN_DIFFERENCES with that reason.
-    "spawn-noroom": {"args": ["-i", "test_spawn"], "timeout": 120},
+    "spawn-noroom": {"args": ["-i", "test_spawn"], "timeout": 120, "variant": True},
 }
-# --quick: the subset that `make test` runs (2 ranks, both modes)
+# --quick: the subset that `make test` runs (2 and 4 ranks, both modes; ~11 s here)
 QUICK_GROUPS: dict[str, dict] = {
-    "quick": {"args": ["-i", "test_ulfm|test_comm\\.py|test_exceptions"], "timeout": 120},
+    "quick": {"args": ["-i", "test_ulfm|test_comm\\.py|test_comm_inter|test_exceptions|test_errhandler|test_environ"
+                             "|test_toplevel|test_p2p_obj\\.py|test_cco_obj\\.py|test_util_sync"], "timeout": 60},
 }
 
 
@@ -236,7 +237,7 @@ def run_group(mode: str, n: int, group: str, spec: dict, workdir: Path, extra: l
                 pass
     ranks = [read_rank(outdir, r) for r in range(n)]
     stderr_tail = (outdir / "stderr.txt").read_text(errors="replace")[-4000:]
-    return {"mode": mode, "n": n, "group": group, "cmd": cmd, "rc": rc, "timed_out": timed_out,
+    return {"mode": mode, "n": n, "group": group, "variant": bool(spec.get("variant")), "cmd": cmd, "rc": rc, "timed_out": timed_out,
             "timeout_s": timeout, "wall_s": round(wall, 2), "leftover_pids": leftovers,
             "ranks": ranks, "stderr_tail": stderr_tail}
 
@@ -244,16 +245,17 @@ def run_group(mode: str, n: int, group: str, spec: dict, workdir: Path, extra: l
 GOOD = ("ok", "skip", "expected-failure")
 
 
+def _key(job: dict, test: str) -> str:
+    return f"[{job['group']}] {test}" if job.get("variant") else test
+
+
 def compare(plain: list[dict], dpmpi: list[dict], n: int) -> list[dict]:
     """Per rank, every test whose outcome differs between the two modes."""
     diffs = []
     for r in range(n):
-        a: dict[str, str] = {}
-        b: dict[str, str] = {}
-        for job in plain:
-            a.update(job["ranks"][r]["outcomes"])
-        for job in dpmpi:
-            b.update(job["ranks"][r]["outcomes"])
+        # keyed by group too: a variant group (spawn-noroom) runs the same tests as another
+        a = {_key(job, t): o for job in plain for t, o in job["ranks"][r]["outcomes"].items()}
+        b = {_key(job, t): o for job in dpmpi for t, o in job["ranks"][r]["outcomes"].items()}
         for test in sorted(set(a) | set(b)):
             oa, ob = a.get(test, "not run"), b.get(test, "not run")
             if oa != ob:
@@ -267,23 +269,30 @@ def compare(plain: list[dict], dpmpi: list[dict], n: int) -> list[dict]:
 OUTCOMES = ("ok", "failure", "error", "skip", "expected-failure", "unexpected-success", "hang")
 
 
-def totals(jobs: list[dict], rank: int) -> dict:
+def totals(jobs: list[dict], rank: int, variants: bool = False) -> dict:
+    """Outcome counts of one rank over the jobs: the suite once (variant groups, which run some
+    of its modules again in another way, only with ``variants=True``)."""
     t = {o: 0 for o in OUTCOMES}
     for job in jobs:
+        if bool(job.get("variant")) != variants:
+            continue
         for o, c in job["ranks"][rank]["counts"].items():
             t[o] = t.get(o, 0) + c
-    t["run"] = sum(v for k, v in t.items() if k != "skip") + t["skip"]
+    t["run"] = sum(t.values())
     return t
 
 
 def table(report: dict) -> str:
-    lines = ["| ranks | mode | tests run (rank 0) | ok | failures | errors | skipped | hangs | same on every rank as plain? | wall s | jobs timed out |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| ranks | mode | tests run (rank 0) | ok | failures | errors | skipped | hangs | variant groups (run: ok/fail/err/hang) "
+             "| same outcomes on every rank as plain? | wall s | jobs timed out |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for cfg in report["configs"]:
         t = cfg["totals_rank0"]
+        v = cfg["variants_rank0"]
+        var = f"{v['run']}: {v['ok']}/{v['failure']}/{v['error']}/{v['hang']}" if v["run"] else "-"
         same = "-" if cfg["mode"] == "plain" else ("yes" if not cfg["differences"] else f"no: {len(cfg['differences'])} outcome(s) differ")
         lines.append(f"| {cfg['n']}{' (oversubscribed)' if cfg['n'] > report['cores'] else ''} | {cfg['mode']} | {t['run']} | {t['ok']} "
-                     f"| {t['failure']} | {t['error']} | {t['skip']} | {t['hang']} | {same} | {cfg['wall_s']:.0f} "
+                     f"| {t['failure']} | {t['error']} | {t['skip']} | {t['hang']} | {var} | {same} | {cfg['wall_s']:.0f} "
                      f"| {', '.join(cfg['timed_out']) or '-'} |")
     return "\n".join(lines)
 
@@ -295,7 +304,7 @@ def _interrupted(signum, frame):
 def main() -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # so that the running job is ended too
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ranks", default="1,2,4")
+    ap.add_argument("--ranks", default=None, help="rank counts (default 1,2,4; with --quick 2,4)")
     ap.add_argument("--modes", default="plain,dpmpi")
     ap.add_argument("--groups", default=None, help=f"comma-separated subset of {','.join(GROUPS)}")
     ap.add_argument("--quick", action="store_true", help="the short subset that `make test` runs")
@@ -307,7 +316,7 @@ def main() -> int:
     if a.groups:
         groups = {g: groups[g] for g in a.groups.split(",")}
     out = Path(a.out) if a.out else ROOT / "bench" / "results" / ("peer_mpi4py_quick.json" if a.quick else "peer_mpi4py.json")
-    ranks = [int(x) for x in a.ranks.split(",")]
+    ranks = [int(x) for x in (a.ranks or ("2,4" if a.quick else "1,2,4")).split(",")]
     modes = a.modes.split(",")
     workdir = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="peer-mpi4py-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -318,7 +327,7 @@ def main() -> int:
             jobs = []
             for g, spec in groups.items():
                 job = run_group(mode, n, g, spec, workdir, a.extra)
-                t = totals([job], 0)
+                t = totals([job], 0, variants=job["variant"])
                 print(f"[peer] n={n} {mode:5} {g:8} rc={job['rc']} {job['wall_s']:7.1f} s  rank 0: run {t['run']} "
                       f"ok {t['ok']} fail {t['failure']} err {t['error']} skip {t['skip']} hang {t['hang']}"
                       + (" TIMED OUT" if job["timed_out"] else ""), flush=True)
@@ -330,7 +339,7 @@ def main() -> int:
             diffs = compare(by_key[("plain", n)], jobs, n) if mode == "dpmpi" and ("plain", n) in by_key else []
             configs.append({
                 "mode": mode, "n": n, "wall_s": round(sum(j["wall_s"] for j in jobs), 1),
-                "totals_rank0": totals(jobs, 0), "totals_per_rank": [totals(jobs, r) for r in range(n)],
+                "totals_rank0": totals(jobs, 0), "variants_rank0": totals(jobs, 0, variants=True), "totals_per_rank": [totals(jobs, r) for r in range(n)],
                 "timed_out": [j["group"] for j in jobs if j["timed_out"]],
                 "incomplete_ranks": {j["group"]: [rk["rank"] for rk in j["ranks"] if not rk["complete"]] for j in jobs
                                      if any(not rk["complete"] for rk in j["ranks"])},
