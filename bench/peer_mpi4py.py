@@ -3,11 +3,14 @@ plain ``mpirun --with-ft ulfm`` and under ``dpmpi-run``, at 1, 2 and 4 ranks, co
 test on every rank.
 
     .venv/bin/python bench/peer_mpi4py.py [--ranks 1,2,4] [--modes plain,dpmpi] [--groups ...]
-                                          [--quick] [--out bench/results/peer_mpi4py.json]
+                                          [--quick] [--keep DIR] [--out bench/results/peer_mpi4py.json]
+                                          [-- more options for mpi4py's test/main.py]
 
 The suite runs in a few groups of test modules (GROUPS), each one job per (mode, ranks) with a
 hard timeout, so that a hang costs only its group; a job that hangs is killed and its hung test
-(the one each rank had started last) counts as a "hang". Each rank writes its own results
+(the one each rank had started last) counts as a "hang" (a rank that ended without its summary
+before the timeout: "died"). The modules that spawn get --oversubscribe from both launchers
+(GROUPS says why). Each rank writes its own results
 (bench/_peer_rank.py). The same rank program runs in both modes; only the launcher differs:
 
     plain:  .venv/bin/mpirun --with-ft ulfm [--oversubscribe if N > cores] [--allow-run-as-root]
@@ -20,7 +23,7 @@ dpmpi/_boot/sitecustomize.py, which also sets mpi4py.rc.finalize and mpi4py.rc.f
 False.) On this 2-core machine 4 ranks are oversubscribed in both modes.
 
 Exit code: 0 when, for every rank count and rank, dpmpi-run gave each test the same outcome
-(ok, failure, error, skip, hang, not run) as plain mpirun, and no job in either mode hung or
+(ok, failure, error, skip, hang, died, not run) as plain mpirun, and no job in either mode hung or
 ended without every rank's summary; 1 otherwise. Tests excluded by name (EXCLUDE, passed to
 mpi4py's runner with -x in both modes) are not run at all; each has its reason there.
 """
@@ -170,8 +173,10 @@ def kill_job(proc: subprocess.Popen, marker: str) -> None:
         time.sleep(0.5)
 
 
-def read_rank(outdir: Path, rank: int) -> dict:
-    """One rank's results: its summary if it wrote one, else what its event log says."""
+def read_rank(outdir: Path, rank: int, timed_out: bool) -> dict:
+    """One rank's results: its summary if it wrote one, else what its event log says; the test
+    it had started when its job was killed for running past the timeout is a "hang", the one it
+    had started when it ended without a summary (a crash) "died"."""
     outcomes: dict[str, str] = {}
     details: dict[str, str] = {}
     started = None
@@ -196,7 +201,7 @@ def read_rank(outdir: Path, rank: int) -> dict:
     summary_file = outdir / f"rank-{rank}.json"
     summary = json.loads(summary_file.read_text()) if summary_file.exists() else None
     if started is not None:
-        outcomes[started] = "hang" if summary is None else outcomes.get(started, "error")
+        outcomes[started] = ("hang" if timed_out else "died") if summary is None else outcomes.get(started, "error")
     counts: dict[str, int] = {}
     for o in outcomes.values():
         counts[o] = counts.get(o, 0) + 1
@@ -235,10 +240,10 @@ def run_group(mode: str, n: int, group: str, spec: dict, workdir: Path, extra: l
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    ranks = [read_rank(outdir, r) for r in range(n)]
+    ranks = [read_rank(outdir, r, timed_out) for r in range(n)]
     stderr_tail = (outdir / "stderr.txt").read_text(errors="replace")[-4000:]
-    return {"mode": mode, "n": n, "group": group, "variant": bool(spec.get("variant")), "cmd": cmd, "rc": rc, "timed_out": timed_out,
-            "timeout_s": timeout, "wall_s": round(wall, 2), "leftover_pids": leftovers,
+    return {"mode": mode, "n": n, "group": group, "variant": bool(spec.get("variant")), "cmd": cmd, "rc": rc,
+            "timed_out": timed_out, "timeout_s": timeout, "wall_s": round(wall, 2), "leftover_pids": leftovers,
             "ranks": ranks, "stderr_tail": stderr_tail}
 
 
@@ -266,7 +271,7 @@ def compare(plain: list[dict], dpmpi: list[dict], n: int) -> list[dict]:
     return diffs
 
 
-OUTCOMES = ("ok", "failure", "error", "skip", "expected-failure", "unexpected-success", "hang")
+OUTCOMES = ("ok", "failure", "error", "skip", "expected-failure", "unexpected-success", "hang", "died")
 
 
 def totals(jobs: list[dict], rank: int, variants: bool = False) -> dict:
@@ -283,16 +288,19 @@ def totals(jobs: list[dict], rank: int, variants: bool = False) -> dict:
 
 
 def table(report: dict) -> str:
-    lines = ["| ranks | mode | tests run (rank 0) | ok | failures | errors | skipped | hangs | variant groups (run: ok/fail/err/hang) "
-             "| same outcomes on every rank as plain? | wall s | jobs timed out |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| ranks | mode | tests run (rank 0) | ok | failures | errors | skipped | hangs | died "
+             "| variant groups (run: ok/fail/err/hang+died) | same outcomes on every rank as plain? | wall s "
+             "| jobs timed out |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for cfg in report["configs"]:
         t = cfg["totals_rank0"]
         v = cfg["variants_rank0"]
-        var = f"{v['run']}: {v['ok']}/{v['failure']}/{v['error']}/{v['hang']}" if v["run"] else "-"
-        same = "-" if cfg["mode"] == "plain" else ("yes" if not cfg["differences"] else f"no: {len(cfg['differences'])} outcome(s) differ")
-        lines.append(f"| {cfg['n']}{' (oversubscribed)' if cfg['n'] > report['cores'] else ''} | {cfg['mode']} | {t['run']} | {t['ok']} "
-                     f"| {t['failure']} | {t['error']} | {t['skip']} | {t['hang']} | {var} | {same} | {cfg['wall_s']:.0f} "
+        var = f"{v['run']}: {v['ok']}/{v['failure']}/{v['error']}/{v['hang'] + v['died']}" if v["run"] else "-"
+        ndiff = len(cfg["differences"])
+        same = "-" if cfg["mode"] == "plain" else ("yes" if not ndiff else f"no: {ndiff} outcome(s) differ")
+        over = " (oversubscribed)" if cfg["n"] > report["cores"] else ""
+        lines.append(f"| {cfg['n']}{over} | {cfg['mode']} | {t['run']} | {t['ok']} | {t['failure']} | {t['error']} "
+                     f"| {t['skip']} | {t['hang']} | {t['died']} | {var} | {same} | {cfg['wall_s']:.0f} "
                      f"| {', '.join(cfg['timed_out']) or '-'} |")
     return "\n".join(lines)
 
@@ -315,7 +323,8 @@ def main() -> int:
     groups = QUICK_GROUPS if a.quick else GROUPS
     if a.groups:
         groups = {g: groups[g] for g in a.groups.split(",")}
-    out = Path(a.out) if a.out else ROOT / "bench" / "results" / ("peer_mpi4py_quick.json" if a.quick else "peer_mpi4py.json")
+    name = "peer_mpi4py_quick.json" if a.quick else "peer_mpi4py.json"
+    out = Path(a.out) if a.out else ROOT / "bench" / "results" / name
     ranks = [int(x) for x in (a.ranks or ("2,4" if a.quick else "1,2,4")).split(",")]
     modes = a.modes.split(",")
     workdir = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="peer-mpi4py-"))
@@ -323,14 +332,14 @@ def main() -> int:
     configs = []
     by_key: dict[tuple[str, int], list[dict]] = {}
     for n in ranks:
-        for mode in modes:  # one job at a time; modes alternate within each rank count
+        for mode in modes:  # one job at a time: both modes at one rank count, then the next count
             jobs = []
             for g, spec in groups.items():
                 job = run_group(mode, n, g, spec, workdir, a.extra)
                 t = totals([job], 0, variants=job["variant"])
                 print(f"[peer] n={n} {mode:5} {g:8} rc={job['rc']} {job['wall_s']:7.1f} s  rank 0: run {t['run']} "
-                      f"ok {t['ok']} fail {t['failure']} err {t['error']} skip {t['skip']} hang {t['hang']}"
-                      + (" TIMED OUT" if job["timed_out"] else ""), flush=True)
+                      f"ok {t['ok']} fail {t['failure']} err {t['error']} skip {t['skip']} hang {t['hang']} "
+                      f"died {t['died']}" + (" TIMED OUT" if job["timed_out"] else ""), flush=True)
                 jobs.append(job)
             by_key[(mode, n)] = jobs
     for n in ranks:
@@ -339,7 +348,8 @@ def main() -> int:
             diffs = compare(by_key[("plain", n)], jobs, n) if mode == "dpmpi" and ("plain", n) in by_key else []
             configs.append({
                 "mode": mode, "n": n, "wall_s": round(sum(j["wall_s"] for j in jobs), 1),
-                "totals_rank0": totals(jobs, 0), "variants_rank0": totals(jobs, 0, variants=True), "totals_per_rank": [totals(jobs, r) for r in range(n)],
+                "totals_rank0": totals(jobs, 0), "variants_rank0": totals(jobs, 0, variants=True),
+                "totals_per_rank": [totals(jobs, r) for r in range(n)],
                 "timed_out": [j["group"] for j in jobs if j["timed_out"]],
                 "incomplete_ranks": {j["group"]: [rk["rank"] for rk in j["ranks"] if not rk["complete"]] for j in jobs
                                      if any(not rk["complete"] for rk in j["ranks"])},
@@ -348,8 +358,9 @@ def main() -> int:
                 "jobs": jobs,
             })
     report = {"suite": "mpi4py 4.1.2 test/ (tests/peer/mpi4py)", "host": platform.node(), "cores": cores(),
-              "python": platform.python_version(), "excluded": [{"pattern": p, "from_ranks": r, "reason": w} for p, r, w in EXCLUDE], "known_differences": KNOWN_DIFFERENCES,
-              "groups": groups, "configs": configs}
+              "python": platform.python_version(),
+              "excluded": [{"pattern": p, "from_ranks": r, "reason": w} for p, r, w in EXCLUDE],
+              "known_differences": KNOWN_DIFFERENCES, "groups": groups, "configs": configs}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print()
@@ -357,7 +368,8 @@ def main() -> int:
     bad = False
     for cfg in configs:
         for d in cfg["differences"][:40]:
-            print(f"  n={cfg['n']} rank {d['rank']}: {d['test']}: plain {d['plain']}, dpmpi-run {d['dpmpi']} ({d['how']})")
+            print(f"  n={cfg['n']} rank {d['rank']}: {d['test']}: plain {d['plain']}, "
+                  f"dpmpi-run {d['dpmpi']} ({d['how']})")
         if len(cfg["differences"]) > 40:
             print(f"  n={cfg['n']}: ... {len(cfg['differences']) - 40} more (in the JSON)")
         if cfg["timed_out"] or cfg["incomplete_ranks"]:
@@ -368,7 +380,8 @@ def main() -> int:
                     if rk["hung_in"]:
                         print(f"    {j['group']} rank {rk['rank']}: last test started: {rk['hung_in']}")
         bad = bad or bool(cfg["differences"] or cfg["timed_out"] or cfg["incomplete_ranks"])
-    print(f"\nexcluded by name in both modes: {len(EXCLUDE)} (reasons in bench/peer_mpi4py.py EXCLUDE); JSON: {out}")
+    print(f"\nexcluded by name in both modes: {len(EXCLUDE)} patterns (EXCLUDE in bench/peer_mpi4py.py says why); "
+          f"JSON: {out}")
     if not a.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     print("peer tier:", "DIFFERENT or incomplete" if bad else "same outcomes under dpmpi-run as under plain mpirun")
