@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 SOURCES := $(shell find dpmpi cext -type f -name '*.py' -o -type f -name '*.c' -o -type f -name '*.h' -o -type f -name '*.pyi') meson.build pyproject.toml
 
-.PHONY: demo test test-logic test-mpi test-faults bench clean
+.PHONY: demo test test-logic test-mpi test-faults test-peer bench peer clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ demo: $(VENV)/.installed
 	$(BIN)/python examples/demo_driver.py
 
 test: $(VENV)/.installed
-	$(MAKE) --no-print-directory test-logic test-mpi test-faults
+	$(MAKE) --no-print-directory test-logic test-mpi test-faults test-peer
 
 # Tier 1: pure logic, and tier 3: fault and hot-swap tests (each a dpmpi-run child with a hard
 # timeout).
@@ -46,8 +46,21 @@ test-mpi:
 	  if [ $$rc -ne 0 ]; then cat .test-mpi-$$n.log; exit $$rc; fi; \
 	done
 
+# Tier 4, peers (~11 s): ten modules of mpi4py's own test suite (test_ulfm, test_comm, test_p2p_obj,
+# test_cco_obj, ...) under plain mpirun --with-ft ulfm and under dpmpi-run at 2 and 4 ranks; fails
+# when any test's outcome differs between the two on any rank, or a job hangs. The whole suite:
+# `make peer`.
+test-peer:
+	$(BIN)/python bench/peer_mpi4py.py --quick
+
 bench: $(VENV)/.installed
 	$(BIN)/python bench/stress_kill.py
+
+# Peer tier (a bench: tens of minutes here): mpi4py 4.1.2's own test suite (tests/peer/mpi4py)
+# under plain mpirun --with-ft ulfm and under dpmpi-run at 1, 2 and 4 ranks, compared test by
+# test; non-zero exit when an outcome differs or a job hangs. bench/results/peer_mpi4py.json.
+peer: $(VENV)/.installed
+	$(BIN)/python bench/peer_mpi4py.py
 
 clean:
 	rm -rf build .test-mpi-*.log bench/results

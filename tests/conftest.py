@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
+# mpi4py's own test suite (vendored): unittest modules that need mpirun, run by
+# bench/peer_mpi4py.py (make peer), never collected by pytest
+collect_ignore = ["peer"]
 
 
 @dataclass
