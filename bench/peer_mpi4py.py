@@ -17,8 +17,8 @@ before the timeout: "died"). The modules that spawn get --oversubscribe from bot
                 -n N .venv/bin/python bench/_peer_rank.py OUT [main.py options]
     dpmpi:  .venv/bin/dpmpi-run -n N -- .venv/bin/python bench/_peer_rank.py OUT [main.py options]
 
-(dpmpi-run adds --mca btl ^ofi, the oversubscription or binding options of dpmpi/run.py's
-``build``, DPMPI_* variables, and dpmpi's exit guard in every rank through
+(dpmpi-run adds what dpmpi/run.py's ``build`` adds: --mca btl ^ofi, its placement, DPMPI_*
+variables, the preloaded libdpmpi_guard.so, and dpmpi's exit guard in every Python rank through
 dpmpi/_boot/sitecustomize.py, which also sets mpi4py.rc.finalize and mpi4py.rc.fast_reduce to
 False.) On this 2-core machine 4 ranks are oversubscribed in both modes.
 
