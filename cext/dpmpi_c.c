@@ -292,13 +292,9 @@ void dpmpi_exit_stand_down(void) { g.stood_down = 1; }
 
 void dpmpi_exit_now(int status) {
     if (g.stood_down || getpid() != g.pid) return;
-    if (status != 0 && g.world && mpi_active()) { /* a non-zero _exit is never reported by ULFM */
-        snprintf(g.cause, sizeof g.cause, "\"_exit(%d) without MPI_Finalize\"", status);
-        dpmpi_die(status);
-    }
-    if (g.recorded) return;
     if (mpi_active()) snprintf(g.cause, sizeof g.cause, "\"_exit(%d) without MPI_Finalize\"", status);
-    write_record(status);
+    if (status != 0 && g.world && mpi_active()) dpmpi_die(status); /* a non-zero _exit: ULFM never reports it */
+    if (!g.recorded) write_record(status);
 }
 
 static void on_exit_handler(int status, void *arg) {

@@ -42,23 +42,37 @@ EXPORT void dpmpi_preload_disable(void) {
     dpmpi_exit_stand_down();
 }
 
+static char libmpi_path[4096];
+
 static int find_libmpi(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
+    (void)data;
     if (info->dlpi_name && strstr(info->dlpi_name, "/libmpi.so")) {
-        snprintf(data, 4096, "%s", info->dlpi_name);
+        snprintf(libmpi_path, sizeof libmpi_path, "%s", info->dlpi_name);
         return 1;
     }
     return 0;
+}
+
+/* The loaded libmpi (also one loaded locally, e.g. by a dlopen'ed module), its path in
+ * libmpi_path; NULL when none is loaded. */
+static void *libmpi(void) {
+    libmpi_path[0] = '\0';
+    dl_iterate_phdr(find_libmpi, NULL);
+    return libmpi_path[0] ? dlopen(libmpi_path, RTLD_NOW | RTLD_NOLOAD) : NULL;
 }
 
 /* Open MPI's own entry point `name`: the next definition after this library, or libmpi's. */
 static void *real(const char *name) {
     void *f = dlsym(RTLD_NEXT, name);
     if (f) return f;
-    char path[4096] = "";
-    dl_iterate_phdr(find_libmpi, path); /* libmpi loaded locally (e.g. by a dlopen'ed module) */
-    void *h = path[0] ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *h = libmpi();
     return h ? dlsym(h, name) : NULL;
+}
+
+static int records_wanted(void) {
+    const char *status = getenv("DPMPI_STATUS");
+    return status && strcmp(status, "1") == 0;
 }
 
 static int world_rank(void) {
@@ -71,8 +85,7 @@ static int world_rank(void) {
 }
 
 __attribute__((constructor)) static void preload_start(void) {
-    const char *status = getenv("DPMPI_STATUS");
-    dpmpi_exit_set_record(status && strcmp(status, "1") == 0, world_rank());
+    dpmpi_exit_set_record(records_wanted(), world_rank());
     /* (Open MPI registers no exit handlers of its own, so registering this early is fine) */
     dpmpi_exit_register();
 }
@@ -84,9 +97,7 @@ __attribute__((constructor)) static void preload_start(void) {
 static void arm(void) {
     dpmpi_hook_mpi_abort();
     if (disabled || armed) return;
-    char path[4096] = "";
-    dl_iterate_phdr(find_libmpi, path);
-    void *h = path[0] ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *h = libmpi();
     /* A program's own reference to MPI_COMM_WORLD may have moved the object into the program
      * (a copy relocation): the global lookup finds the copy that libmpi itself uses. */
     void *world = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
@@ -110,11 +121,10 @@ static void arm(void) {
     fn_get_parent get_parent = (fn_get_parent)dlsym(h, "PMPI_Comm_get_parent");
     void *parent = NULL, *comm_null = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_null");
     if (get_parent && get_parent(&parent) == 0 && parent && parent != comm_null) {
-        const char *status = getenv("DPMPI_STATUS");
-        dpmpi_exit_set_record(status && strcmp(status, "1") == 0, -1); /* spawned: no rank of the job */
+        dpmpi_exit_set_record(records_wanted(), -1); /* spawned: no rank of the job */
         n = 2; /* it has peers (its parents) even alone in its MPI_COMM_WORLD */
     }
-    if (dpmpi_exit_set_mpi(path, n > 1 ? world : NULL, 1, timeout) < 0) return;
+    if (dpmpi_exit_set_mpi(libmpi_path, n > 1 ? world : NULL, 1, timeout) < 0) return;
     armed = 1;
 }
 

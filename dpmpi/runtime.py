@@ -226,9 +226,9 @@ class Runtime:
     def _recover(self, caught: BaseException | None) -> None:
         caught_at = time.time()
         failed_step = self.step if caught is not None else -1
+        detected_by = (getattr(caught, "noticed_by", "") or "mpi") if caught is not None else ""
         if caught is not None:
-            self._emit("failure", step=self.step, error=type(caught).__name__,
-                       detected_by=getattr(caught, "noticed_by", "") or "mpi")
+            self._emit("failure", step=self.step, error=type(caught).__name__, detected_by=detected_by)
         self._pending = None
         attempts = 0
         while True:
@@ -261,7 +261,7 @@ class Runtime:
                           caught_at=caught_at, repaired_at=repaired_at, restored_at=restored_at,
                           resumed_at=time.time(), repair=repair, restore=dict(self.snapshot.last_restore),
                           attempts=attempts,
-                          detected_by=(getattr(caught, "noticed_by", "") or "mpi") if caught is not None else "",
+                          detected_by=detected_by,
                           noticed_at=float(getattr(caught, "noticed_at", 0.0) or 0.0))
         self.history.append(record)
         self._catching_up = record

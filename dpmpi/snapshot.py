@@ -183,6 +183,14 @@ def _segments(entries: tuple[_Entry, ...], base: Any) -> tuple[list, list]:
     return ptrs, [e.nbytes for e in entries]
 
 
+def _prefault(ptrs: list, views: list[memoryview]) -> None:
+    """Fault the arrays' pages in, contents unchanged (arrays made by np.zeros and never written
+    have no pages yet; copying into them ran at ~0.1 GB/s here)."""
+    ext = _cext()
+    for ptr, view in zip(ptrs, views):
+        ext.lib.dpmpi_prefault(ptr, view.nbytes)  # an error (old kernel): the copy faults them
+
+
 class _Engine:
     """The C copy threads: one job at a time."""
 
@@ -322,7 +330,7 @@ class Snapshot:
         self._arrays = dict(arrays)
         self._entries = _layout(self._arrays)
         self._nbytes = _total(self._entries)
-        self._prefault()  # now, off the critical path: a restore writes into these pages
+        _prefault(*self._sources())  # now, off the critical path: a restore writes into these pages
         waiting = getattr(self._comm, "role", None) is Role.SPARE
         size = self._comm.active_size if waiting else self._comm.Get_size()
         self._replicas = _int_arg("replicas", replicas, 0)
@@ -954,17 +962,9 @@ class Snapshot:
             reqs.append(post([view[off:off + _CHUNK], MPI.BYTE], peer, _TAG_DATA))
         return reqs
 
-    def _prefault(self) -> None:
-        """Fault the registered arrays' pages in, contents unchanged (arrays made by np.zeros and
-        never written have no pages yet; copying into them ran at ~0.1 GB/s here)."""
-        ext = _cext()
-        ptrs, views = self._sources()
-        for ptr, view in zip(ptrs, views):
-            ext.lib.dpmpi_prefault(ptr, view.nbytes)  # an error (old kernel): the copy faults them
-
     def _write_back(self, slot: _Slot) -> None:
-        self._prefault()  # (at once when the pages are there)
-        dst, _views = self._sources()
+        dst, views = self._sources()
+        _prefault(dst, views)  # (at once when the pages are there)
         src, lens = _segments(self._entries, slot.ptr)
         self._engine.start(dst, src, lens)
         rc, _digest = self._engine.wait()
