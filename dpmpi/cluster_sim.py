@@ -1,0 +1,228 @@
+"""A simulated multi-node cluster on one Linux machine, for node-failure tests and benches (root).
+
+Each "node" is a network namespace (its own interface and address) whose processes also get
+their own UTS namespace (hostname: Open MPI decides what is local by hostname) and mount
+namespace (a private /dev/shm, as on a real node). The nodes' veth pairs are joined by a bridge
+in a namespace of its own. ``mpirun`` runs in the first node; PRRTE starts ``prted`` in the
+others through a launcher script given as ``--prtemca plm_ssh_agent``, which stands in for ssh::
+
+    with Cluster(nodes=2, slots=4) as cluster:
+        proc = cluster.popen(["dpmpi-run", "-n", "8", *cluster.mpirun_args(), "--", ...])
+        cluster.kill_ranks(1)     # every rank of node 1; its prted lives on
+        cluster.kill_node(1)      # every process of node 1, prted included
+        cluster.cut(1)            # node 1 goes silent: its link is down, its processes run on
+
+Every namespace is named ``dpmpisim<PID>-...`` after the process that made it: leaving the
+``with`` block (normally, by an exception or by Ctrl-C) removes them and kills what ran in
+them, and a new Cluster first removes those of earlier processes that no longer exist (a run
+that was killed). Nothing outside these namespaces is changed.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+PREFIX = "dpmpisim"
+SUBNET = "10.77.0.0/24"  # inside the namespaces only: never seen by the host's own network
+DAEMONS = ("prted", "prterun", "mpirun", "prte")  # a node's launch daemon (mpirun on the first node)
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise ClusterError(f"ip {' '.join(args)}: {out.stderr.strip() or out.returncode}")
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def namespaces() -> list[str]:
+    """The simulator's network namespaces on this machine (any process's)."""
+    out = _ip("netns", "list", check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+
+
+def _owner(name: str) -> int | None:
+    m = re.match(rf"{PREFIX}(\d+)-", name)
+    return int(m.group(1)) if m else None
+
+
+def ns_pids(ns: str) -> list[int]:
+    out = _ip("netns", "pids", ns, check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+def _remove(ns: str) -> None:
+    """Kill every process in ``ns`` and delete it (its veth ends go with it)."""
+    for pid in ns_pids(ns):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _ip("netns", "delete", ns, check=False)
+
+
+def remove_leftovers() -> list[str]:
+    """Remove the namespaces of simulator runs whose process is gone (a crashed or killed run)."""
+    stale = [ns for ns in namespaces() if (pid := _owner(ns)) is not None and not _alive(pid)]
+    for ns in stale:
+        _remove(ns)
+    return stale
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+class Cluster:
+    """``nodes`` simulated nodes of ``slots`` slots each (a context manager; see the module)."""
+
+    def __init__(self, nodes: int = 2, slots: int = 4, workdir: str | os.PathLike | None = None) -> None:
+        if not 1 <= nodes <= 200:
+            raise ValueError(f"nodes={nodes}: between 1 and 200")
+        if slots < 1:
+            raise ValueError(f"slots={slots}: at least 1")
+        if os.geteuid() != 0:
+            raise ClusterError("the simulated cluster needs root (network and UTS namespaces)")
+        self.nodes, self.slots = nodes, slots
+        tag = f"{PREFIX}{os.getpid()}"
+        self.bridge_ns = f"{tag}-br"
+        self.names = [f"{tag}-n{i}" for i in range(nodes)]  # namespace == hostname of each node
+        self.addrs = [f"10.77.0.{i + 1}" for i in range(nodes)]
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"{tag}-", dir=workdir)
+        self.dir = Path(self._tmp.name)
+        self.hostfile = self.dir / "hostfile"
+        self.agent = self.dir / "agent.sh"
+        self._made: list[str] = []
+
+    # -- lifetime --
+    def __enter__(self) -> Cluster:
+        remove_leftovers()
+        try:
+            self._create()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill everything that runs in the nodes and remove the namespaces (idempotent)."""
+        for ns in reversed(self._made):
+            _remove(ns)
+        self._made = []
+        self._tmp.cleanup()
+
+    def _netns(self, name: str) -> None:
+        if name in namespaces():  # our own pid's, from a run that was interrupted in this process
+            _remove(name)
+        _ip("netns", "add", name)
+        self._made.append(name)
+        _ip("-n", name, "link", "set", "lo", "up")
+
+    def _create(self) -> None:
+        self._netns(self.bridge_ns)
+        _ip("-n", self.bridge_ns, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.bridge_ns, "link", "set", "br0", "up")
+        for i, (name, addr) in enumerate(zip(self.names, self.addrs)):
+            self._netns(name)
+            # made inside the bridge's namespace (no name clash with the host's interfaces)
+            _ip("-n", self.bridge_ns, "link", "add", f"p{i}", "type", "veth", "peer", "name", "eth0", "netns", name)
+            _ip("-n", self.bridge_ns, "link", "set", f"p{i}", "master", "br0", "up")
+            _ip("-n", name, "addr", "add", f"{addr}/24", "dev", "eth0")
+            _ip("-n", name, "link", "set", "eth0", "up")
+        self.hostfile.write_text("".join(f"{a} slots={self.slots}\n" for a in self.addrs))
+        cases = "".join(f"  {a}) node={n} ;;\n" for a, n in zip(self.addrs, self.names))
+        # PRRTE calls it as ssh: AGENT HOST COMMAND... (the command as one or more words)
+        self.agent.write_text(
+            "#!/bin/sh\n# dpmpi.cluster_sim: stands in for ssh to a simulated node\n"
+            'host="$1"; shift\ncase "$host" in\n' + cases
+            + '  *) echo "dpmpi.cluster_sim: unknown node $host" >&2; exit 255 ;;\nesac\n'
+            + 'exec ' + self._enter_cmd('"$node"') + ' "$*"\n')
+        self.agent.chmod(0o755)
+
+    @staticmethod
+    def _enter_cmd(node: str) -> str:
+        # a node's namespaces: network (the node), UTS (its hostname), mount (its own /dev/shm)
+        return (f"ip netns exec {node} unshare --uts --mount --propagation private /bin/sh -c "
+                f"'hostname \"$0\"; mount -t tmpfs -o size=4g tmpfs /dev/shm; eval \"$1\"' {node}")
+
+    # -- using it --
+    def mpirun_args(self, np_per_node: int | None = None) -> list[str]:
+        """Options for ``dpmpi-run`` (or ``mpirun --with-ft ulfm``) to launch over the nodes."""
+        del np_per_node
+        return ["--hostfile", str(self.hostfile), "--bind-to", "none",
+                "--prtemca", "plm_ssh_agent", str(self.agent),
+                "--mca", "btl_tcp_if_include", SUBNET, "--prtemca", "oob_tcp_if_include", SUBNET]
+
+    def command(self, cmd: Sequence[str], node: int = 0) -> list[str]:
+        """``cmd`` run as a process of ``node`` (the launcher runs in node 0)."""
+        return ["/bin/sh", "-c", self._enter_cmd(shlex.quote(self.names[node])) + " " + shlex.quote(shlex.join(cmd))]
+
+    def popen(self, cmd: Sequence[str], node: int = 0, **kwargs: object) -> subprocess.Popen:
+        return subprocess.Popen(self.command(cmd, node), **kwargs)  # type: ignore[call-overload]
+
+    def pids(self, node: int) -> list[int]:
+        return ns_pids(self.names[node])
+
+    def ranks(self, node: int) -> list[int]:
+        """The MPI processes of ``node``: the children of its launch daemon."""
+        pids = self.pids(node)
+        daemons = {p for p in pids if _comm(p) in DAEMONS}
+        return [p for p in pids if _ppid(p) in daemons and p not in daemons]
+
+    def daemons(self, node: int) -> list[int]:
+        return [p for p in self.pids(node) if _comm(p) in DAEMONS]
+
+    def kill_ranks(self, node: int, sig: int = signal.SIGKILL) -> list[int]:
+        """Kill every MPI process of ``node`` at once; its daemon lives on. Returns their pids."""
+        return self._kill(self.ranks(node), sig)
+
+    def kill_node(self, node: int) -> list[int]:
+        """SIGKILL every process of ``node``, its daemon included (the node crashed)."""
+        return self._kill(self.pids(node), signal.SIGKILL)
+
+    def cut(self, node: int) -> None:
+        """``node`` goes silent: its link to the bridge is down; its processes run on."""
+        _ip("-n", self.bridge_ns, "link", "set", f"p{self.names.index(self.names[node])}", "down")
+
+    @staticmethod
+    def _kill(pids: list[int], sig: int) -> list[int]:
+        killed = []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+        return killed
