@@ -19,12 +19,16 @@ that was killed). Nothing outside these namespaces is changed.
 """
 from __future__ import annotations
 
+import json
 import os
+import queue
 import re
 import shlex
 import signal
 import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -192,6 +196,13 @@ class Cluster:
     def popen(self, cmd: Sequence[str], node: int = 0, **kwargs: object) -> subprocess.Popen:
         return subprocess.Popen(self.command(cmd, node), **kwargs)  # type: ignore[call-overload]
 
+    def start(self, cmd: Sequence[str], env: dict[str, str] | None = None, node: int = 0) -> Job:
+        """Start ``cmd`` in ``node`` (in a session of its own, in the cluster's scratch directory),
+        its output read as it comes."""
+        proc = self.popen(cmd, node, env=env, cwd=str(self.dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True)
+        return Job(proc)
+
     def pids(self, node: int) -> list[int]:
         return ns_pids(self.names[node])
 
@@ -226,3 +237,64 @@ class Cluster:
             except ProcessLookupError:
                 pass
         return killed
+
+
+class Job:
+    """A job started by ``Cluster.start``: its stdout's JSON lines arrive as events while it runs.
+
+    Two reader threads (one per pipe), owned by the Job, live until the job closes its pipes;
+    they touch no MPI and only append to the Job's lists and queue."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.events: list[dict] = []
+        self._new: queue.SimpleQueue = queue.SimpleQueue()
+        self._readers = [threading.Thread(target=self._read, args=(proc.stdout, self.out, True), daemon=True),
+                         threading.Thread(target=self._read, args=(proc.stderr, self.err, False), daemon=True)]
+        for t in self._readers:
+            t.start()
+
+    def _read(self, stream, lines: list[str], parse: bool) -> None:
+        for line in iter(stream.readline, ""):
+            lines.append(line)
+            if parse and line.lstrip().startswith("{"):
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                self.events.append(event)
+                self._new.put(event)
+        if parse:
+            self._new.put(None)  # end of output
+
+    def wait_event(self, name: str, timeout: float) -> dict:
+        """The first event ``name`` (from now on); TimeoutError if none comes in ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                event = self._new.get(timeout=max(left, 0.0))
+            except queue.Empty:
+                raise TimeoutError(f"no {name!r} event in {timeout} s") from None
+            if event is None:
+                raise TimeoutError(f"the job ended without a {name!r} event")
+            if event.get("event") == name:
+                return event
+
+    def finish(self, timeout: float) -> tuple[int | None, str, str]:
+        """(exit code, stdout, stderr); the exit code is None when the job hung for ``timeout``
+        seconds (its session is killed then; what ran on other nodes dies with the Cluster)."""
+        try:
+            rc: int | None = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            rc = None
+        for t in self._readers:
+            t.join(5.0)
+        return rc, "".join(self.out), "".join(self.err)
+
+    def by_rank(self, name: str) -> dict[int, dict]:
+        return {e["rank"]: e for e in self.events if e.get("event") == name}

@@ -1,7 +1,7 @@
 """Hot swap: spare ranks take a failed rank's place, so the program keeps its rank numbers.
 
-``dpmpi.init(spares=S)`` (collective over COMM_WORLD) makes the last S world ranks spares and
-returns the *active* communicator to the others. Each process has a fixed identity, its world
+``dpmpi.init(spares=S)`` (collective over COMM_WORLD) makes S world ranks spares (the last S on
+one node; spread over the nodes when the job spans several, ``dpmpi.placement``) and returns the *active* communicator to the others. Each process has a fixed identity, its world
 rank ("wid"); each active process also has a *logical rank*, its rank in the active
 communicator. ``comm.Respawn()`` (collective over the surviving actives, and the idle spares,
 which join by themselves) rebuilds the active communicator with a spare in each failed
@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, faults, watcher
+from dpmpi import _guard, faults, placement, watcher
 from dpmpi.comm import Comm, _warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
 
@@ -816,8 +816,9 @@ def _policy_from(value: str | None) -> str:
 def init(spares: int | None = None, on_depleted: str | None = None, *, wait: bool = True) -> ResilientComm:
     """Split COMM_WORLD into active ranks and spares; return the active communicator.
 
-    Collective over COMM_WORLD. The last ``spares`` world ranks (default: ``DPMPI_SPARES``, set
-    by ``dpmpi-run --spares``, else 0) become spares: on them this call returns only when the
+    Collective over COMM_WORLD. ``spares`` world ranks (default: ``DPMPI_SPARES``, set by
+    ``dpmpi-run --spares``, else 0) become spares, the last ones on one node, spread over the
+    nodes (by processor name) when the job spans several: on them this call returns only when the
     spare takes a failed rank's place (``comm.role is Role.RECOVERED``), or never (the process
     exits with status 0 when the job ends). With ``wait=False`` a spare gets its communicator at
     once, with ``role is Role.SPARE``: it can build its state (arrays, snapshot memory) while it
@@ -848,8 +849,10 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
         table = world.allgather((_my_place(), watcher.identity()))
     except MPI.Exception as exc:
         raise from_mpi(exc, world, "init") from exc
-    n_active = size - n_spares
-    plan = Plan(0, tuple(range(n_active)), tuple(range(n_active, size)), size)
+    # the last n_spares world ranks on one node; spread over the nodes on several (a node
+    # failure must not take every spare with it)
+    actives, spare_wids = placement.choose_spares([place[0] for place, _i in table], n_spares)
+    plan = Plan(0, tuple(actives), tuple(spare_wids), size)
     state = _State(world, plan, policy, poll)
     state.cpus = {wid: place for wid, (place, _i) in enumerate(table)}
     state.procs = {wid: watcher.Ident(*i) for wid, (_c, i) in enumerate(table)}

@@ -2,8 +2,9 @@
 
 A snapshot keeps, on every rank, the last committed copy of that rank's registered arrays in
 memory that dpmpi owns (page-aligned, locked with ``mlock`` when the process may), plus copies of
-its buddies' (by default its ring neighbour on the communicator), so that a rank that dies can
-be restored on its replacement without touching a disk::
+its buddies' (by default its ring neighbour; on a job over several nodes, the next rank on
+another node: ``dpmpi.placement``), so that a rank that dies can be restored on its replacement
+without touching a disk::
 
     snap = dpmpi.Snapshot(comm, {"w": w, "m": m})    # local: registers the arrays
     for step in range(start, n):
@@ -48,7 +49,7 @@ from typing import Any, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import _guard
+from dpmpi import _guard, placement
 from dpmpi.watcher import uninterrupted
 from dpmpi.comm import Comm, _warm_up, cause_of, keep_forever, keep_pending
 from dpmpi.resilient import Role
@@ -308,8 +309,8 @@ class Snapshot:
 
     ``arrays`` maps names to C-contiguous writable buffers (numpy arrays, bytearrays, ...); each
     rank registers its own (names, shapes and dtypes may differ between ranks). ``replicas`` other
-    ranks hold a copy of each rank's committed snapshot (default 1, its ring neighbour; 0 keeps
-    only the local copy). ``threads`` copy threads (default ``DPMPI_COPY_THREADS`` or 1).
+    ranks hold a copy of each rank's committed snapshot (default 1, its ring neighbour, on another
+    node when there are several; 0 keeps only the local copy). ``threads`` copy threads (default ``DPMPI_COPY_THREADS`` or 1).
     ``persist_dir``/``persist_every``: also write every K-th committed epoch to disk in the
     background (one file per rank), the fallback when in-memory copies are lost."""
 
@@ -361,6 +362,10 @@ class Snapshot:
         self._scomm: MPI.Intracomm | None = None  # dpmpi's communicator for snapshot traffic
         self._layouts: dict[int, list] = {}  # logical rank -> its layout signature
         self._held: dict[int, list[_Slot]] = {}  # owner's logical rank -> two replica slots
+        # node-aware placement (issue 14): who keeps our copies, whose copies we keep; set with
+        # each snapshot communicator (_setup_comm_only) from every rank's node
+        self._dests: list[int] = []
+        self._owners: list[int] = []
         self._setup_epoch = self._repair_epoch()
         self._writer: threading.Thread | None = None
         self._writer_slot: _Slot | None = None
@@ -641,10 +646,8 @@ class Snapshot:
         self._make_replica_slots()
 
     def _make_replica_slots(self) -> None:
-        rank, size = self._scomm.Get_rank(), self._scomm.Get_size()
         held: dict[int, list[_Slot]] = {}
-        for d in range(1, self._replicas + 1):
-            owner = (rank - d) % size
+        for owner in self._owners:  # node-aware placement (issue 14); was (rank - d) % size
             nbytes = _total(self._owner_entries(owner))  # exactly the owner's slot size
             old = self._held.get(owner)
             if old is not None and old[0].nbytes == nbytes:
@@ -668,17 +671,15 @@ class Snapshot:
         ``dests`` and from ``owners`` when given)."""
         if self._scomm is None:
             self._setup()
-        rank, size = self._scomm.Get_rank(), self._scomm.Get_size()
+        rank = self._scomm.Get_rank()
         mine = self._own[self._committed]
         mine.hdr[0], mine.hdr[1], mine.hdr[2], mine.hdr[3] = epoch, mine.nbytes, mine.digest, rank
         ops, meaning = [], []
-        for d in range(1, self._replicas + 1):
-            dest = (rank + d) % size
+        for dest in self._dests:  # node-aware placement (issue 14); was (rank + d) % size
             if dests is None or dest in dests:
                 ops += [(dest, _TAG_HDR, 1, mine.hdr, 32), (dest, _TAG_DATA, 1, mine.ptr, mine.nbytes)]
                 meaning += [None, None]
-        for d in range(1, self._replicas + 1):
-            owner = (rank - d) % size
+        for owner in self._owners:  # node-aware placement (issue 14); was (rank - d) % size
             if owners is not None and owner not in owners:
                 continue
             pair = self._held[owner]
@@ -931,6 +932,14 @@ class Snapshot:
         except MPI.Exception as exc:
             raise from_mpi(exc, comm, op) from exc
         _warm_up(scomm, op)
+        # node-aware placement (issue 14): copies go to ranks on other nodes (dpmpi.placement)
+        try:
+            nodes = scomm.allgather(MPI.Get_processor_name())
+        except MPI.Exception as exc:
+            raise from_mpi(exc, scomm, op) from exc
+        holders = placement.holders(nodes, min(self._replicas, len(nodes) - 1))
+        self._dests = holders[scomm.Get_rank()]
+        self._owners = placement.held_by(holders)[scomm.Get_rank()]
         self._scomm = scomm
         self._link()
 
@@ -974,10 +983,11 @@ class Snapshot:
     def _rereplicate(self, epoch: int, infos: list) -> None:
         """After a restore, send each rank's copy of ``epoch`` to the buddies that lack it (the
         replacement's, and those that the failed rank held), on the background thread."""
-        rank, size = self._scomm.Get_rank(), self._scomm.Get_size()
+        rank = self._scomm.Get_rank()
         has = {r: {o for o, epochs in held_r.items() if epoch in epochs} for r, _s, _o, held_r, _l, _d in infos}
-        dests = {dest for dest in ((rank + d) % size for d in range(1, self._replicas + 1)) if rank not in has[dest]}
-        owners = {o for o in ((rank - d) % size for d in range(1, self._replicas + 1)) if o not in has[rank]}
+        # node-aware placement (issue 14); were the ring's (rank + d) % size and (rank - d) % size
+        dests = {dest for dest in self._dests if rank not in has[dest]}
+        owners = {o for o in self._owners if o not in has[rank]}
         self._replicate(epoch, dests, owners)
 
     # -- persistence --

@@ -1,0 +1,71 @@
+"""Node failures on the simulated cluster (dpmpi.cluster_sim: namespaces as nodes, TCP between
+them; needs root). Each test is one dpmpi-run job over 2 nodes with a hard timeout; the harness
+kills a node's processes while logical rank 0 waits on a FIFO after committing epoch 3."""
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpmpi import cluster_sim
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None,
+                                reason="the simulated cluster needs root, ip (iproute2) and unshare")
+
+PROGRAM = Path(__file__).resolve().parent / "programs" / "cluster_snap.py"
+PAUSE_AT, EPOCHS = 3, 5
+TIMEOUT = 60
+
+
+def start(cluster, n, spares, *args, env=None):
+    fifo = cluster.dir / "go"
+    os.mkfifo(fifo)
+    cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(spares), *cluster.mpirun_args(), "--",
+           sys.executable, str(PROGRAM), "--fifo", str(fifo), "--pause-at", str(PAUSE_AT), "--epochs", str(EPOCHS),
+           *map(str, args)]
+    job = cluster.start(cmd, env={**os.environ, **(env or {})})
+    return job, fifo
+
+
+def strike(job, fifo, kill):
+    """Wait until rank 0 paused, kill (``kill()``), then let rank 0 go on."""
+    try:
+        job.wait_event("paused", TIMEOUT)
+    except TimeoutError:
+        rc, out, err = job.finish(5)
+        pytest.fail(f"the job never paused (exit {rc})\n{out}\n{err}")
+    killed = kill()
+    assert killed, "nothing was killed"
+    with open(fifo, "w") as go:
+        go.write("go\n")
+    return killed
+
+
+def check_restored(job, rc, out, err, n_active):
+    assert rc is not None, f"hang: the job did not end in {TIMEOUT} s\n{out}\n{err}"
+    assert not job.by_rank("lost"), out + err
+    assert rc == 0, f"exit code {rc}\n{out}\n{err}"
+    restored, done = job.by_rank("restored"), job.by_rank("done")
+    assert sorted(restored) == list(range(n_active)), out
+    for r, e in restored.items():
+        assert e["ok"] and e["epoch"] == PAUSE_AT, e
+    assert sorted(done) == list(range(n_active)), out
+    for r, e in done.items():  # bit for bit what a failure-free run holds at the end
+        assert e["digest"] == e["want"] and e["epoch"] == EPOCHS and e["size"] == n_active, e
+
+
+def test_a_nodes_ranks_killed_every_rank_restores_bit_for_bit():
+    """2 nodes x 4 slots, 4 active ranks + 4 spares: all four processes of node 1 (two active
+    ranks, two spares) are killed, its prted lives on; the spares on node 0 take over and every
+    rank restores its state of epoch 3 (copies of node 1's ranks must live on node 0)."""
+    with cluster_sim.Cluster(nodes=2, slots=4) as cluster:
+        job, fifo = start(cluster, 8, 4)
+        killed = strike(job, fifo, lambda: cluster.kill_ranks(1))
+        rc, out, err = job.finish(TIMEOUT)
+        assert len(killed) == 4, (killed, out, err)
+        check_restored(job, rc, out, err, 4)
+        first = [e["node"] for e in job.events if e["event"] == "active" and e["role"] == "INITIAL"]
+        assert sorted(first) == [cluster.names[0]] * 2 + [cluster.names[1]] * 2, first  # 2 actives per node
+        recovered = [e for e in job.events if e["event"] == "restored" and e["role"] == "RECOVERED"]
+        assert len(recovered) == 2 and {e["node"] for e in recovered} == {cluster.names[0]}, recovered
