@@ -27,11 +27,12 @@ test: $(VENV)/.installed
 	$(MAKE) --no-print-directory test-logic test-mpi test-faults test-peer
 
 # Tier 1: pure logic, and tier 3: fault and hot-swap tests (each a dpmpi-run child with a hard
-# timeout).
+# timeout; test_cluster.py: node failures on a simulated 2-node cluster of namespaces, ~15 s,
+# skipped without root).
 test-logic:
-	$(BIN)/pytest -q tests/test_logic.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py
+	$(BIN)/pytest -q tests/test_logic.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_placement.py tests/test_run_nodes.py
 test-faults:
-	$(BIN)/pytest -q tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py
+	$(BIN)/pytest -q tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py tests/test_cluster.py
 
 # Tier 2: fault-free MPI tests under pytest-mpi at 1, 2 and 4 ranks. Launched by dpmpi-run,
 # whose exit code is exact (mpirun --with-ft ulfm returns 0 even when ranks die, e.g. when

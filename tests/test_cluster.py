@@ -18,10 +18,11 @@ PAUSE_AT, EPOCHS = 3, 5
 TIMEOUT = 60
 
 
-def start(cluster, n, spares, *args, env=None):
+def start(cluster, n, spares, *args, env=None, launcher_args=()):
     fifo = cluster.dir / "go"
     os.mkfifo(fifo)
-    cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(spares), *cluster.mpirun_args(), "--",
+    cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(spares), *cluster.mpirun_args(),
+           *launcher_args, "--",
            sys.executable, str(PROGRAM), "--fifo", str(fifo), "--pause-at", str(PAUSE_AT), "--epochs", str(EPOCHS),
            *map(str, args)]
     job = cluster.start(cmd, env={**os.environ, **(env or {})})
@@ -69,3 +70,32 @@ def test_a_nodes_ranks_killed_every_rank_restores_bit_for_bit():
         assert sorted(first) == [cluster.names[0]] * 2 + [cluster.names[1]] * 2, first  # 2 actives per node
         recovered = [e for e in job.events if e["event"] == "restored" and e["role"] == "RECOVERED"]
         assert len(recovered) == 2 and {e["node"] for e in recovered} == {cluster.names[0]}, recovered
+
+
+def check_job_ended_for_the_lost_node(cluster, rc, out, err):
+    """Open MPI 5.0.11's PRRTE ends the whole job when it loses a daemon (docs/cluster.md): the
+    job must end (no hang), fail, and say which node was lost."""
+    assert rc is not None, f"hang: the job did not end in {TIMEOUT} s\n{out}\n{err}"
+    assert rc != 0, out + err
+    lost = [line for line in err.splitlines() if "dpmpi-run: " in line and " was lost " in line]
+    assert lost and (cluster.names[1] in lost[0] or "PRRTE daemon 1 " in lost[0]), err
+    assert not [e for e in out.splitlines() if '"done"' in e], out
+
+
+def test_a_whole_node_killed_ends_the_job_with_a_clear_error():
+    """Every process of node 1 killed, its prted too: not survivable with Open MPI 5.0.11."""
+    with cluster_sim.Cluster(nodes=2, slots=2) as cluster:
+        job, fifo = start(cluster, 4, 2)
+        strike(job, fifo, lambda: cluster.kill_node(1))
+        check_job_ended_for_the_lost_node(cluster, *job.finish(TIMEOUT))
+
+
+def test_a_silent_node_ends_the_job_with_a_clear_error():
+    """Node 1's link cut (its processes run on): the daemons' keepalives notice it (short ones
+    here; dpmpi-run's default takes ~16 s), then PRRTE ends the job as for a dead node."""
+    keepalive = ["--prtemca", "oob_tcp_keepalive_time", "1", "--prtemca", "oob_tcp_keepalive_intvl", "1",
+                 "--prtemca", "oob_tcp_keepalive_probes", "2"]
+    with cluster_sim.Cluster(nodes=2, slots=2) as cluster:
+        job, fifo = start(cluster, 4, 2, launcher_args=keepalive)
+        strike(job, fifo, lambda: cluster.cut(1) or [cluster.names[1]])
+        check_job_ended_for_the_lost_node(cluster, *job.finish(TIMEOUT))

@@ -1,0 +1,53 @@
+"""Tier 1: what dpmpi-run adds for jobs over several nodes (pure, no MPI)."""
+from dpmpi import run
+
+
+def _prtemca(cmd):
+    return {cmd[i + 1]: cmd[i + 2] for i, a in enumerate(cmd) if a == "--prtemca"}
+
+
+def test_keepalives_between_daemons_by_default():
+    cmd = run.build(run.parse_args(["-n", "2", "--", "p"]), "m", {})
+    assert {k: v for k, v in _prtemca(cmd).items() if k.startswith("oob_tcp_keepalive")} == dict(run.KEEPALIVE)
+
+
+def test_the_users_keepalive_settings_replace_all_of_ours():
+    cmd = run.build(run.parse_args(["-n", "2", "--prtemca", "oob_tcp_keepalive_time", "1", "--", "p"]), "m", {})
+    assert [a for a in cmd if a.startswith("oob_tcp_keepalive")] == ["oob_tcp_keepalive_time"]
+    assert cmd[cmd.index("oob_tcp_keepalive_time") + 1] == "1"
+
+
+def test_a_lost_daemon_is_recognised_with_its_node():
+    text = ("--------------------------------------------------------------------------\n"
+            "PRTE has lost communication with a remote daemon.\n"
+            "  HNP daemon   : [prterun-n0-1045@0,0] on node n0\n"
+            "  Remote daemon: [prterun-n0-1045@0,1] on node n1\n"
+            "This is usually due to either a failure of the TCP network\n")
+    out = run.Outcome()
+    for line in text.splitlines(keepends=True):
+        out.note(line)
+    assert out.lost_node == "node n1"
+    quiet = run.Outcome()
+    quiet.note("  Remote daemon: [x@0,1] on node n1\n")  # without the message before it
+    assert quiet.lost_node is None
+
+
+def test_a_lost_daemon_is_recognised_from_prrtes_trace_which_the_user_does_not_see():
+    abort = "[n0:4] [prterun-n0-4@0,0] Comm failure: daemon [prterun-n0-4@0,1] - aborting\n"
+    normal = "[n0:4] [prterun-n0-4@0,0] Comm failure: daemons terminating - recording daemon [p@0,1] as gone\n"
+    state = "[n0:4] [prterun-n0-4@0,0] errmgr:dvm: for proc [prterun-n0-4@1,6] state ABORTED BY SIGNAL\n"
+    out = run.Outcome(show_trace=False)
+    assert [out.note(line) for line in (state, normal)] == [False, False]
+    assert out.lost_node is None  # a normal end
+    assert out.note(abort) is False and out.lost_node == "the node of PRRTE daemon 1"
+    assert out.note("the program's own line\n") is True
+    # the user asked for the trace: it is theirs
+    mine = run.Outcome(show_trace=True)
+    assert mine.note(state) is True
+
+
+def test_errmgr_trace_is_asked_for_unless_the_user_did():
+    cmd = run.build(run.parse_args(["-n", "2", "--", "p"]), "m", {})
+    assert _prtemca(cmd)["errmgr_base_verbose"] == "5"
+    opts = run.parse_args(["-n", "2", "--prtemca", "errmgr_base_verbose", "1", "--", "p"])
+    assert run.traces_errmgr(opts) and run.build(opts, "m", {}).count("errmgr_base_verbose") == 1
