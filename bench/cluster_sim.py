@@ -42,8 +42,7 @@ PAUSE_AT, EPOCHS = 3, 5
 
 def one_run(nodes: int, slots: int, mib: float, scenario: str, timeout: float) -> dict:
     with cluster_sim.Cluster(nodes=nodes, slots=slots) as cluster:
-        fifo = cluster.dir / "go"
-        os.mkfifo(fifo)
+        fifo = cluster.gate()
         n = nodes * slots
         cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(slots), *cluster.mpirun_args(), "--",
                sys.executable, str(PROGRAM), "--fifo", str(fifo), "--pause-at", str(PAUSE_AT),
@@ -63,8 +62,7 @@ def one_run(nodes: int, slots: int, mib: float, scenario: str, timeout: float) -
         else:
             cluster.cut(1)
             killed = []
-        with open(fifo, "w") as go:
-            go.write("go\n")
+        cluster.release(fifo)
         rc, out, err = job.finish(timeout)
         ended = time.time()
     row = {"exit": rc, "hang": rc is None, "killed": len(killed), "startup_s": round(t_kill - started, 2),

@@ -7,10 +7,14 @@ in a namespace of its own. ``mpirun`` runs in the first node; PRRTE starts ``prt
 others through a launcher script given as ``--prtemca plm_ssh_agent``, which stands in for ssh::
 
     with Cluster(nodes=2, slots=4) as cluster:
-        proc = cluster.popen(["dpmpi-run", "-n", "8", *cluster.mpirun_args(), "--", ...])
+        gate = cluster.gate()     # a FIFO the program reads a line from at the moment to strike
+        job = cluster.start(["dpmpi-run", "-n", "8", *cluster.mpirun_args(), "--", ..., str(gate)])
+        job.wait_event("paused", 60)  # a JSON line {"event": "paused"} on the job's stdout
         cluster.kill_ranks(1)     # every rank of node 1; its prted lives on
         cluster.kill_node(1)      # every process of node 1, prted included
         cluster.cut(1)            # node 1 goes silent: its link is down, its processes run on
+        cluster.release(gate)     # the program goes on
+        rc, out, err = job.finish(60)  # rc None: it hung (and was killed)
 
 Every namespace is named ``dpmpisim<PID>-...`` after the process that made it: leaving the
 ``with`` block (normally, by an exception or by Ctrl-C) removes them and kills what ran in
@@ -126,6 +130,7 @@ class Cluster:
         self.hostfile = self.dir / "hostfile"
         self.agent = self.dir / "agent.sh"
         self._made: list[str] = []
+        self._gates: dict[Path, int] = {}  # FIFO -> our read-write descriptor of it
 
     # -- lifetime --
     def __enter__(self) -> Cluster:
@@ -145,6 +150,9 @@ class Cluster:
         for ns in reversed(self._made):
             _remove(ns)
         self._made = []
+        for fd in self._gates.values():
+            os.close(fd)
+        self._gates = {}
         self._tmp.cleanup()
 
     def _netns(self, name: str) -> None:
@@ -182,9 +190,8 @@ class Cluster:
                 f"'hostname \"$0\"; mount -t tmpfs -o size=4g tmpfs /dev/shm; eval \"$1\"' {node}")
 
     # -- using it --
-    def mpirun_args(self, np_per_node: int | None = None) -> list[str]:
+    def mpirun_args(self) -> list[str]:
         """Options for ``dpmpi-run`` (or ``mpirun --with-ft ulfm``) to launch over the nodes."""
-        del np_per_node
         return ["--hostfile", str(self.hostfile), "--bind-to", "none",
                 "--prtemca", "plm_ssh_agent", str(self.agent),
                 "--mca", "btl_tcp_if_include", SUBNET, "--prtemca", "oob_tcp_if_include", SUBNET]
@@ -202,6 +209,20 @@ class Cluster:
         proc = self.popen(cmd, node, env=env, cwd=str(self.dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True)
         return Job(proc)
+
+    def gate(self, name: str = "go") -> Path:
+        """A FIFO that a program can wait on (open it, read a line) until ``release(path)``.
+
+        The cluster holds it open for reading and writing, so neither side's open blocks (on
+        Linux), whichever comes first and even when the program died before opening it."""
+        path = self.dir / name
+        os.mkfifo(path)
+        self._gates[path] = os.open(path, os.O_RDWR)
+        return path
+
+    def release(self, path: Path) -> None:
+        """Let the program waiting on the gate ``path`` go on."""
+        os.write(self._gates[path], b"go\n")
 
     def pids(self, node: int) -> list[int]:
         return ns_pids(self.names[node])
@@ -225,7 +246,7 @@ class Cluster:
 
     def cut(self, node: int) -> None:
         """``node`` goes silent: its link to the bridge is down; its processes run on."""
-        _ip("-n", self.bridge_ns, "link", "set", f"p{self.names.index(self.names[node])}", "down")
+        _ip("-n", self.bridge_ns, "link", "set", f"p{node}", "down")
 
     @staticmethod
     def _kill(pids: list[int], sig: int) -> list[int]:

@@ -3,6 +3,7 @@ them; needs root). Each test is one dpmpi-run job over 2 nodes with a hard timeo
 kills a node's processes while logical rank 0 waits on a FIFO after committing epoch 3."""
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,8 +20,7 @@ TIMEOUT = 60
 
 
 def start(cluster, n, spares, *args, env=None, launcher_args=()):
-    fifo = cluster.dir / "go"
-    os.mkfifo(fifo)
+    fifo = cluster.gate()
     cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(spares), *cluster.mpirun_args(),
            *launcher_args, "--",
            sys.executable, str(PROGRAM), "--fifo", str(fifo), "--pause-at", str(PAUSE_AT), "--epochs", str(EPOCHS),
@@ -29,7 +29,7 @@ def start(cluster, n, spares, *args, env=None, launcher_args=()):
     return job, fifo
 
 
-def strike(job, fifo, kill):
+def strike(cluster, job, fifo, kill):
     """Wait until rank 0 paused, kill (``kill()``), then let rank 0 go on."""
     try:
         job.wait_event("paused", TIMEOUT)
@@ -38,8 +38,7 @@ def strike(job, fifo, kill):
         pytest.fail(f"the job never paused (exit {rc})\n{out}\n{err}")
     killed = kill()
     assert killed, "nothing was killed"
-    with open(fifo, "w") as go:
-        go.write("go\n")
+    cluster.release(fifo)
     return killed
 
 
@@ -62,7 +61,7 @@ def test_a_nodes_ranks_killed_every_rank_restores_bit_for_bit():
     rank restores its state of epoch 3 (copies of node 1's ranks must live on node 0)."""
     with cluster_sim.Cluster(nodes=2, slots=4) as cluster:
         job, fifo = start(cluster, 8, 4)
-        killed = strike(job, fifo, lambda: cluster.kill_ranks(1))
+        killed = strike(cluster, job, fifo, lambda: cluster.kill_ranks(1))
         rc, out, err = job.finish(TIMEOUT)
         assert len(killed) == 4, (killed, out, err)
         check_restored(job, rc, out, err, 4)
@@ -86,7 +85,7 @@ def test_a_whole_node_killed_ends_the_job_with_a_clear_error():
     """Every process of node 1 killed, its prted too: not survivable with Open MPI 5.0.11."""
     with cluster_sim.Cluster(nodes=2, slots=2) as cluster:
         job, fifo = start(cluster, 4, 2)
-        strike(job, fifo, lambda: cluster.kill_node(1))
+        strike(cluster, job, fifo, lambda: cluster.kill_node(1))
         check_job_ended_for_the_lost_node(cluster, *job.finish(TIMEOUT))
 
 
@@ -97,5 +96,28 @@ def test_a_silent_node_ends_the_job_with_a_clear_error():
                  "--prtemca", "oob_tcp_keepalive_probes", "2"]
     with cluster_sim.Cluster(nodes=2, slots=2) as cluster:
         job, fifo = start(cluster, 4, 2, launcher_args=keepalive)
-        strike(job, fifo, lambda: cluster.cut(1) or [cluster.names[1]])
+        strike(cluster, job, fifo, lambda: cluster.cut(1) or [cluster.names[1]])
         check_job_ended_for_the_lost_node(cluster, *job.finish(TIMEOUT))
+
+
+# ---- the simulator's own housekeeping (no MPI) -------------------------------------------------
+def test_namespaces_are_removed_when_the_block_fails():
+    with pytest.raises(RuntimeError, match="inside"):
+        with cluster_sim.Cluster(nodes=2, slots=1) as cluster:
+            names = [cluster.bridge_ns, *cluster.names]
+            assert set(names) <= set(cluster_sim.namespaces())
+            raise RuntimeError("inside")
+    assert not set(names) & set(cluster_sim.namespaces())
+    assert not cluster.dir.exists()
+
+
+def test_leftovers_of_a_dead_run_are_removed():
+    # a pid above pid_max never lives: a run of the simulator that was killed
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+    stale = f"{cluster_sim.PREFIX}{dead}-n0"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    try:
+        assert stale in cluster_sim.remove_leftovers()
+        assert stale not in cluster_sim.namespaces()
+    finally:
+        subprocess.run(["ip", "netns", "delete", stale], capture_output=True)
