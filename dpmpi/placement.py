@@ -41,23 +41,33 @@ def holders(nodes: Sequence[str], replicas: int) -> list[list[int]]:
         raise ValueError(f"replicas={replicas} with {size} ranks: need 0 <= replicas < {size}")
     order = interleaved(nodes)
     where = {rank: i for i, rank in enumerate(order)}
+    other_nodes = len(set(nodes)) - 1
+    per_node: dict[str, int] = {}
+    for node in nodes:
+        per_node[node] = per_node.get(node, 0) + 1
     out: list[list[int]] = []
     for owner in range(size):
-        at = where[owner]
-        ring = [order[(at + k) % size] for k in range(1, size)]
+        at, mine = where[owner], nodes[owner]
+
+        def ring():  # the other ranks, walking the interleaved ring from the owner
+            return (order[(at + k) % size] for k in range(1, size))
+
         picked: list[int] = []
         used: set[str] = set()
-        for rank in ring:  # 1: a node that is not the owner's and holds no copy yet
-            if len(picked) < replicas and nodes[rank] != nodes[owner] and nodes[rank] not in used:
+        for rank in ring():  # 1: a node that is not the owner's and holds no copy yet
+            if len(picked) == replicas or len(used) == other_nodes:
+                break
+            if nodes[rank] != mine and nodes[rank] not in used:
                 picked.append(rank)
                 used.add(nodes[rank])
-        for rank in ring:  # 2: any other node
-            if len(picked) < replicas and nodes[rank] != nodes[owner] and rank not in picked:
-                picked.append(rank)
-        for rank in ring:  # 3: the owner's own node
-            if len(picked) < replicas and rank not in picked:
-                picked.append(rank)
-        out.append(sorted(picked, key=ring.index))
+        off_node_goal = min(replicas, size - per_node[mine])  # every pick so far is off-node
+        for off_node, goal in ((True, off_node_goal), (False, replicas)):  # 2: other nodes; 3: the owner's
+            for rank in ring():
+                if len(picked) == goal:
+                    break
+                if (nodes[rank] != mine) == off_node and rank not in picked:
+                    picked.append(rank)
+        out.append(sorted(picked, key=lambda r: (where[r] - at) % size))
     return out
 
 
