@@ -68,7 +68,7 @@ def _mpi() -> Any:
     return None
 
 
-def _libmpi_path() -> str | None:
+def libmpi_path() -> str | None:
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
@@ -86,7 +86,7 @@ def _tell_c_about_mpi() -> bool:
     MPI = _mpi()
     if MPI is None:
         return False
-    path = _libmpi_path()
+    path = libmpi_path()
     multi = MPI.COMM_WORLD.Get_size() > 1
     if path is None:
         return multi
@@ -248,15 +248,16 @@ def install() -> None:
     # of registration does not matter.
     _lib.lib.dpmpi_exit_register()
     if rank < 0:
-        return  # not an MPI rank (e.g. dpmpi-run itself): no watchdog, no fault plan from the env
+        return  # not an MPI rank (e.g. dpmpi-run itself): no watchdog (nor a fault plan: dpmpi/__init__)
     stall = config.get(ENV_STALL_TIMEOUT)
     if stall > 0:
         from dpmpi import _hooks
 
         _lib.lib.dpmpi_stall_start(stall)
         _hooks.enable_stall(_lib.lib.dpmpi_stall_enter, _lib.lib.dpmpi_stall_leave)
-    if config.is_set("DPMPI_FAULTS"):
-        from dpmpi import faults
 
-        faults.load_env()
+
+def rank_process() -> bool:
+    """Whether this process is an MPI rank (not e.g. dpmpi-run itself)."""
+    return world_rank_from_env() >= 0
 

@@ -237,7 +237,7 @@ def _bind_mpi() -> None:
     global _MPI_BOUND
     if _MPI_BOUND:
         return
-    path = _guard._libmpi_path()
+    path = _guard.libmpi_path()
     if path is None or _cext().lib.dpmpi_mpi_bind(path.encode()) != 0:
         raise RuntimeError("dpmpi: cannot find the MPI library's functions for snapshot replication "
                            f"(libmpi: {path}); dpmpi supports Open MPI 5")

@@ -182,6 +182,7 @@ _arm = 0  # depth of regions where the program asked to be interrupted
 _defer = 0  # depth of dpmpi's own code inside them: no interruption there
 _noticed: Any = None  # cffi int* to the C notice word (None: no watcher)
 _W: Watcher | None = None
+_initialised = False  # dpmpi.init ran in this process (start() was called, watcher on or off)
 _signo: int | None = None  # the signal sent to the main thread (0: none; None: not set up yet)
 _get_ident = threading.get_ident
 
@@ -285,9 +286,7 @@ def interrupt_on_failure() -> Iterator[None]:
 
 
 def _state_missing() -> bool:
-    from dpmpi import resilient
-
-    return resilient._STATE is None
+    return not _initialised
 
 
 def current() -> Watcher | None:
@@ -328,7 +327,7 @@ class Watcher:
         if self.mode.ulfm:
             from dpmpi import _guard
 
-            path = _guard._libmpi_path()
+            path = _guard.libmpi_path()
             if path is None or ext.lib.dpmpi_watch_bind_mpi(path.encode()) != 0:
                 raise RuntimeError(f"dpmpi: cannot bind MPI for the failure watcher (libmpi: {path})")
         _noticed = ext.lib.dpmpi_watch_noticed_ptr()
@@ -463,7 +462,8 @@ class Watcher:
 
 def start(state: Any, mode: Mode) -> Watcher | None:
     """Create and start the process's watcher (from dpmpi.init); None when turned off."""
-    global _W
+    global _W, _initialised
+    _initialised = True
     if not mode.enabled or _W is not None:
         return _W
     w = Watcher(state, mode)
@@ -472,7 +472,7 @@ def start(state: Any, mode: Mode) -> Watcher | None:
     state.listeners.add(w)
     from dpmpi import _hooks
 
-    _hooks.enable_watch(defer_enter, defer_leave)
+    _hooks.enable_watch(defer_enter, defer_leave, lambda: w.failure())
     return w
 
 
