@@ -16,13 +16,14 @@ others through a launcher script given as ``--prtemca plm_ssh_agent``, which sta
         cluster.release(gate)     # the program goes on
         rc, out, err = job.finish(60)  # rc None: it hung (and was killed)
 
-Every namespace is named ``dpmpisim<PID>-...`` after the process that made it: leaving the
+Every namespace is named ``dpmpisim<PID>-<K>-...`` after the process that made it: leaving the
 ``with`` block (normally, by an exception or by Ctrl-C) removes them and kills what ran in
 them, and a new Cluster first removes those of earlier processes that no longer exist (a run
 that was killed). Nothing outside these namespaces is changed.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import queue
@@ -39,6 +40,9 @@ from typing import Sequence
 PREFIX = "dpmpisim"
 SUBNET = "10.77.0.0/24"  # inside the namespaces only: never seen by the host's own network
 DAEMONS = ("prted", "prterun", "mpirun", "prte")  # a node's launch daemon (mpirun on the first node)
+
+
+_SERIAL = itertools.count()
 
 
 class ClusterError(RuntimeError):
@@ -121,7 +125,7 @@ class Cluster:
         if os.geteuid() != 0:
             raise ClusterError("the simulated cluster needs root (network and UTS namespaces)")
         self.nodes, self.slots = nodes, slots
-        tag = f"{PREFIX}{os.getpid()}"
+        tag = f"{PREFIX}{os.getpid()}-{next(_SERIAL)}"  # several clusters in one process are apart
         self.bridge_ns = f"{tag}-br"
         self.names = [f"{tag}-n{i}" for i in range(nodes)]  # namespace == hostname of each node
         self.addrs = [f"10.77.0.{i + 1}" for i in range(nodes)]
@@ -156,8 +160,6 @@ class Cluster:
         self._tmp.cleanup()
 
     def _netns(self, name: str) -> None:
-        if name in namespaces():  # our own pid's, from a run that was interrupted in this process
-            _remove(name)
         _ip("netns", "add", name)
         self._made.append(name)
         _ip("-n", name, "link", "set", "lo", "up")

@@ -121,3 +121,11 @@ def test_leftovers_of_a_dead_run_are_removed():
         assert stale not in cluster_sim.namespaces()
     finally:
         subprocess.run(["ip", "netns", "delete", stale], capture_output=True)
+
+
+def test_two_clusters_in_one_process_are_apart():
+    with cluster_sim.Cluster(nodes=1, slots=1) as a:
+        with cluster_sim.Cluster(nodes=1, slots=1) as b:
+            assert not set(a.names) & set(b.names)
+        assert set(a.names) <= set(cluster_sim.namespaces())
+        assert not set(b.names) & set(cluster_sim.namespaces())
