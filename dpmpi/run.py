@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -31,27 +30,13 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmpi import config
+from dpmpi import config, node_loss
 
 ENV_MPIRUN = "DPMPI_MPIRUN"
 # mpirun's message when its PMIx server could not start (a transient start-up failure)
 STARTUP_FAILURE = "PMIx server's listener thread failed to start"
 STARTUP_ATTEMPTS = 3
-# PRRTE's message when a node's daemon died or went silent: Open MPI 5.0.x then ends the whole
-# job, whatever --runtime-options say (docs/cluster.md). It printed it in only some of the runs
-# on the simulated cluster, so dpmpi-run also asks PRRTE's error manager for its trace
-# (errmgr_base_verbose 5), reads "Comm failure: daemon [...,K] - aborting" from it (every run),
-# and keeps the trace from the user unless they asked for it.
-DAEMON_LOST = "PRTE has lost communication with a remote daemon"
-_DAEMON_LOST_NODE = "Remote daemon:"
-_ERRMGR_VERBOSE = "errmgr_base_verbose"
-_ERRMGR_TRACE = re.compile(r"^\[[^\]]+\] \[[^\]]+\] (errmgr[:_]dvm|Comm failure)")
-_DAEMON_ABORT = re.compile(r"Comm failure: daemon \[[^\]]*,(\d+)\] - aborting")
-# A node that goes silent (its network cut, the host frozen) is noticed by the keepalives of
-# PRRTE's TCP connections between daemons: after 10 s idle, 3 probes 2 s apart (~16 s), unless
-# the user sets oob_tcp_keepalive_*. Without them the job hung (measured: > 30 s on the simulated
-# cluster; PRRTE's own defaults are minutes).
-KEEPALIVE = (("oob_tcp_keepalive_time", "10"), ("oob_tcp_keepalive_intvl", "2"), ("oob_tcp_keepalive_probes", "3"))
+PUMP_GRACE = 5.0  # seconds to read mpirun's last output once it has ended
 STATUS_TAG = "[dpmpi-status] "
 USAGE = "usage: dpmpi-run -n N [--spares S] [--dry-run] [mpirun options...] -- PROGRAM ARGS..."
 _HOST_OPTIONS = ("--host", "-H", "--hostfile", "--machinefile", "-hostfile", "-machinefile", "--map-by", "--default-hostfile")
@@ -170,11 +155,6 @@ def guard_library() -> Path:
 SPAWN_READY = ["--map-by", "core:OVERSUBSCRIBE", "--rank-by", "slot", "--bind-to", "core:overload-allowed"]
 
 
-def traces_errmgr(opts: Options) -> bool:
-    """Whether the user asked for PRRTE's error-manager trace themselves (then it is theirs)."""
-    return _ERRMGR_VERBOSE in opts.mpirun_args
-
-
 def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool = True) -> list[str]:
     """The mpirun command line; also sets in ``env`` what the ranks need.
 
@@ -194,11 +174,7 @@ def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool =
             cmd += SPAWN_READY
         else:  # more active ranks than cores: nothing to bind to
             cmd.append("--oversubscribe")
-    for name, value in KEEPALIVE:
-        if not any(a.startswith("oob_tcp_keepalive") for a in user):
-            cmd += ["--prtemca", name, value]
-    if not traces_errmgr(opts):
-        cmd += ["--prtemca", _ERRMGR_VERBOSE, "5"]  # to see a lost daemon (see DAEMON_LOST)
+    cmd += node_loss.mpirun_options(user)  # a lost node ends the job, and is named
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-run-as-root" not in user:
         cmd.append("--allow-run-as-root")
     env["DPMPI_SPARES"] = str(opts.spares)
@@ -221,11 +197,7 @@ def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool =
 class Outcome:
     records: dict[int, dict] = field(default_factory=dict)
     startup_failed: bool = False  # mpirun itself failed to start (nothing of the program ran)
-    show_trace: bool = True  # pass PRRTE's error-manager trace on to the user
-    # a daemon that PRRTE lost (it then ended the job): its number, and its node when PRRTE said
-    lost_daemon: str | None = None
-    lost_host: str | None = None
-    _in_lost_message: bool = False
+    lost: node_loss.LostDaemon = field(default_factory=node_loss.LostDaemon)  # a daemon PRRTE lost
 
     def add(self, record: dict) -> None:
         """The newest record of a rank wins, except that one from a process that did not
@@ -243,25 +215,7 @@ class Outcome:
         is not for the user (PRRTE's error-manager trace that dpmpi-run asked for)."""
         if STARTUP_FAILURE in line:
             self.startup_failed = True
-        if DAEMON_LOST in line:
-            self._in_lost_message = True
-            self.lost_daemon = self.lost_daemon or "?"
-        elif _DAEMON_LOST_NODE in line and self._in_lost_message:
-            self.lost_host = self.lost_host or line.rsplit(" on node ", 1)[-1].strip()
-            self._in_lost_message = False
-        abort = _DAEMON_ABORT.search(line)
-        if abort and self.lost_daemon in (None, "?"):
-            self.lost_daemon = abort.group(1)
-        return self.show_trace or not _ERRMGR_TRACE.search(line)
-
-    @property
-    def lost_node(self) -> str | None:
-        """Which node was lost, in words (None: none was)."""
-        if self.lost_host:
-            return f"node {self.lost_host}"
-        if self.lost_daemon is not None:
-            return f"the node of PRRTE daemon {self.lost_daemon}"
-        return None
+        return self.lost.note(line)
 
 
 def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
@@ -304,6 +258,9 @@ def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_recor
 
 
 def _pump_stderr(stream, outcome: Outcome) -> None:
+    """Copy mpirun's stderr to ours, taking the ranks' status records out. Runs in a thread of
+    dpmpi-run (no MPI) until mpirun's stderr closes, or for ever when a process that inherited it
+    lives on (a daemon's launcher on a node that went silent: see launch())."""
     out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace")
@@ -335,7 +292,7 @@ def launch(opts: Options, mpirun: str) -> int:
         return 0
     for attempt in range(1, STARTUP_ATTEMPTS + 1):
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
-        outcome = Outcome(show_trace=traces_errmgr(opts))
+        outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)))
         pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, outcome), daemon=True)
         pump.start()
         while True:
@@ -344,7 +301,10 @@ def launch(opts: Options, mpirun: str) -> int:
                 break
             except KeyboardInterrupt:  # mpirun got the same SIGINT from the terminal; wait for it
                 continue
-        pump.join()
+        # mpirun's stderr closes when mpirun ends, unless a process it started still holds it:
+        # the launcher of a daemon on a node that went silent (ssh, or the simulated cluster's
+        # agent) lives on, and waiting for it hung dpmpi-run after the job had ended (3 of 4 runs)
+        pump.join(PUMP_GRACE)
         if not (outcome.startup_failed and not outcome.records) or attempt == STARTUP_ATTEMPTS:
             break
         # PRRTE's PMIx server did not start: no rank ran, so launching again repeats nothing
@@ -354,9 +314,9 @@ def launch(opts: Options, mpirun: str) -> int:
     # every rank has an exit guard (dpmpi's Python module, or the preloaded library): a rank
     # without a record died by a signal
     code, account = job_exit_code(opts.n, outcome.records, rc, expect_records=True)
-    if outcome.lost_node is not None:
+    if outcome.lost.node is not None:
         code = code or 1
-        account = (f"{outcome.lost_node} was lost (its PRRTE daemon died or stopped answering); Open MPI "
+        account = (f"{outcome.lost.node} was lost (its PRRTE daemon died or stopped answering); Open MPI "
                    f"5.0.x ends the whole job then, which dpmpi cannot repair: only ranks killed on a node "
                    f"whose daemon lives are recovered; " + (account or "no rank completed"))
     if account:

@@ -1,5 +1,5 @@
-"""Tier 1: what dpmpi-run adds for jobs over several nodes (pure, no MPI)."""
-from dpmpi import run
+"""Tier 1: what dpmpi-run adds for jobs over several nodes (dpmpi.node_loss; pure, no MPI)."""
+from dpmpi import node_loss, run
 
 
 def _prtemca(cmd):
@@ -8,7 +8,7 @@ def _prtemca(cmd):
 
 def test_keepalives_between_daemons_by_default():
     cmd = run.build(run.parse_args(["-n", "2", "--", "p"]), "m", {})
-    assert {k: v for k, v in _prtemca(cmd).items() if k.startswith("oob_tcp_keepalive")} == dict(run.KEEPALIVE)
+    assert {k: v for k, v in _prtemca(cmd).items() if k.startswith("oob_tcp_keepalive")} == dict(node_loss.KEEPALIVE)
 
 
 def test_the_users_keepalive_settings_replace_all_of_ours():
@@ -26,28 +26,26 @@ def test_a_lost_daemon_is_recognised_with_its_node():
     out = run.Outcome()
     for line in text.splitlines(keepends=True):
         out.note(line)
-    assert out.lost_node == "node n1"
+    assert out.lost.node == "node n1"
     quiet = run.Outcome()
     quiet.note("  Remote daemon: [x@0,1] on node n1\n")  # without the message before it
-    assert quiet.lost_node is None
+    assert quiet.lost.node is None
 
 
 def test_a_lost_daemon_is_recognised_from_prrtes_trace_which_the_user_does_not_see():
     abort = "[n0:4] [prterun-n0-4@0,0] Comm failure: daemon [prterun-n0-4@0,1] - aborting\n"
     normal = "[n0:4] [prterun-n0-4@0,0] Comm failure: daemons terminating - recording daemon [p@0,1] as gone\n"
     state = "[n0:4] [prterun-n0-4@0,0] errmgr:dvm: for proc [prterun-n0-4@1,6] state ABORTED BY SIGNAL\n"
-    out = run.Outcome(show_trace=False)
-    assert [out.note(line) for line in (state, normal)] == [False, False]
-    assert out.lost_node is None  # a normal end
-    assert out.note(abort) is False and out.lost_node == "the node of PRRTE daemon 1"
-    assert out.note("the program's own line\n") is True
-    # the user asked for the trace: it is theirs
-    mine = run.Outcome(show_trace=True)
-    assert mine.note(state) is True
+    lost = node_loss.LostDaemon(show_trace=False)
+    assert [lost.note(line) for line in (state, normal)] == [False, False]
+    assert lost.node is None  # a normal end
+    assert lost.note(abort) is False and lost.node == "the node of PRRTE daemon 1"
+    assert lost.note("the program's own line\n") is True
+    assert node_loss.LostDaemon(show_trace=True).note(state) is True  # the user asked for the trace
 
 
 def test_errmgr_trace_is_asked_for_unless_the_user_did():
     cmd = run.build(run.parse_args(["-n", "2", "--", "p"]), "m", {})
     assert _prtemca(cmd)["errmgr_base_verbose"] == "5"
     opts = run.parse_args(["-n", "2", "--prtemca", "errmgr_base_verbose", "1", "--", "p"])
-    assert run.traces_errmgr(opts) and run.build(opts, "m", {}).count("errmgr_base_verbose") == 1
+    assert node_loss.traces_errmgr(opts.mpirun_args) and run.build(opts, "m", {}).count("errmgr_base_verbose") == 1
