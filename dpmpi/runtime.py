@@ -42,6 +42,7 @@ from mpi4py import MPI
 
 from dpmpi import faults, resilient, watcher
 from dpmpi.errors import ProcFailedError, RevokedError
+from dpmpi.eventlog import log_event
 from dpmpi.snapshot import Snapshot
 
 _RECOVERABLE = (ProcFailedError, RevokedError)
@@ -144,7 +145,7 @@ class Runtime:
 
     def _emit(self, event: str, **fields: Any) -> None:
         record = {"event": event, "rank": self.comm.Get_rank(), "time": time.time(), **fields}
-        resilient._log_line({"source": "runtime", **record})
+        log_event({"source": "runtime", **record})
         for cb in list(self._callbacks):
             cb(record)
 

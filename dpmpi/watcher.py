@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterator, NamedTuple, TypeVar
 from mpi4py import MPI
 
 from dpmpi.errors import ProcFailedError, RevokedError
+from dpmpi.eventlog import log_event
 
 ENV_WATCH = "DPMPI_WATCH"  # 0: no watcher at all
 ENV_PIDFD = "DPMPI_WATCH_PIDFD"  # 0: no pidfds (ULFM only, e.g. to measure it)
@@ -207,6 +208,7 @@ _arm = 0  # depth of regions where the program asked to be interrupted
 _defer = 0  # depth of dpmpi's own code inside them: no interruption there
 _noticed: Any = None  # cffi int* to the C notice word (None: no watcher)
 _W: Watcher | None = None
+_started = False  # start() ran: dpmpi.init told the watcher the job's processes (it may be off)
 _signo: int | None = None  # the signal sent to the main thread (0: none; None: not set up yet)
 _get_ident = threading.get_ident
 
@@ -302,17 +304,11 @@ def interrupt_on_failure() -> Iterator[None]:
     failure noticed before the block raises at its start. Needs ``dpmpi.init()``; without a
     watcher (``DPMPI_WATCH=0``, another thread than the main one) the block runs uninterrupted
     and failures surface at the next MPI call, as without it."""
-    if _W is None and _state_missing():
+    if _W is None and not _started:
         raise RuntimeError("dpmpi.interrupt_on_failure() needs dpmpi.init() first (the watcher learns the job's "
                            "processes there)")
     with armed():
         yield
-
-
-def _state_missing() -> bool:
-    from dpmpi import resilient
-
-    return resilient._STATE is None
 
 
 def current() -> Watcher | None:
@@ -396,7 +392,7 @@ class Watcher:
         st = self.state
         me = st.logical()
         actives = list(st.plan.actives) if me >= 0 else []
-        peers = local_peers(st.procs, st.wid, actives) if self.use_pidfd else []
+        peers = local_peers(st.procs, st.process_id, actives) if self.use_pidfd else []
         fds, ids = [], []
         self.peers = []
         for wid in peers:
@@ -408,7 +404,7 @@ class Watcher:
                 ids.append(wid + (_THREAD_FD if i else 0))
         comm = None
         if self.mode.ulfm and me >= 0 and st.active is not None:
-            from dpmpi.comm import _warm_up
+            from dpmpi.comm import warm_up
             from dpmpi.errors import from_mpi
 
             raw = st.active.mpi
@@ -416,7 +412,7 @@ class Watcher:
                 comm = raw.Dup()
             except MPI.Exception as exc:
                 raise from_mpi(exc, raw, "failure watcher (Dup)") from exc
-            _warm_up(comm, "failure watcher")
+            warm_up(comm, "failure watcher")
             if self._comm is not None:
                 self._kept.append(self._comm)
             self._comm = comm
@@ -479,16 +475,15 @@ class Watcher:
                                   f"(comm.Respawn()).", MPI.ERR_PROC_FAILED)
         exc.noticed_by = info["source"]  # type: ignore[union-attr]
         exc.noticed_at = info["at"]  # type: ignore[union-attr]
-        from dpmpi import resilient
-
-        resilient._log_line({"event": "watch-interrupt", "wid": st.wid, "source": info["source"], "id": info["id"],
-                             "noticed_at": info["at"], "raised_at": time.time()})
+        log_event({"event": "watch-interrupt", "process_id": st.process_id, "source": info["source"], "id": info["id"],
+                   "noticed_at": info["at"], "raised_at": time.time()})
         return exc
 
 
 def start(state: Any, mode: Mode) -> Watcher | None:
     """Create and start the process's watcher (from dpmpi.init); None when turned off."""
-    global _W
+    global _W, _started
+    _started = True
     if not mode.enabled or _W is not None:
         return _W
     w = Watcher(state, mode)

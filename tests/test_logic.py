@@ -158,37 +158,39 @@ def test_the_users_placement_is_left_alone(monkeypatch, placement):
 
 
 def test_a_replacement_takes_the_failed_places_cpus():
-    from dpmpi import resilient
+    from dpmpi.resilient.plan import Plan, cpus_of_place, inherit_places
 
-    base = resilient.Plan(3, (0, 1, 2), (3,), 5)
+    base = Plan(3, (0, 1, 2), (3,), 5)
     places = {0: ("a", (0,)), 1: ("a", (1,)), 2: ("b", (0,)), 3: ("a", (0, 1))}
+    before = dict(places)
     # a spare and a respawned process (not known to the parents: assumed on the failed rank's node)
     filled = {1: Filled("spare", 3), 2: Filled("respawn", 5)}
-    assert resilient._cpus_of_place(places, base, filled, 3) == (1,)
-    assert resilient._cpus_of_place(places, base, filled, 5) == (0,)
-    assert resilient._cpus_of_place(places, base, filled, 0) is None  # a survivor keeps its CPUs
-    assert resilient._cpus_of_place({**places, 5: ("c", (0, 1))}, base, filled, 5) is None  # another node
-    assert resilient._cpus_of_place(places, base, {1: Filled("dropped", -1)}, 3) is None
-    resilient._inherit_cpus(places, base, filled)
-    assert places[3] == ("a", (1,)) and places[5] == ("b", (0,))  # a later replacement of them gets these
-    assert places[0] == ("a", (0,))
+    assert cpus_of_place(places, base, filled, 3) == (1,)
+    assert cpus_of_place(places, base, filled, 5) == (0,)
+    assert cpus_of_place(places, base, filled, 0) is None  # a survivor keeps its CPUs
+    assert cpus_of_place({**places, 5: ("c", (0, 1))}, base, filled, 5) is None  # another node
+    assert cpus_of_place(places, base, {1: Filled("dropped", -1)}, 3) is None
+    after = inherit_places(places, base, filled)
+    assert after[3] == ("a", (1,)) and after[5] == ("b", (0,))  # a later replacement of them gets these
+    assert after[0] == ("a", (0,))
+    assert places == before  # pure: the argument is left as it was
     other = {1: ("a", (1,)), 3: ("c", (0, 1))}
-    resilient._inherit_cpus(other, base, {1: Filled("spare", 3)})
-    assert other[3] == ("c", (0, 1))  # a spare on another node keeps its own
+    assert inherit_places(other, base, {1: Filled("spare", 3)})[3] == ("c", (0, 1))  # a spare on another node keeps its own
+    assert inherit_places(places, base, {1: Filled("dropped", -1)}) == places  # nobody took the place
 
 
 def test_a_spare_called_in_takes_the_failed_ranks_cpus(monkeypatch):
-    from dpmpi import resilient
+    from dpmpi.resilient import affinity
 
     calls = []
-    monkeypatch.setattr(resilient.os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(resilient.os, "sched_setaffinity", lambda tid, cpus: calls.append((tid, tuple(cpus))))
-    resilient._adopt_cpus((1,))
+    monkeypatch.setattr(affinity.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", lambda tid, cpus: calls.append((tid, tuple(cpus))))
+    affinity.adopt_cpus((1,))
     assert calls and all(cpus == (1,) for _tid, cpus in calls)
     assert os.getpid() in {tid for tid, _c in calls}
     calls.clear()
-    resilient._adopt_cpus((0, 1))  # already there
-    resilient._adopt_cpus(())  # unknown
+    affinity.adopt_cpus((0, 1))  # already there
+    affinity.adopt_cpus(())  # unknown
     assert not calls
 
 
@@ -302,11 +304,11 @@ def test_plan_respawn_policy_gives_new_ids_and_adopts_unknown_processes():
 
     new, failed, filled, renumber = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 3}, "respawn")
     assert filled == {1: Filled("respawn", 5), 2: Filled("respawn", 6)}
-    assert new.actives == (0, 5, 6, 3) and new.spares == () and new.next_wid == 7
+    assert new.actives == (0, 5, 6, 3) and new.spares == () and new.next_process_id == 7
     assert renumber == {0: 0, 1: 1, 2: 2, 3: 3}
     # a process spawned by an attempt that did not commit (id 5) is alive but unknown: a spare now
     again, _f, filled2, _r = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 2, 3, 5}, "respawn")
-    assert filled2 == {1: Filled("spare", 5)} and again.actives == (0, 5, 2, 3) and again.next_wid == 6
+    assert filled2 == {1: Filled("spare", 5)} and again.actives == (0, 5, 2, 3) and again.next_process_id == 6
 
 
 def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
@@ -535,12 +537,13 @@ def test_a_repair_stuck_past_its_deadline_ends_the_process(monkeypatch):
     # watchdog ends the process as a failure instead (here: the stand-in for _guard.die is called)
     import threading
 
-    from dpmpi import resilient
+    from dpmpi import _guard
+    from dpmpi.resilient.watchdog import Watchdog
 
     fired = threading.Event()
     causes = []
-    monkeypatch.setattr(resilient._guard, "die", lambda status, cause: (causes.append((status, cause)), fired.set()))
-    dog = resilient._Watchdog()
+    monkeypatch.setattr(_guard, "die", lambda status, cause: (causes.append((status, cause)), fired.set()))
+    dog = Watchdog()
     with dog.armed(0.05, "Respawn"):
         assert fired.wait(10)
     assert causes[0][0] == 1 and "Respawn did not complete within 0.05 s" in causes[0][1]
@@ -548,14 +551,14 @@ def test_a_repair_stuck_past_its_deadline_ends_the_process(monkeypatch):
 
 @pytest.mark.parametrize("raw, ok", [("", 60.0), ("2.5", 2.5), ("0", None), ("-1", None), ("soon", None)])
 def test_repair_timeout_setting(monkeypatch, raw, ok):
-    from dpmpi import resilient
+    from dpmpi.resilient import settings
 
     monkeypatch.setenv("DPMPI_REPAIR_TIMEOUT", raw)
     if ok is None:
         with pytest.raises(ValueError, match="DPMPI_REPAIR_TIMEOUT"):
-            resilient._repair_timeout()
+            settings.repair_timeout()
     else:
-        assert resilient._repair_timeout() == ok
+        assert settings.repair_timeout() == ok
 
 
 def test_repair_listeners_are_weak_ordered_and_unique():
