@@ -142,12 +142,12 @@ def _start_thread() -> int:
     return int(info.tid)
 
 
-def local_peers(procs: dict[int, Ident], me: int, wids: list[int] | tuple[int, ...]) -> list[int]:
-    """The processes among ``wids`` (not ``me``) that ``me`` can watch with a pidfd. Pure."""
+def local_peers(procs: dict[int, Ident], me: int, process_ids: list[int] | tuple[int, ...]) -> list[int]:
+    """The processes among ``process_ids`` (not ``me``) that ``me`` can watch with a pidfd. Pure."""
     mine = procs.get(me)
     if mine is None or not mine.pidfd:
         return []
-    return [w for w in wids if w != me and w in procs and procs[w].kernel == mine.kernel
+    return [w for w in process_ids if w != me and w in procs and procs[w].kernel == mine.kernel
             and tuple(procs[w].pidns) == tuple(mine.pidns)]
 
 
@@ -334,7 +334,7 @@ class Watcher:
         self.signo = 0
         self.interrupts = 0  # failures raised in the main thread by the watcher
         self.peers: list[int] = []  # the process ids watched through pidfds in this generation
-        self._fds: dict[int, list[int]] = {}  # wid -> its pidfds; never closed (the C thread polls them)
+        self._fds: dict[int, list[int]] = {}  # process id -> its pidfds; never closed (the C thread polls them)
         self._comm: MPI.Comm | None = None  # the ULFM receive's communicator (this generation)
         self._kept: list = []  # older ones: a receive stays pending on each, forever
         self._gen = 0
@@ -354,11 +354,11 @@ class Watcher:
                 raise RuntimeError(f"dpmpi: cannot bind MPI for the failure watcher (libmpi: {path})")
         _noticed = ext.lib.dpmpi_watch_noticed_ptr()
 
-    def _pidfds(self, wid: int) -> list[int]:
+    def _pidfds(self, proc: int) -> list[int]:
         """The peer's process pidfd and, when it can be had, one on its watcher thread."""
-        if wid in self._fds:
-            return self._fds[wid]
-        ident = self.state.procs.get(wid)
+        if proc in self._fds:
+            return self._fds[proc]
+        ident = self.state.procs.get(proc)
         if ident is None:
             return []
         try:
@@ -382,7 +382,7 @@ class Watcher:
                     os.close(tfd)
             except OSError:
                 pass  # an older kernel: the process pidfd alone
-        self._fds[wid] = fds
+        self._fds[proc] = fds
         return fds
 
     # -- each generation --
@@ -395,13 +395,13 @@ class Watcher:
         peers = local_peers(st.procs, st.process_id, actives) if self.use_pidfd else []
         fds, ids = [], []
         self.peers = []
-        for wid in peers:
-            mine = self._pidfds(wid)
+        for proc in peers:
+            mine = self._pidfds(proc)
             if mine:
-                self.peers.append(wid)
+                self.peers.append(proc)
             for i, fd in enumerate(mine):
                 fds.append(fd)
-                ids.append(wid + (_THREAD_FD if i else 0))
+                ids.append(proc + (_THREAD_FD if i else 0))
         comm = None
         if self.mode.ulfm and me >= 0 and st.active is not None:
             from dpmpi.comm import warm_up
@@ -459,11 +459,11 @@ class Watcher:
         st = self.state
         self.interrupts += 1
         if info["source"].startswith("pidfd"):
-            wid = info["id"] % _THREAD_FD
-            lr = st.plan.actives.index(wid) if wid in st.plan.actives else -1
-            pid = st.procs[wid].pid if wid in st.procs else -1
+            proc = info["id"] % _THREAD_FD
+            lr = st.plan.actives.index(proc) if proc in st.plan.actives else -1
+            pid = st.procs[proc].pid if proc in st.procs else -1
             exc: ProcFailedError | RevokedError = ProcFailedError(
-                f"a peer process failed: rank {lr} (process {wid}, pid {pid}) ended; noticed by dpmpi's failure "
+                f"a peer process failed: rank {lr} (process {proc}, pid {pid}) ended; noticed by dpmpi's failure "
                 f"watcher ({info['source']}) while this rank computed. Repair the communicator (comm.Respawn()).",
                 MPI.ERR_PROC_FAILED, (lr,) if lr >= 0 else ())
         elif info["id"] == MPI.ERR_REVOKED:

@@ -175,7 +175,8 @@ def test_a_replacement_takes_the_failed_places_cpus():
     assert after[0] == ("a", (0,))
     assert places == before  # pure: the argument is left as it was
     other = {1: ("a", (1,)), 3: ("c", (0, 1))}
-    assert inherit_places(other, base, {1: Filled("spare", 3)})[3] == ("c", (0, 1))  # a spare on another node keeps its own
+    # a spare on another node keeps its own
+    assert inherit_places(other, base, {1: Filled("spare", 3)})[3] == ("c", (0, 1))
     assert inherit_places(places, base, {1: Filled("dropped", -1)}) == places  # nobody took the place
 
 
@@ -286,10 +287,12 @@ def test_plan_fills_failed_ranks_from_spares_in_order():
 
 def test_plan_skips_dead_spares_and_shrinks_when_they_run_out():
     from dpmpi.resilient import plan_repair
+    from dpmpi.resilient.plan import dropped_ranks
 
     new, failed, filled, renumber = plan_repair(_plan(), {0, 3, 5}, "shrink")
     assert new.actives == (0, 5, 3) and new.spares == ()
     assert filled == {1: Filled("spare", 5), 2: Filled("dropped", -1)} and renumber == {0: 0, 1: 1, 3: 2}
+    assert dropped_ranks(filled) == [2] and dropped_ranks({1: Filled("spare", 5)}) == []
 
 
 def test_plan_abort_policy_raises():
@@ -581,3 +584,58 @@ def test_repair_listeners_are_weak_ordered_and_unique():
     ls.discard(b)
     ls.discard(b)  # no error
     assert ls.snapshot() == []
+
+
+# ---- the hot-swap package's structure (dpmpi/resilient/) --------------------------------------
+def _resilient_sources():
+    import ast
+    import pathlib
+
+    import dpmpi.resilient
+
+    root = pathlib.Path(dpmpi.resilient.__file__).parent
+    return {f"dpmpi.resilient.{p.stem}" if p.stem != "__init__" else "dpmpi.resilient": (p, ast.parse(p.read_text()))
+            for p in sorted(root.glob("*.py"))}
+
+
+def test_resilient_modules_import_in_one_direction_and_use_no_private_names():
+    import ast
+
+    sources = _resilient_sources()
+    edges, private = {}, []
+    for name, (_p, tree) in sources.items():
+        modules = {}  # local name -> the dpmpi module it stands for
+        edges[name] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dpmpi"):
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    target = full if full in sources else node.module
+                    if target in sources and target != name:
+                        edges[name].add(target)
+                    if full in sources or node.module == "dpmpi":  # a module imported by name
+                        modules[a.asname or a.name] = full
+                    elif a.name.startswith("_"):
+                        private.append(f"{name}: from {node.module} import {a.name}")
+        for node in ast.walk(tree):  # dpmpi modules may be private (_guard); their _names are not for others
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                private.append(f"{name}: {modules[node.value.id]}.{node.attr}")
+    assert not private, private
+    # importing a submodule runs the package's __init__ first; the submodules never need it
+    assert all("dpmpi.resilient" not in deps for mod, deps in edges.items() if mod != "dpmpi.resilient"), edges
+    done: set = set()
+    while len(done) < len(edges):  # peel off the modules whose imports are all done: no circle
+        ready = {m for m, deps in edges.items() if m not in done and deps <= done}
+        assert ready, f"import circle among {sorted(set(edges) - done)}"
+        done |= ready
+
+
+def test_resilient_modules_and_classes_are_small():
+    import ast
+
+    for name, (path, tree) in _resilient_sources().items():
+        assert len(path.read_text().splitlines()) <= 400, name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                assert node.end_lineno - node.lineno + 1 <= 250, f"{name}.{node.name}"

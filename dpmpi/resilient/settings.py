@@ -47,7 +47,8 @@ def repair_timeout() -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"{ENV_REPAIR_TIMEOUT}={raw!r} is not a number of seconds; set e.g. {ENV_REPAIR_TIMEOUT}=60") from None
+        raise ValueError(f"{ENV_REPAIR_TIMEOUT}={raw!r} is not a number of seconds; "
+                         f"set e.g. {ENV_REPAIR_TIMEOUT}=60") from None
     if not value > 0:
         raise ValueError(f"{ENV_REPAIR_TIMEOUT}={raw!r}: the repair deadline must be > 0 seconds")
     return value
