@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 
+from dpmpi import config
+
 ENV_EVENTS = "DPMPI_EVENTS"
 
 
 def log_event(record: dict) -> None:
     """Append ``record`` as one JSON line to the events log, if ``DPMPI_EVENTS`` names one."""
-    path = os.environ.get(ENV_EVENTS)
+    path = config.raw(ENV_EVENTS)
     if not path:
         return
     line = (json.dumps(record) + "\n").encode()

@@ -44,7 +44,7 @@ from __future__ import annotations
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.eventlog import ENV_EVENTS, log_event
 from dpmpi.resilient.events import Listeners, RepairEvent, SparesDepletedWarning
-from dpmpi.resilient.plan import DEFAULT_POLICY, POLICIES, Filled, Plan, SparesDepletedError, plan_repair
+from dpmpi.resilient.plan import POLICIES, Filled, Plan, SparesDepletedError, plan_repair
 from dpmpi.resilient.settings import (
     ENV_ON_DEPLETED,
     ENV_REPAIR_TIMEOUT,
@@ -57,6 +57,6 @@ from dpmpi.resilient.state import Role
 
 __all__ = [
     "init", "current", "Role", "ResilientComm", "RepairEvent", "Listeners", "log_event", "Filled", "Plan",
-    "plan_repair", "SparesDepletedError", "SparesDepletedWarning", "POLICIES", "DEFAULT_POLICY", "ENV_SPARES",
+    "plan_repair", "SparesDepletedError", "SparesDepletedWarning", "POLICIES", "ENV_SPARES",
     "ENV_ON_DEPLETED", "ENV_EVENTS", "ENV_SPARE_POLL", "ENV_REPAIR_TIMEOUT", "ENV_SPAWNED",
 ]

@@ -10,8 +10,7 @@ from mpi4py import MPI
 
 from dpmpi.errors import DpmpiError
 
-POLICIES = ("shrink", "abort", "respawn")
-DEFAULT_POLICY = "shrink"
+POLICIES = ("shrink", "abort", "respawn")  # what a repair does when spares run out (dpmpi.config: the default)
 
 Place = tuple[str, tuple[int, ...]]  # (node, CPUs) of a place in the job
 

@@ -44,7 +44,7 @@ def spawn_env() -> dict[str, str]:
     env = {settings.ENV_SPAWNED: "1", faults.ENV_REPLACEMENT: "1"}
     for key in ("PYTHONPATH", "DPMPI_STATUS", eventlog.ENV_EVENTS, settings.ENV_SPARE_POLL, settings.ENV_ON_DEPLETED,
                 watcher.ENV_WATCH, watcher.ENV_ULFM, watcher.ENV_PIDFD, watcher.ENV_POLL, watcher.ENV_SIGNAL):
-        if os.environ.get(key):
+        if os.environ.get(key):  # passed on untouched (validated where they are read)
             env[key] = os.environ[key]
     return env
 
