@@ -439,7 +439,7 @@ class Watcher:
         self.interrupts += 1
         if info["source"].startswith("pidfd"):
             proc = info["id"] % _THREAD_FD
-            lr = st.plan.actives.index(proc) if proc in st.plan.actives else -1
+            lr = st.plan.logical(proc)
             pid = st.procs[proc].pid if proc in st.procs else -1
             exc: ProcFailedError | RevokedError = ProcFailedError(
                 f"a peer process failed: rank {lr} (process {proc}, pid {pid}) ended; noticed by dpmpi's failure "

@@ -314,6 +314,40 @@ def test_plan_respawn_policy_gives_new_ids_and_adopts_unknown_processes():
     assert filled2 == {1: Filled("spare", 5)} and again.actives == (0, 5, 2, 3) and again.next_process_id == 6
 
 
+def test_plan_names_the_logical_rank_of_a_process():
+    from dpmpi.resilient import Plan
+
+    plan = Plan(2, (0, 5, 2), (4,), 6)
+    assert [plan.logical(p) for p in (0, 5, 2, 4, 1, 99)] == [0, 1, 2, -1, -1, -1]  # a spare, the dead: -1
+
+
+def test_recipes_follow_the_renumbering_of_a_shrink():
+    from dpmpi.resilient.plan import Recipe
+
+    renumber = {0: 0, 1: 1, 3: 2}  # rank 2 dropped, 3 became 2
+    split = Recipe("Split", -1, {0: (0, 0), 1: (1, 0), 2: (0, 1), 3: (1, 1)})
+    assert split.renumbered(renumber) == Recipe("Split", -1, {0: (0, 0), 1: (1, 0), 2: (1, 1)})
+    group = Recipe("Create_group", 0, {-1: ((1, 2, 3), 7)})
+    assert group.renumbered(renumber) == Recipe("Create_group", 0, {-1: ((1, 2), 7)})
+    dup = Recipe("Dup", 1, {})
+    assert dup.renumbered(renumber) == dup and dup.renumbered(renumber) is not dup
+    assert split.args[2] == (0, 1)  # the original is left as it was
+    same = {0: 0, 1: 1, 2: 2, 3: 3}  # a repair that filled every place: nothing changes
+    assert split.renumbered(same) == split and group.renumbered(same) == Recipe("Create_group", 0, {-1: ((1, 2, 3), 7)})
+
+
+def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():
+    from dpmpi.resilient.plan import Plan, Recipe, View, newest_view
+
+    old, new = Plan(1, (0, 1, 2), (3, 4)), Plan(2, (0, 3, 2), (4,))
+    recipes = [Recipe("Dup", -1, {})]
+    # spare 4 holds an older plan (a process can miss a commit); active ranks bring recipes, spares None
+    views = [View(4, old, None), View(0, new, recipes), View(2, new, recipes)]
+    alive, base, got = newest_view(views)
+    assert alive == {0, 2, 4} and base == new and got == recipes
+    assert newest_view([View(4, old, None), View(5, new, None)]) == ({4, 5}, new, [])  # no active rank left
+
+
 def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
     """mpirun sometimes fails before starting anything ("The PMIx server's listener thread failed to
     start"): dpmpi-run launches it again, and the program runs once."""

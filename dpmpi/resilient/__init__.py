@@ -29,11 +29,12 @@ user code.
 
 The modules, from the bottom up (each imports only those above it in this list):
 
-- ``plan``: the pure decisions (``Plan``, ``plan_repair``, which CPUs a replacement takes);
+- ``plan``: the pure decisions (``Plan``, ``plan_repair``, the newest view of a repair,
+  derived-communicator ``Recipe``s and their renumbering, which CPUs a replacement takes);
 - ``settings``: the environment variables; ``events``: ``RepairEvent``, the repair listeners
   (the events log is ``dpmpi.eventlog``); ``affinity``: this process's node and CPUs;
 - ``state``: one process's view of the job (the data; ``Role``);
-- ``derived``: derived communicators, their recipes and rebuild; ``watchdog``: the repair
+- ``derived``: derived communicators, made and rebuilt; ``watchdog``: the repair
   deadline; ``spawn``: policy "respawn", the parents' side;
 - ``repair``: the attempts and the commit; ``spares``: an idle spare's wait and exit;
 - ``communicator``: ``ResilientComm``; ``spawned``: a spawned process joins;

@@ -4,34 +4,14 @@ rebuilt in place after each repair; on a replacement they are built fresh by the
 handed out, in creation order, when its program asks for them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from mpi4py import MPI
 
 from dpmpi.comm import Comm, rebind, warm_up
 from dpmpi.errors import from_mpi
+from dpmpi.resilient.plan import Recipe
 from dpmpi.resilient.state import State
-
-
-@dataclass
-class Recipe:
-    """How a derived communicator was made, keyed by *logical* rank (rank in the active
-    communicator), so that it can be remade after a repair, on a replacement too."""
-
-    op: str  # "Split", "Dup" or "Create_group"
-    parent: int  # index of the parent recipe, -1 for the active communicator
-    args: dict[int, Any]  # Split: logical -> (color, key); Create_group: {-1: (logical members, tag)}
-
-    def renumbered(self, renumber: dict[int, int]) -> Recipe:
-        if self.op == "Split":
-            args = {renumber[lr]: v for lr, v in self.args.items() if lr in renumber}
-        elif self.op == "Create_group":
-            members, tag = self.args[-1]
-            args = {-1: (tuple(renumber[m] for m in members if m in renumber), tag)}
-        else:
-            args = dict(self.args)
-        return Recipe(self.op, self.parent, args)
 
 
 class Tracked(Comm):

@@ -1,10 +1,11 @@
-"""The repair plan, pure: who holds which logical rank, how a repair fills the failed places, and
-which CPUs a replacement takes. Every process computes the same result from the same inputs
-(the allgathered view of the job), so a plan needs no further agreement than the commit."""
+"""The repair plan, pure: who holds which logical rank, how a repair fills the failed places,
+how derived communicators are renumbered, and which CPUs a replacement takes. Every process
+computes the same result from the same inputs (the allgathered view of the job), so a plan needs
+no further agreement than the commit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
@@ -34,6 +35,53 @@ class Plan:
     actives: tuple[int, ...]  # actives[logical rank] = process id
     spares: tuple[int, ...]  # idle spares' process ids, in the order they will be used
     next_process_id: int = -1  # the id the next spawned process gets (policy "respawn")
+
+    def logical(self, process_id: int) -> int:
+        """The logical rank ``process_id`` holds (-1: none, a spare or a process not in the job)."""
+        try:
+            return self.actives.index(process_id)
+        except ValueError:
+            return -1
+
+
+@dataclass
+class Recipe:
+    """How a derived communicator was made, keyed by *logical* rank (rank in the active
+    communicator), so that it can be remade after a repair, on a replacement too."""
+
+    op: str  # "Split", "Dup" or "Create_group"
+    parent: int  # index of the parent recipe, -1 for the active communicator
+    args: dict[int, Any]  # Split: logical -> (color, key); Create_group: {-1: (logical members, tag)}
+
+    def renumbered(self, renumber: dict[int, int]) -> Recipe:
+        """The recipe after a repair that renumbered the logical ranks (dropping those not in
+        ``renumber``)."""
+        if self.op == "Split":
+            args = {renumber[lr]: v for lr, v in self.args.items() if lr in renumber}
+        elif self.op == "Create_group":
+            members, tag = self.args[-1]
+            args = {-1: (tuple(renumber[m] for m in members if m in renumber), tag)}
+        else:
+            args = dict(self.args)
+        return Recipe(self.op, self.parent, args)
+
+
+class View(NamedTuple):
+    """What one live process brings to a repair (allgathered after the shrink)."""
+
+    process_id: int
+    plan: Plan  # the newest plan it committed
+    recipes: list[Recipe] | None  # its derived-communicator recipes; None on a spare (it has none)
+
+
+def newest_view(views: list[View]) -> tuple[set[int], Plan, list[Recipe]]:
+    """From what the live processes bring: who is alive, the newest plan any of them committed
+    (a process that missed a commit brings an older one), and the recipes of the active ranks
+    (the same on all of them; [] when no active rank lives)."""
+    alive = {v.process_id for v in views}
+    base = max((v.plan for v in views), key=lambda p: p.repairs)
+    recipes = next((v.recipes for v in views if v.recipes is not None), [])
+    return alive, base, recipes
 
 
 def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[int], dict[int, Filled], dict[int, int]]:

@@ -19,10 +19,13 @@ from dpmpi.resilient.events import RepairEvent, SparesDepletedWarning
 from dpmpi.resilient.plan import (
     Filled,
     Plan,
+    Recipe,
     SparesDepletedError,
+    View,
     cpus_of_place,
     dropped_ranks,
     inherit_places,
+    newest_view,
     plan_repair,
 )
 from dpmpi.resilient.spawn import SpawnInfo, spawn
@@ -44,7 +47,7 @@ class Decision(NamedTuple):
     renumber: dict[int, int]
     me: int  # this process's logical rank in the new plan (-1: a spare)
     raw: MPI.Comm  # the new active communicator (COMM_NULL on a spare)
-    recipes: list  # derived-communicator recipes (for a replacement)
+    recipes: list[Recipe]  # derived-communicator recipes (for a replacement)
 
 
 def run(state: State, detected_at: float) -> None:
@@ -83,11 +86,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             state.world = new_world
             faults.point("repair-reassign")
             t = time.perf_counter()
-            mine = (state.process_id, state.plan, state.recipes if was_active else None)
-            infos = new_world.allgather(mine)
-            alive = {proc for proc, _p, _r in infos}
-            base = max((p for _w, p, _r in infos), key=lambda p: p.repairs)
-            recipes = next((r for _w, _p, r in infos if r is not None), [])
+            mine = View(state.process_id, state.plan, state.recipes if was_active else None)
+            alive, base, recipes = newest_view(new_world.allgather(mine))
             new_plan, failed, filled, renumber = plan_repair(base, alive, state.policy)
             phases["reassign"] += time.perf_counter() - t
             born = [f.process_id for f in filled.values() if f.how == "respawn"]
@@ -108,7 +108,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 phases["spawn"] = phases.get("spawn", 0.0) + time.perf_counter() - t
             faults.point("repair-split")
             t = time.perf_counter()
-            me = new_plan.actives.index(state.process_id) if state.process_id in new_plan.actives else -1
+            me = new_plan.logical(state.process_id)
             raw = new_world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
             if raw != MPI.COMM_NULL:
                 warm_up(raw, "Split")

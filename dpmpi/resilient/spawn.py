@@ -11,7 +11,7 @@ from mpi4py import MPI
 from dpmpi import eventlog, faults, watcher
 from dpmpi.comm import warm_up
 from dpmpi.resilient import settings
-from dpmpi.resilient.plan import Filled, Place, Plan
+from dpmpi.resilient.plan import Filled, Place, Plan, Recipe
 from dpmpi.resilient.state import State
 
 
@@ -21,7 +21,7 @@ class SpawnInfo(NamedTuple):
     process_ids: list[int]  # the new processes' ids, by rank in the spawned job
     base: Plan  # the plan before the repair
     plan: Plan  # the plan the repair commits
-    recipes: list  # derived-communicator recipes (derived.Recipe), before renumbering
+    recipes: list[Recipe]  # derived-communicator recipes, before renumbering
     renumber: dict[int, int]
     policy: str
     poll: float

@@ -40,7 +40,7 @@ def join() -> State:
     state.watch_mode = next(watcher.Mode(*m) for _p, _i, m in table if m is not None)  # the parents'
     state.watcher = watcher.start(state, state.watch_mode)
     _guard.set_record_rank(process_id)
-    me = info.plan.actives.index(process_id)
+    me = info.plan.logical(process_id)
     raw = MPI.COMM_NULL
     try:
         raw = merged.Split(0, me)

@@ -13,7 +13,7 @@ from mpi4py import MPI
 from dpmpi import watcher
 from dpmpi.comm import Comm
 from dpmpi.resilient.events import Listeners, RepairEvent
-from dpmpi.resilient.plan import Place, Plan
+from dpmpi.resilient.plan import Place, Plan, Recipe
 
 
 class Role(enum.Enum):
@@ -46,7 +46,7 @@ class State:
         # place of the rank it replaced (a replacement takes that rank's CPUs when on the same node)
         self.places: dict[int, Place] = {}
         # -- derived communicators (derived.py) --
-        self.recipes: list = []  # derived.Recipe, in creation order
+        self.recipes: list[Recipe] = []  # in creation order
         self.derived: list[Comm | MPI.Comm] = []  # MPI.COMM_NULL where this rank is not a member
         self.replay: list[Comm | MPI.Comm] = []  # prebuilt for a replacement, served in creation order
         # -- an idle spare (spares.py) --
@@ -67,7 +67,4 @@ class State:
 
     def logical(self) -> int:
         """This process's logical rank in the committed plan (-1: a spare)."""
-        try:
-            return self.plan.actives.index(self.process_id)
-        except ValueError:
-            return -1
+        return self.plan.logical(self.process_id)
