@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import watcher
+from dpmpi import interrupts
 from dpmpi.resilient import repair, spares
 from dpmpi.resilient.derived import Tracked
 from dpmpi.resilient.events import RepairEvent
@@ -40,7 +40,7 @@ class ResilientComm(Tracked):
         """The number of active ranks (on a waiting spare too: the size it will join)."""
         return len(self._state.plan.actives)
 
-    @watcher.uninterrupted
+    @interrupts.uninterrupted
     def Await(self) -> ResilientComm:
         """On a spare from ``dpmpi.init(wait=False)``: wait (without spinning) until this process
         takes a failed rank's place, then return this communicator, now active
@@ -66,7 +66,7 @@ class ResilientComm(Tracked):
             raise TypeError(f"on_repair() takes a callable(event), got {type(callback).__name__}")
         self._state.callbacks.append(callback)
 
-    @watcher.uninterrupted
+    @interrupts.uninterrupted
     def Respawn(self) -> ResilientComm:
         """Repair after a ProcFailedError/RevokedError: a spare takes each failed rank's place.
 
