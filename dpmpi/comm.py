@@ -102,7 +102,42 @@ def _translating(op: str, fn: Callable[..., Any], raw: MPI.Comm | None,
     return call
 
 
-class Comm:
+def _wrapped(owner: Any, name: str, get: Callable[[], Any], raw: MPI.Comm | None) -> Any:
+    """``owner.name`` for a name ``owner`` does not define: ``get()``, the wrapped mpi4py object's
+    attribute; a method is wrapped by ``_translating`` and cached on ``owner``, so later look-ups
+    skip ``__getattr__``. Private names are not looked up."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    attr = get()
+    if not callable(attr):
+        return attr
+    wrapped = _translating(name, attr, raw)
+    owner.__dict__[name] = wrapped
+    return wrapped
+
+
+class _Wrapper:
+    """What dpmpi.Comm and dpmpi.Request share about the mpi4py object they wrap (``mpi``), as
+    mpi4py's: false once freed (MPI.COMM_NULL), equal to what wraps or is the same handle
+    (MPI.COMM_NULL included), unhashable (the handle changes when freed or repaired), and its
+    public names in ``dir()``."""
+
+    __slots__ = ()
+    mpi: Any
+
+    def __bool__(self) -> bool:
+        return bool(self.mpi)
+
+    def __eq__(self, other: object) -> bool:
+        return self.mpi == _raw(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {n for n in dir(self.mpi) if not n.startswith("_")})
+
+
+class Comm(_Wrapper):
     """A communicator whose failures raise ``ProcFailedError`` / ``RevokedError``.
 
     ``Comm(MPI.COMM_WORLD)`` wraps (it does not duplicate) an mpi4py communicator. Creating one
@@ -128,33 +163,14 @@ class Comm:
         return self._comm
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        attr = sendrecv(self._comm) if name == "Sendrecv" else getattr(self._comm, name)
-        if not callable(attr):
-            return attr
-        wrapped = _translating(name, attr, self._comm)
-        self.__dict__[name] = wrapped  # later look-ups skip __getattr__
-        return wrapped
+        return _wrapped(self, name, lambda: sendrecv(self._comm) if name == "Sendrecv" else getattr(self._comm, name),
+                        self._comm)
 
     def __repr__(self) -> str:
         try:
             return f"<dpmpi.Comm rank {self._comm.Get_rank()} of {self._comm.Get_size()}>"
         except MPI.Exception:
             return "<dpmpi.Comm (unusable)>"
-
-    # as mpi4py's: false once freed (MPI.COMM_NULL), equal to what wraps or is the same handle
-    # (MPI.COMM_NULL included), unhashable (the handle changes when freed or repaired)
-    def __bool__(self) -> bool:
-        return bool(self._comm)
-
-    def __eq__(self, other: object) -> bool:
-        return self._comm == _raw(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | {n for n in dir(self._comm) if not n.startswith("_")})
 
     def __reduce__(self) -> tuple:
         # mpi4py pickles the predefined communicators and refuses the others (ValueError)
@@ -254,7 +270,7 @@ def rebind(comm: Comm, raw: MPI.Comm) -> None:
     comm.__dict__.update(keep, _comm=raw)
 
 
-class Request:
+class Request(_Wrapper):
     """An mpi4py request whose completion errors are dpmpi exceptions.
 
     Behaves as the mpi4py request it wraps: every method passes through (errors translated),
@@ -279,20 +295,11 @@ class Request:
         return self._req
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        attr = getattr(self._req, name)
-        if not callable(attr):
-            return attr
-        wrapped = _translating(name, attr, self._comm)
-        self.__dict__[name] = wrapped
-        return wrapped
+        return _wrapped(self, name, lambda: getattr(self._req, name), self._comm)
 
     def __repr__(self) -> str:
         return f"<dpmpi.Request {self._req!r}>"
 
-    def __bool__(self) -> bool:
-        return bool(self._req)
 
     def __del__(self) -> None:
         # Dropped while MPI may still use it (e.g. a step interrupted by the failure watcher
@@ -304,13 +311,6 @@ class Request:
         except Exception:
             pass
 
-    def __eq__(self, other: object) -> bool:
-        return self._req == _raw(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | {n for n in dir(self._req) if not n.startswith("_")})
 
     def __reduce__(self) -> tuple:
         return Request, (self._req,)  # mpi4py refuses a pending request (ValueError)
