@@ -44,7 +44,7 @@ DEFAULTS = {
     "e2e": {"workloads": (["mlp-batch16", "mlp-batch256", "jacobi"], ["jacobi"]), "state_mib": ([8, 64], [8, 64]),
             "kills": (10, 2), "baseline_kills": (5, 1), "ranks": ([4], [4]), "timeout": (600, 300)},
     "overhead": {"workloads": (["mlp", "jacobi", "accel"], ["jacobi", "accel"]), "state_mib": ([64], [8]),
-                 "intervals": ([1, 2, 5, 10], [1, 2, 5, 10]), "rounds": (8, 2), "block": (5, 3), "ranks": ([4], [4]),
+                 "intervals": ([1, 2, 5, 10], [1, 2, 5, 10]), "rounds": (8, 4), "block": (5, 4), "ranks": ([4], [4]),
                  "timeout": (1200, 300)},
     "chaos": {"workloads": (["mlp", "jacobi", "mlp-prim", "jacobi-prim"], ["jacobi"]), "kills_list": ([1, 2], [1]),
               "runs": (4, 2), "ranks": ([4], [4]), "timeout": (60, 60)},
