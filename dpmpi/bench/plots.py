@@ -63,7 +63,7 @@ def recovery_timeline(results: dict, out: Path) -> Path | None:
         ax.text(i, total, f"{total:.0f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(x), [b[0] for b in bars], fontsize=8)
     ax.set_ylabel("time after the kill (ms)")
-    ax.set_title("Recovery per phase (medians): kill -> detected -> repaired -> restored -> caught up")
+    ax.set_title("Recovery per phase (medians)\nkill -> detected -> repaired -> restored -> caught up", fontsize=10)
     ax.legend(title="phase", fontsize=8)
     ax.set_ylim(0, max(bottom) * 1.15)
     return _save(fig, out / "recovery_timeline.png")
@@ -160,7 +160,7 @@ def repair_vs_ranks(results: dict, out: Path) -> Path | None:
     ax.set_xlabel("active ranks (+ 1 spare)")
     ax.set_ylabel("ms (slowest survivor)")
     ax.set_title("Repair phases vs ranks (measured)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="best")
     m = sc.get("model")
     if m:
         grid = [2 ** i for i in range(1, 13)]
