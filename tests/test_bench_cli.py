@@ -150,3 +150,11 @@ def test_report_from_a_tiny_results_dir(tmp_path):
         assert (tmp_path / "overhead_tradeoff.png").is_file() and "![" in page
     else:
         assert "Plots skipped" in page
+
+
+def test_all_runs_everything_but_what_is_skipped():
+    assert cli.all_names(False, []) == list(cli.IN_ALL)
+    assert "watcher" not in cli.all_names(True, []) and "scale" in cli.all_names(True, [])
+    assert cli.all_names(False, ["repair", "scale"])[0] == "restore"
+    with pytest.raises(common.BenchError, match="unknown subcommand"):
+        cli.all_names(False, ["repare"])
