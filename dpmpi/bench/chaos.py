@@ -106,7 +106,8 @@ class Harness:
         n = cfg.ranks + cfg.n_spares
         digests = final_digests(job.stdout, cfg.ranks, cfg.steps)
         victims = [k for k in job.kills if k.get("sent")]
-        v = verdict(job.returncode, job.timed_out, job_digest(digests), ref["digest"], job.stderr, victims, n, job.stdout)
+        v = verdict(job.returncode, job.timed_out, job_digest(digests), ref["digest"], job.stderr, victims, n,
+                    job.stdout)
         reasons = []
         if v == "hang":
             reasons.append(f"no end in {cfg.timeout} s" + ("" if job.first_step is not None else
@@ -134,7 +135,8 @@ class Harness:
             result["replay"] = replay_command(cfg, seed, duration)
         if v != "ok" and self.keep_logs:
             os.makedirs(self.keep_logs, exist_ok=True)
-            stem = Path(self.keep_logs) / f"{cfg.workload}-k{cfg.kills}-{index}-{seed if seed is not None else 'ff'}-{v}"
+            tag = seed if seed is not None else "ff"
+            stem = Path(self.keep_logs) / f"{cfg.workload}-k{cfg.kills}-{index}-{tag}-{v}"
             Path(f"{stem}.out").write_text(job.stdout)
             Path(f"{stem}.err").write_text(job.stderr)
             result["log"] = str(stem)
@@ -166,7 +168,8 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seed", type=int, default=None, help="master seed (default random; printed)")
     ap.add_argument("--run-seed", type=int, default=None, help="replay one run: this run seed, once per configuration")
     ap.add_argument("--duration", type=float, default=None,
-                    help="the duration the plans are drawn over, s (default: each failure-free run's; give it to replay)")
+                    help="the duration the plans are drawn over, s (default: each failure-free run's; give it to "
+                         "replay)")
     ap.add_argument("--failure-free", type=int, default=0, metavar="N",
                     help="instead: N failure-free runs per workload (verdicts: dirty exits of clean jobs)")
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -223,7 +226,8 @@ def run(ctx: Context, o) -> dict:
                 if getattr(o, "failure_free", 0):
                     results.append(h.failure_free(cfg, i))
                 else:
-                    s = o.run_seed if getattr(o, "run_seed", None) is not None else run_seed(seed, cfg.workload, cfg.kills, i)
+                    replay = getattr(o, "run_seed", None)
+                    s = replay if replay is not None else run_seed(seed, cfg.workload, cfg.kills, i)
                     results.append(h.run(cfg, s, i))
                 progress.step(f"{cfg.name} #{i}: {results[-1]['verdict']}")
     except KeyboardInterrupt:

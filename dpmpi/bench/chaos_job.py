@@ -104,7 +104,8 @@ def launch(cfg: Config, plan: list[Kill], log=None) -> Job:
     err_lines: list[str] = []
     first_step: list[float] = []
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=str(Path(cfg.program).parent), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=str(Path(cfg.program).parent), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
                             text=True, errors="replace", start_new_session=True)
 
     finished: set[int] = set()  # world ranks (job-wide ids) that printed their final line

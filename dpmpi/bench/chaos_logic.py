@@ -286,9 +286,11 @@ def late_victims(stdout: str, victims: list[dict]) -> set[int]:
     """World ranks of victims killed after they had printed their final line (their work was
     done and reported; the kill hit their teardown)."""
     final_at = {e["wid"]: e["time"] for e in events(stdout)
-                if e.get("event") == "final" and isinstance(e.get("wid"), int) and isinstance(e.get("time"), (int, float))}
+                if e.get("event") == "final" and isinstance(e.get("wid"), int)
+                and isinstance(e.get("time"), (int, float))}
     return {v["world_rank"] for v in victims
-            if not v.get("spawned") and v.get("wall") is not None and final_at.get(v["world_rank"], float("inf")) < v["wall"]}
+            if not v.get("spawned") and v.get("wall") is not None
+            and final_at.get(v["world_rank"], float("inf")) < v["wall"]}
 
 
 def accounted_ranks(stderr: str) -> set[int]:

@@ -20,7 +20,8 @@ import statistics
 import tempfile
 import time
 
-from dpmpi.bench.common import PY, BenchError, Context, Progress, json_lines, fault_records, machine, med, run_job
+from dpmpi.bench.common import PY, BenchError, Context, Progress, fault_records, json_lines, machine, med, run_job
+from dpmpi.bench.restore import phases
 
 
 def workload(name: str, mib: float) -> tuple[str, list[str]]:
@@ -45,16 +46,11 @@ def dpmpi_kill(ctx: Context, script: str, args: list[str], n_active: int, victim
     recs = [r for f in finals for r in f["recoveries"]]
     if not kill or len(finals) != n_active or not recs:
         return {"error": "incomplete run"}
-    t = kill[0]["time"]
-    caught = max(r["caught_at"] for r in recs if r["error"])
-    repaired = max(r["repaired_at"] for r in recs)
-    restored = max(r["restored_at"] for r in recs)
-    resumed = max(r["resumed_at"] for r in recs)
-    caught_up = max(r["caught_up_at"] or r["resumed_at"] for r in recs)
-    return {"victim": victim, "step": step, "resume_ms": 1e3 * (resumed - t), "detect_ms": 1e3 * (caught - t),
-            "repair_ms": 1e3 * (repaired - caught), "restore_ms": 1e3 * (restored - repaired),
+    ph = phases({"kill": kill[0]["time"], "finals": finals})
+    return {"victim": victim, "step": step, **{k: ph[k] for k in ("resume_ms", "detect_ms", "repair_ms", "restore_ms",
+                                                                  "recompute_ms")},
             "steps_recomputed": max(r["steps_recomputed"] for r in recs),
-            "recompute_ms": 1e3 * (caught_up - resumed), "caught_up_ms": 1e3 * (caught_up - t)}
+            "caught_up_ms": ph["resume_ms"] + ph["recompute_ms"]}
 
 
 def baseline_kill(ctx: Context, script: str, args: list[str], n: int, victim: int, step: int, steps: int, every: int,
@@ -120,7 +116,7 @@ def one_workload(ctx: Context, o, script: str, args: list[str], n: int, progress
     for every in (10, 1):
         brows = []
         for i in range(o.baseline_kills):
-            step = 20 + (i * 7) % 10 if every == 10 else 12 + (i % 5)
+            step = 20 + (5 + 7 * i) % 10 if every == 10 else 12 + (i % 5)  # 25, 22, 29, 26, 23, ...
             with tempfile.TemporaryDirectory(dir=ctx.tmp) as sub:
                 brows.append(baseline_kill(ctx, script, args, n, i % n, step, step + 2, every, sub, o.timeout))
             b = brows[-1]
@@ -157,7 +153,8 @@ def summary(result: dict) -> list[str]:
     out = []
     for name, r in result["workloads"].items():
         d = r["dpmpi"]
-        out.append(f"{name}: step {r['step_ms']} ms; dpmpi: time to resume {d['resume_ms']} ms (detect {d['detect_ms']}, "
+        out.append(f"{name}: step {r['step_ms']} ms; dpmpi: time to resume {d['resume_ms']} ms "
+                   f"(detect {d['detect_ms']}, "
                    f"repair {d['repair_ms']}, restore {d['restore_ms']}), kill -> caught up {d['caught_up_ms']} ms")
         for k in ("every10", "every1"):
             b = r["baseline"][k]

@@ -50,8 +50,8 @@ def run(ctx: Context, o) -> dict:
         for k, r in ov["by_snapshot_every"].items():
             r["expected_lost_ms"] = round(expected_lost_ms(int(k), r["step_ms"]), 3)
         result["workloads"][w] = ov
-        progress.step(f"{w}: " + ", ".join(f"every {k}: {r['overhead_pct']}%" for k, r in ov["by_snapshot_every"].items()
-                                           if k != "0"))
+        rows = ov["by_snapshot_every"]
+        progress.step(f"{w}: " + ", ".join(f"every {k}: {r['overhead_pct']}%" for k, r in rows.items() if k != "0"))
     result["ok"] = not result["failed"]
     return result
 

@@ -44,9 +44,9 @@ def recovery_timeline(results: dict, out: Path) -> Path | None:
     for name, w in results.get("e2e", {}).get("workloads", {}).items():
         d = w["dpmpi"]
         if d.get("resume_ms") is not None:
-            bars.append((f"{w['workload']}\n{w['state_mib']:g} MiB", {"detect": d["detect_ms"], "repair": d["repair_ms"],
-                                                                      "restore": d["restore_ms"],
-                                                                      "recompute": d["recompute_ms"]}))
+            bars.append((f"{w['workload']}\n{w['state_mib']:g} MiB",
+                         {"detect": d["detect_ms"], "repair": d["repair_ms"], "restore": d["restore_ms"],
+                          "recompute": d["recompute_ms"]}))
     for n, r in results.get("scale", {}).get("by_ranks", {}).items():
         bars.append((f"scale\n{n}+1 ranks", {"detect": r["detect_ms"], "repair": r["repair_ms"],
                                              "restore": r["restore_ms"], "recompute": r["recompute_ms"]}))

@@ -56,12 +56,13 @@ def md_restore(r: dict) -> list[str]:
 
 
 def md_snapshot(r: dict) -> list[str]:
-    rows = [[s["mib"], s["threads1"]["copyto_gbs"], s["threads1"]["stage_commit_gbs"], s["threads2"]["stage_commit_gbs"],
-             s.get("restore_ms")] for s in r["stage_commit"]]
+    rows = [[s["mib"], s["threads1"]["copyto_gbs"], s["threads1"]["stage_commit_gbs"],
+             s["threads2"]["stage_commit_gbs"], s.get("restore_ms")] for s in r["stage_commit"]]
     out = ["## Snapshot", ""] + table(["MiB", "numpy.copyto (GB/s)", "stage+commit, 1 thread (GB/s)",
                                        "2 threads (GB/s)", "restore (ms)"], rows)
     out += table(["MiB", "replication (GB/s)", "Sendrecv (GB/s)", "ratio"],
-                 [[x["mib"], x["replication_gbs"], x["sendrecv_gbs"], x["ratio_vs_sendrecv"]] for x in r["replication"]])
+                 [[x["mib"], x["replication_gbs"], x["sendrecv_gbs"], x["ratio_vs_sendrecv"]]
+                  for x in r["replication"]])
     o = r["overlap"]
     return out + [f"Compute kept while a {o['state_mib']} MiB snapshot is copied and replicated: "
                   f"{o['fraction_kept']:.0%} of its speed alone. Targets: `{json.dumps(r['targets'])}`", ""]
@@ -86,9 +87,10 @@ def md_overhead(r: dict) -> list[str]:
     for w, ov in r["workloads"].items():
         rows = [[k, fmt_ms(x["step_ms"]), x["overhead_pct"], fmt_ms(x["extra_ms_per_snapshot"]), x["hidden_fraction"],
                  fmt_ms(x["expected_lost_ms"])] for k, x in ov["by_snapshot_every"].items()]
-        out += [f"**{w}** (plain copy of the state {ov['copy_ms']} ms, synchronous snapshot {ov['sync_snapshot_ms']} ms)",
-                ""] + table(["snapshot every K", "step (ms)", "overhead (%)", "extra per snapshot (ms)",
-                             "hidden fraction", "expected lost work per failure (ms)"], rows)
+        out += [f"**{w}** (plain copy of the state {ov['copy_ms']} ms, synchronous snapshot "
+                f"{ov['sync_snapshot_ms']} ms)", ""] + table(
+                    ["snapshot every K", "step (ms)", "overhead (%)", "extra per snapshot (ms)", "hidden fraction",
+                     "expected lost work per failure (ms)"], rows)
     for w, why in r.get("failed", {}).items():
         out += [f"{w}: failed (`{why[-200:]}`)", ""]
     return out
@@ -102,7 +104,8 @@ def md_chaos(r: dict) -> list[str]:
 
 
 def md_watcher(r: dict) -> list[str]:
-    rows = [[m, d["noticed_ms"]["median"], d["repaired_ms"]["median"], d["noticed_by"]] for m, d in r["detection"].items()]
+    rows = [[m, d["noticed_ms"]["median"], d["repaired_ms"]["median"], d["noticed_by"]]
+            for m, d in r["detection"].items()]
     return ["## Failure watcher", ""] + table(["mode", "kill -> noticed (ms)", "kill -> repaired (ms)", "by"], rows)
 
 
@@ -112,8 +115,9 @@ def md_scale(r: dict) -> list[str]:
     rows = []
     for n, x in r["by_ranks"].items():
         rp, rs = x["repair_phases_ms"], x["restore_phases_ms"]
-        rows.append([f"{n}+1", x["processes_per_core"], fmt_ms(x["detect_ms"]), fmt_ms(rp["revoke"]), fmt_ms(rp["shrink"]),
-                     fmt_ms(rp["agree"]), fmt_ms(rp["rebuild"]), fmt_ms(rp["reassign"]), fmt_ms(x["repair_ms"]),
+        rows.append([f"{n}+1", x["processes_per_core"], fmt_ms(x["detect_ms"]), fmt_ms(rp["revoke"]),
+                     fmt_ms(rp["shrink"]), fmt_ms(rp["agree"]), fmt_ms(rp["rebuild"]), fmt_ms(rp["reassign"]),
+                     fmt_ms(x["repair_ms"]),
                      fmt_ms(rs["transfer"]), fmt_ms(x["restore_ms"])])
     out += table(["ranks", "processes/core", "detect", "revoke", "shrink", "agree", "split", "reassign",
                   "repair (all)", "restore transfer", "restore (all)"], rows)
@@ -130,8 +134,9 @@ def md_scale(r: dict) -> list[str]:
         rows.append([ph, f["a_ms"], f["b_ms_per_log2n"], f["c_ms_per_oversub"], f["rmse_ms"],
                      fmt_ms(m["predictions"]["512"][ph]), fmt_ms(m["predictions"]["4096"][ph]),
                      f"{pub['shape']} [{ph}]" if pub else ""])
-    rows.append(["restore transfer", m["transfer"]["t0_ms"], "", "", "", fmt_ms(m["predictions"]["512"]["transfer_link"]),
-                 fmt_ms(m["predictions"]["4096"]["transfer_link"]), "bytes / link bandwidth"])
+    rows.append(["restore transfer", m["transfer"]["t0_ms"], "", "", "",
+                 fmt_ms(m["predictions"]["512"]["transfer_link"]), fmt_ms(m["predictions"]["4096"]["transfer_link"]),
+                 "bytes / link bandwidth"])
     rows.append(["**total**", "", "", "", "", fmt_ms(m["predictions"]["512"]["total"]),
                  fmt_ms(m["predictions"]["4096"]["total"]), ""])
     out += table(["phase", "a (ms)", "b (ms per log2 n)", "c (ms per extra process/core)", "fit rmse (ms)",
@@ -147,13 +152,15 @@ SECTIONS = {"repair": md_repair, "restore": md_restore, "snapshot": md_snapshot,
 
 def render(results: dict, figures: list[str], plots_note: str | None, out_name: str = "") -> str:
     """The page (pure): a header, the figures (or why they are missing), a section per result."""
-    lines = ["# dpmpi bench report", "", f"Results in `{out_name}`; written {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", ""]
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    lines = ["# dpmpi bench report", "", f"Results in `{out_name}`; written {when}.", ""]
     any_r = next(iter(results.values()), None)
     if any_r and any_r.get("machine"):
         mch = any_r["machine"]
         lines += [f"Machine: {mch.get('cpus')} cores, {mch.get('platform')}, load average {mch.get('loadavg')}; "
                   f"launcher options {mch.get('launcher') or 'none (dpmpi-run defaults)'}"
-                  + ("; --quick runs (short sweeps)" if any(r.get("quick") for r in results.values()) else "") + ".", ""]
+                  + ("; --quick runs (short sweeps)" if any(r.get("quick") for r in results.values()) else "")
+                  + ".", ""]
     if not results:
         lines += ["No results found (run `dpmpi-bench all --quick --out DIR` first).", ""]
     lines += ["## Figures", ""]

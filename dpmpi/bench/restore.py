@@ -38,8 +38,9 @@ def recovery_job(ctx: Context, n_active: int, state_mib: float, touched: int = 1
 def phases(job: dict) -> dict:
     """Kill -> resumed, per phase, from one recovery job's records (pure). detect: kill -> the last
     survivor caught it; repair: -> Respawn done everywhere; restore: -> every rank restored;
-    resume: kill -> every rank stepping again; the repair's and the restore's own phases (the
-    slowest rank's); bytes: one rank's state."""
+    resume: kill -> every rank stepping again; recompute: -> every rank back at the failed step;
+    the repair's and the restore's own phases (the slowest rank's); bytes: one rank's state
+    (None when the program does not say)."""
     t = job["kill"]
     recs = [r for f in job["finals"] for r in f["recoveries"]]
     old = [r for r in recs if r["error"]]  # survivors (the replacement caught nothing)
@@ -54,7 +55,7 @@ def phases(job: dict) -> dict:
         "recompute_ms": 1e3 * (caught_up - resumed),
         "repair_phases_ms": {p: max(r["repair"].get("phases_ms", {}).get(p, 0.0) for r in old) for p in REPAIR_PHASES},
         "restore_phases_ms": {p: max(r["restore"].get("ms", {}).get(p, 0.0) for r in recs) for p in RESTORE_PHASES},
-        "state_bytes": job["finals"][0]["state_bytes"],
+        "state_bytes": job["finals"][0].get("state_bytes"),
     }
 
 

@@ -66,7 +66,8 @@ def run(ctx: Context, o) -> dict:
                 progress.step(f"{ranks[0]}+1 ranks, {mib:g} MiB: FAILED")
                 continue
             rows.append(phases(job))
-            progress.step(f"{ranks[0]}+1 ranks, {mib:g} MiB: transfer {rows[-1]['restore_phases_ms']['transfer']:.1f} ms")
+            transfer = rows[-1]["restore_phases_ms"]["transfer"]
+            progress.step(f"{ranks[0]}+1 ranks, {mib:g} MiB: transfer {transfer:.1f} ms")
         if rows:
             by_size[f"{mib:g}"] = {"n": ranks[0], **median_row(rows)}
     result = {"bench": "scale", "machine": machine(ctx.launcher, ranks[-1] + 1), "cores": cores,

@@ -50,8 +50,9 @@ def run(ctx: Context, o) -> dict:
             "targets": {
                 "one_thread_ge_0.9x_copyto": all(r["threads1"]["ratio_vs_copyto"] >= 0.9 for r in local),
                 # None: no size of 64 MiB or more was measured
-                "two_threads_ge_1.5x_one_from_64MiB": all(r["two_vs_one_thread"] >= 1.5 for r in local if r["mib"] >= 64)
-                if any(r["mib"] >= 64 for r in local) else None,
+                "two_threads_ge_1.5x_one_from_64MiB":
+                    all(r["two_vs_one_thread"] >= 1.5 for r in local if r["mib"] >= 64)
+                    if any(r["mib"] >= 64 for r in local) else None,
                 "replication_ge_0.8x_sendrecv": all(r["ratio_vs_sendrecv"] >= 0.8 for r in mpi["replication"]),
                 "compute_keeps_ge_80pct": ov["fraction_kept"] >= 0.8}}
 
@@ -59,11 +60,12 @@ def run(ctx: Context, o) -> dict:
 def summary(result: dict) -> list[str]:
     out = []
     for r in result["replication"]:
-        out.append(f"{r['mib']:5d} MiB  replication {r['replication_gbs']:6.2f} GB/s vs Sendrecv {r['sendrecv_gbs']:6.2f} "
-                   f"GB/s ({r['ratio_vs_sendrecv']:.2f}x)")
+        out.append(f"{r['mib']:5d} MiB  replication {r['replication_gbs']:6.2f} GB/s vs Sendrecv "
+                   f"{r['sendrecv_gbs']:6.2f} GB/s ({r['ratio_vs_sendrecv']:.2f}x)")
     o = result["overlap"]
     out.append(f"compute loop while a {o['state_mib']} MiB snapshot is copied and replicated ({o['window_ms']} ms): "
-               f"{o['fraction_kept']:.1%} of its speed alone ({o['loop_rate_with_snapshots']} vs {o['loop_rate_alone']} "
-               f"it/s); the computing thread had the CPU {o['main_thread_cpu_fraction']:.1%} of that time")
+               f"{o['fraction_kept']:.1%} of its speed alone ({o['loop_rate_with_snapshots']} vs "
+               f"{o['loop_rate_alone']} it/s); the computing thread had the CPU "
+               f"{o['main_thread_cpu_fraction']:.1%} of that time")
     out.append("targets: " + json.dumps(result["targets"]))
     return out

@@ -52,7 +52,8 @@ def local_part(sizes, reps):
                     restore.append(time.perf_counter() - t)
             snap.close()
             tb, tm = median(base), median(mine)
-            row[f"threads{threads}"] = {"copyto_gbs": round(n / tb / 1e9, 2), "stage_commit_gbs": round(n / tm / 1e9, 2),
+            row[f"threads{threads}"] = {"copyto_gbs": round(n / tb / 1e9, 2),
+                                        "stage_commit_gbs": round(n / tm / 1e9, 2),
                                         "ratio_vs_copyto": round(tb / tm, 3)}
             if restore:
                 row["restore_ms"] = round(1e3 * median(restore), 3)
@@ -98,7 +99,8 @@ def mpi_part(sizes, reps, out_path, compute_mib):
         snap.close()
         tb, tr = median(base), median(repl)
         result["replication"].append({"mib": mib, "sendrecv_gbs": round(n / tb / 1e9, 2),
-                                      "replication_gbs": round(n / tr / 1e9, 2), "ratio_vs_sendrecv": round(tb / tr, 3)})
+                                      "replication_gbs": round(n / tr / 1e9, 2),
+                                      "ratio_vs_sendrecv": round(tb / tr, 3)})
     # compute overlap: rank 0 computes while its snapshot is copied and replicated; rank 1 is the
     # replication partner, told what to do by messages it polls for with sleeps (never spinning)
     n = compute_mib * MiB

@@ -169,8 +169,10 @@ def run(ctx: Context, o) -> dict:
     summary_ = {}
     for k, rows in resume.items():
         good = [r for r in rows if "error" not in r]
-        summary_[k] = {"resume_ms": med([r["resume_ms"] for r in good]), "resume_max_ms": mx([r["resume_ms"] for r in good]),
-                       "detect_ms": med([r["detect_ms"] for r in good]), "repair_ms": med([r["repair_ms"] for r in good]),
+        summary_[k] = {"resume_ms": med([r["resume_ms"] for r in good]),
+                       "resume_max_ms": mx([r["resume_ms"] for r in good]),
+                       "detect_ms": med([r["detect_ms"] for r in good]),
+                       "repair_ms": med([r["repair_ms"] for r in good]),
                        "step_s": med([r["step_s"] for r in good]), "n": len(good), "failed": len(rows) - len(good)}
     for w in work:
         on, off = summary_[f"{w}_watcher"], summary_[f"{w}_no_watcher"]
