@@ -169,8 +169,13 @@ def repair_vs_ranks(results: dict, out: Path) -> Path | None:
             bx.plot(grid, [model.predict(f, n) for n in grid], "-", color=color,
                     label=f"{phase}: {f['a_ms']:.2f} + {f['b_ms_per_log2n']:.2f}*log2(n) ms")
             key = "shrink" if phase == "shrink" else "agree"
-            bx.plot([int(n) for n in ns], [by_n[n]["repair_phases_ms"][key] for n in ns], "o", color=color,
+            measured = [int(n) for n in ns]
+            bx.plot(measured, [by_n[n]["repair_phases_ms"][key] for n in ns], "o", color=color,
                     label=f"{phase}: measured here")
+            if f["c_ms_per_oversub"]:  # the fit on this machine, its oversubscription term included
+                bx.plot(measured, [model.predict(f, n) + f["c_ms_per_oversub"] * model.oversub(n, m["cores"])
+                                   for n in measured], "--", color=color, alpha=0.6,
+                        label=f"{phase}: fit here (+ {f['c_ms_per_oversub']:.2f} ms per extra process/core)")
         for n in (512, 4096):
             bx.axvline(n, color="grey", linestyle=":", linewidth=0.8)
         bx.set_xscale("log", base=2)
