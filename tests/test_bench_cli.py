@@ -16,6 +16,8 @@ def test_sweeps_parse_and_quick_defaults_fill_the_rest():
     assert (o.ranks, o.spares, o.kills, o.respawn_ranks) == ([4, 8, 16], 2, 2, [4])  # given, then quick defaults
     full = cli.resolve("repair", cli.parser().parse_args(["repair"]))
     assert (full.ranks, full.kills) == ([4, 8], 20)
+    assert cli.resolve("repair", cli.parser().parse_args(["repair", "--repeats", "7"])).kills == 7
+    assert cli.resolve("chaos", cli.parser().parse_args(["chaos", "--repeats", "3", "--runs", "5"])).runs == 5
     s = cli.resolve("scale", cli.parser().parse_args(["scale", "--state-mib", "8,64,256"]))
     assert s.state_mib == [8.0, 64.0, 256.0] and s.ranks == [2, 4, 8, 16, 32]
 
@@ -158,3 +160,15 @@ def test_all_runs_everything_but_what_is_skipped():
     assert cli.all_names(False, ["repair", "scale"])[0] == "restore"
     with pytest.raises(common.BenchError, match="unknown subcommand"):
         cli.all_names(False, ["repare"])
+
+
+def test_report_without_matplotlib_says_the_plots_were_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(plots, "available", lambda: "matplotlib is not available (ImportError: test)")
+    (tmp_path / "restore.json").write_text(json.dumps({"active": 2, "by_state_mib": {"8": {
+        "summary": {"untouched": {"copy_ms_median": 1.0}, "touched": {"copy_ms_median": 2.0,
+                                                                     "restore_total_ms_median": 9.0}},
+        "ratio_copy": 0.5}}}))
+    line = report.write(tmp_path)
+    page = (tmp_path / "report.md").read_text()
+    assert "plots skipped: matplotlib is not available" in line and "Plots skipped: matplotlib" in page
+    assert "| 8 | 1.0 | 2.0 | 0.5 | 9.0 |" in page and not list(tmp_path.glob("*.png"))

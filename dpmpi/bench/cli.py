@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import tempfile
 import time
@@ -69,7 +70,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ranks", type=_list("--ranks"), help="active ranks, e.g. 4,8,16")
     g.add_argument("--spares", type=int, help="spare ranks per job")
     g.add_argument("--state-mib", type=_list("--state-mib", float), help="MiB per rank, e.g. 8,64,256")
-    g.add_argument("--repeats", type=int, help="jobs per point")
+    g.add_argument("--repeats", type=int, help="jobs per point (repair, e2e: kills; chaos: runs)")
     g.add_argument("--timeout", type=float, help="hard timeout per job, s (a hang is a failure)")
     g.add_argument("--quick", action="store_true", help="short sweeps (all --quick: minutes)")
     g.add_argument("--out", help="results directory (default: bench/results of the checkout)")
@@ -141,6 +142,10 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
 def resolve(name: str, a: argparse.Namespace) -> argparse.Namespace:
     """The subcommand's options: what was given, else its default (full or --quick)."""
     o = argparse.Namespace(**vars(a))
+    # --repeats is the jobs per point everywhere: the kills (repair, e2e) and runs (chaos) too
+    alias = {"repair": "kills", "e2e": "kills", "chaos": "runs"}.get(name)
+    if alias and getattr(o, alias, None) is None and getattr(o, "repeats", None):
+        setattr(o, alias, o.repeats)
     for key, (full, quick) in DEFAULTS.get(name, {}).items():
         if getattr(o, key, None) is None:
             setattr(o, key, quick if a.quick else full)
@@ -165,6 +170,8 @@ def run_one(name: str, ctx: Context, a: argparse.Namespace) -> bool:
     print(f"== dpmpi-bench {name}" + (" (quick)" if ctx.quick else ""), file=sys.stderr, flush=True)
     result = mod.run(ctx, o)
     result.setdefault("wall_s", round(time.monotonic() - t0, 1))
+    if isinstance(result.get("machine"), dict):  # the machine is shared: how busy it was, start and end
+        result["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     result["argv"] = sys.argv[1:]
     result["quick"] = ctx.quick
     path = write_json(ctx.out, name, result)

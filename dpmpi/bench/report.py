@@ -157,10 +157,13 @@ def render(results: dict, figures: list[str], plots_note: str | None, out_name: 
     any_r = next(iter(results.values()), None)
     if any_r and any_r.get("machine"):
         mch = any_r["machine"]
-        lines += [f"Machine: {mch.get('cpus')} cores, {mch.get('platform')}, load average {mch.get('loadavg')}; "
-                  f"launcher options {mch.get('launcher') or 'none (dpmpi-run defaults)'}"
+        lines += [f"Machine: {mch.get('cpus')} cores, {mch.get('platform')}; launcher options "
+                  f"{mch.get('launcher') or 'none (dpmpi-run defaults)'}"
                   + ("; --quick runs (short sweeps)" if any(r.get("quick") for r in results.values()) else "")
-                  + ".", ""]
+                  + ". The load average (1 min) says how busy the machine was around each run:", ""]
+        lines += table(["result", "wall (s)", "load average at start", "at end"],
+                       [[n, r.get("wall_s"), (r.get("machine") or {}).get("loadavg", ["-"])[0],
+                         ((r.get("machine") or {}).get("loadavg_end") or ["-"])[0]] for n, r in results.items()])
     if not results:
         lines += ["No results found (run `dpmpi-bench all --quick --out DIR` first).", ""]
     lines += ["## Figures", ""]
