@@ -55,7 +55,9 @@ class Launcher:
 
     def mpirun(self, n: int, program: list[str]) -> list[str]:
         """Plain mpirun (no fault tolerance): the relaunch baseline, as users run jobs today."""
-        mpirun = os.environ.get("DPMPI_MPIRUN") or str(BIN / "mpirun")
+        from dpmpi.run import find_mpirun  # the same mpirun as dpmpi-run's (DPMPI_MPIRUN, beside Python, PATH)
+
+        mpirun = find_mpirun()
         own = [] if self.placed() else ["--oversubscribe"]
         root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
         return [mpirun, "--mca", "btl", "^ofi", *own, *root, *self.mpirun_options(), "-n", str(n), *program]
