@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import faults, resilient, watcher
+from dpmpi import faults, interrupts, resilient
 from dpmpi.errors import ProcFailedError, RevokedError
 from dpmpi.snapshot import Snapshot
 
@@ -195,7 +195,7 @@ class Runtime:
                         if self._catching_up is not None and self.step >= self._catching_up.failed_step:
                             self._caught_up()
                         self._updates = 0
-                        with watcher.armed(self.interrupt):  # dpmpi calls inside are never interrupted
+                        with interrupts.armed(self.interrupt):  # dpmpi calls inside are never interrupted
                             step_fn(self.step)
                         if self._updates != 1:
                             raise RuntimeError(
@@ -239,7 +239,7 @@ class Runtime:
                 repaired_at = time.time()
                 repair = asdict(self.comm.history[-1]) if self.comm.history else {}
                 if caught is not None or attempts > 1:
-                    self._emit("repaired", **{k: repair.get(k) for k in ("epoch", "failed", "filled", "size",
+                    self._emit("repaired", **{k: repair.get(k) for k in ("repair", "failed", "filled", "size",
                                                                            "phases_ms", "total_ms")})
                 epoch = self.snapshot.restore()
                 restored_at = time.time()

@@ -38,7 +38,7 @@ def measure(rows_events: list[dict], fired: list[dict], n_active: int, spares: i
     """One kill's figures from the repair events and the victim's fault record (pure)."""
     repairs = [e for e in rows_events if e["event"] == "repair" and e["rank"] >= 0]
     t_kill = fired[0]["time"]
-    old = [e for e in repairs if e["wid"] < n_active + spares]  # a respawned process detects nothing
+    old = [e for e in repairs if e["process_id"] < n_active + spares]  # a respawned process detects nothing
     phases = sorted({p for e in old for p in e["phases_ms"]})
     return {
         "kill_to_detected_ms": 1e3 * (max(e["detected_at"] for e in old) - t_kill),
