@@ -68,7 +68,7 @@ def _list(what: str, kind=int):
 def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sweeps and output (defaults depend on the subcommand and on --quick)")
     g.add_argument("--ranks", type=_list("--ranks"), help="active ranks, e.g. 4,8,16")
-    g.add_argument("--spares", type=int, help="spare ranks per job")
+    g.add_argument("--spares", type=int, help="spare ranks per job (repair, chaos; restore, e2e and scale use 1)")
     g.add_argument("--state-mib", type=_list("--state-mib", float), help="MiB per rank, e.g. 8,64,256")
     g.add_argument("--repeats", type=int, help="jobs per point (repair, e2e: kills; chaos: runs)")
     g.add_argument("--timeout", type=float, help="hard timeout per job, s (a hang is a failure)")
