@@ -146,7 +146,7 @@ def repair_vs_ranks(results: dict, out: Path) -> Path | None:
     if not by_n:
         return None
     ns = sorted(by_n, key=int)
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 4.6))
     bottom = [0.0] * len(ns)
     for phase, color in REPAIR_COLORS.items():
         vals = [by_n[n]["repair_phases_ms"].get(phase, 0.0) for n in ns]
@@ -182,7 +182,7 @@ def repair_vs_ranks(results: dict, out: Path) -> Path | None:
         bx.set_xlabel("ranks (log2)")
         bx.set_ylabel("ms")
         bx.set_title("Model (one rank per core) vs measured; dotted: 512, 4096")
-        bx.legend(fontsize=7, loc="center right")  # the measured points sit left, the predictions low
+        bx.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: the lines fill the axes
     else:
         bx.text(0.5, 0.5, "no model (needs 2+ rank counts and state sizes)", ha="center", transform=bx.transAxes)
         bx.set_axis_off()
