@@ -166,12 +166,12 @@ def all_names(quick: bool, skip: list[str]) -> list[str]:
 def run_one(name: str, ctx: Context, a: argparse.Namespace) -> bool:
     mod = importlib.import_module(f"dpmpi.bench.{SUBCOMMANDS[name][0]}")
     o = resolve(name, a)
-    t0 = time.monotonic()
+    t0, load0 = time.monotonic(), [round(x, 2) for x in os.getloadavg()]
     print(f"== dpmpi-bench {name}" + (" (quick)" if ctx.quick else ""), file=sys.stderr, flush=True)
     result = mod.run(ctx, o)
     result.setdefault("wall_s", round(time.monotonic() - t0, 1))
     if isinstance(result.get("machine"), dict):  # the machine is shared: how busy it was, start and end
-        result["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        result["machine"].update(loadavg=load0, loadavg_end=[round(x, 2) for x in os.getloadavg()])
     result["argv"] = sys.argv[1:]
     result["quick"] = ctx.quick
     path = write_json(ctx.out, name, result)
