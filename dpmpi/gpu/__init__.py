@@ -1,0 +1,28 @@
+"""dpmpi's GPU path: NCCL communicators (through CuPy) that recover with dpmpi's communicators,
+and snapshots of device arrays.
+
+``NcclComm(comm)``: see ``dpmpi.gpu.nccl``. The backend is CuPy's NCCL unless
+``DPMPI_GPU_BACKEND=fake`` (host buffers, collectives over MPI, for machines without a GPU);
+``get_backend()`` returns the process's backend (its ``zeros``/``asarray`` make device arrays).
+CuPy is imported only when the CuPy backend is first used.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from dpmpi.gpu.backend import get as get_backend
+from dpmpi.gpu.nccl import NcclComm
+
+__all__ = ["NcclComm", "get_backend", "is_device_array"]
+
+
+def is_device_array(array: Any) -> bool:
+    """Whether ``array`` is a device array of the process's backend (without importing CuPy
+    when it was never imported: then it cannot be one)."""
+    import sys
+
+    from dpmpi.gpu import settings
+
+    if settings.backend_name() == "cupy" and "cupy" not in sys.modules:
+        return False
+    return get_backend().is_device(array)
