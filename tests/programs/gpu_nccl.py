@@ -32,8 +32,28 @@ def host(a):
     return be.to_numpy(a)
 
 
-nc = NcclComm(comm)
-half = nc.Split(comm.Get_rank() % 2, comm.Get_rank())
+def respawn():
+    """Repair; a failure during the repair (the NCCL rebuild included) means: repair again."""
+    while True:
+        try:
+            comm.Respawn()
+            return
+        except (dpmpi.ProcFailedError, dpmpi.RevokedError) as exc:
+            log("respawn-failed", error=type(exc).__name__, message=str(exc)[:200])
+
+
+def build():
+    """A replacement bootstraps while the survivors rebuild: a death then fails both; repair, retry."""
+    while True:
+        try:
+            nc = NcclComm(comm)
+            return nc, nc.Split(comm.Get_rank() % 2, comm.Get_rank())
+        except (dpmpi.ProcFailedError, dpmpi.RevokedError) as exc:
+            log("build-failed", error=type(exc).__name__, message=str(exc)[:200])
+            respawn()
+
+
+nc, half = build()
 first_uid = nc.uid_digest
 log("bootstrap", role=comm.role.value, size=nc.Get_size(), nccl_rank=nc.Get_rank(), half_size=half.Get_size(),
     uid=nc.uid_digest, half_uid=half.uid_digest, backend=be.name)
@@ -110,7 +130,7 @@ while True:
     except (dpmpi.ProcFailedError, dpmpi.RevokedError) as exc:
         log("caught", iteration=i, error=type(exc).__name__, aborted=nc.aborted, half_aborted=half.aborted,
             message=str(exc)[:200])
-        comm.Respawn()
+        respawn()
         log("rebuilt", role=comm.role.value, size=nc.Get_size(), nccl_rank=nc.Get_rank(), rebuilds=nc.rebuilds,
             half_rebuilds=half.rebuilds, uid=nc.uid_digest, first_uid=first_uid, epoch=comm.epoch,
             attempts=comm.history[-1].attempts)
