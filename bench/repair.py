@@ -63,7 +63,7 @@ def bench_config(n_active: int, spares: int, kills: int, timeout: float, policy:
             print(f"  {n_active}+{spares} kill {k + 1:2d}: FAILED", flush=True)
             continue
         t_kill = fired[0]["time"]
-        old = [e for e in repairs if e["wid"] < n_active + spares]  # a respawned process detects nothing
+        old = [e for e in repairs if e["process_id"] < n_active + spares]  # a respawned process detects nothing
         phases = sorted({p for e in old for p in e["phases_ms"]})
         row = {
             "victim": victim,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dpmpi import faults
     from dpmpi.comm import Comm, Request
     from dpmpi.resilient import (
+        Filled,
         RepairEvent,
         ResilientComm,
         Role,
@@ -57,6 +58,7 @@ _LAZY = {
     "Role": "dpmpi.resilient",
     "ResilientComm": "dpmpi.resilient",
     "RepairEvent": "dpmpi.resilient",
+    "Filled": "dpmpi.resilient",
     "SparesDepletedWarning": "dpmpi.resilient",
     "SparesDepletedError": "dpmpi.resilient",
     "Runtime": "dpmpi.runtime",

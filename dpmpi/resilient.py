@@ -76,16 +76,24 @@ class SparesDepletedError(DpmpiError):
     """Not enough spares and the policy is "abort"."""
 
 
+class Filled(NamedTuple):
+    """How a repair filled a failed logical rank's place."""
+
+    how: str  # "spare" (an idle spare took it), "respawn" (a process started by the repair) or "dropped"
+    process_id: int  # the process that took the place (-1 when dropped)
+
+
 @dataclass
 class RepairEvent:
     """One repair as seen by one process."""
 
-    epoch: int
+    repair: int  # how many repairs the job went through, this one included
     rank: int  # logical rank after the repair (-1: this process stays a spare)
-    wid: int  # world rank of this process
+    process_id: int  # this process's identity (ResilientComm.process_id)
     role: str
     failed: list[int]  # logical ranks (before the repair) that failed
-    filled: dict[int, str]  # failed logical rank -> "spare:<wid>" or "dropped"
+    filled: dict[int, Filled]  # failed logical rank -> how its place was filled
+    renumber: dict[int, int]  # logical rank before -> after, for every rank that keeps a place
     size: int  # size of the active communicator after the repair
     attempts: int
     detected_at: float  # time.time() when this process saw the failure (or joined)
@@ -98,13 +106,13 @@ class RepairEvent:
 class Plan:
     """Who holds which logical rank; the same on every process after each commit."""
 
-    epoch: int
+    repairs: int  # how many repairs led to this plan
     actives: tuple[int, ...]  # actives[logical rank] = wid
     spares: tuple[int, ...]  # idle spares' wids, in the order they will be used
     next_wid: int = -1  # the identity the next spawned process gets (policy "respawn")
 
 
-def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[int], dict[int, str], dict[int, int]]:
+def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[int], dict[int, Filled], dict[int, int]]:
     """The next plan when only the wids in ``alive`` live. Pure: every process computes the
     same result from the same inputs.
 
@@ -117,19 +125,19 @@ def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[in
     spares += sorted(wid for wid in alive if wid not in known)
     next_wid = max([plan.next_wid, *(w + 1 for w in known | alive)])
     actives = list(plan.actives)
-    filled: dict[int, str] = {}
+    filled: dict[int, Filled] = {}
     for lr in failed:
         if spares:
             wid = spares.pop(0)
             actives[lr] = wid
-            filled[lr] = f"spare:{wid}"
+            filled[lr] = Filled("spare", wid)
         elif policy == "respawn":  # a new process (Comm.Spawn) takes the place
             actives[lr] = next_wid
-            filled[lr] = f"respawn:{next_wid}"
+            filled[lr] = Filled("respawn", next_wid)
             next_wid += 1
         else:
-            filled[lr] = "dropped"
-    dropped = [lr for lr in failed if filled[lr] == "dropped"]
+            filled[lr] = Filled("dropped", -1)
+    dropped = [lr for lr in failed if filled[lr].how == "dropped"]
     if dropped and policy == "abort":
         raise SparesDepletedError(
             f"logical rank(s) {dropped} failed and no spare is left to replace them (policy 'abort'). "
@@ -139,7 +147,7 @@ def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[in
         )
     kept = [(lr, wid) for lr, wid in enumerate(actives) if lr not in dropped]
     renumber = {old: new for new, (old, _wid) in enumerate(kept)}
-    new_plan = Plan(plan.epoch + 1, tuple(wid for _lr, wid in kept), tuple(spares), next_wid)
+    new_plan = Plan(plan.repairs + 1, tuple(wid for _lr, wid in kept), tuple(spares), next_wid)
     return new_plan, failed, filled, renumber
 
 
@@ -151,7 +159,7 @@ class _Decision(NamedTuple):
     base: Plan  # the newest plan any process held
     plan: Plan  # the committed plan
     failed: list[int]
-    filled: dict[int, str]
+    filled: dict[int, Filled]
     renumber: dict[int, int]
     me: int  # this process's logical rank in the new plan (-1: a spare)
     raw: MPI.Comm  # the new active communicator (COMM_NULL on a spare)
@@ -195,6 +203,28 @@ class _Tracked(Comm):
     def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
         self._state.not_spare("Create_group")
         return self._state.derive("Create_group", self, (group, tag))
+
+    def add_repair_listener(self, listener: Any) -> None:
+        """Tell ``listener`` about every repair on this process (on the active communicator or one
+        derived from it: the same repairs) (the contract between repair and
+        the layers above it: snapshots, NCCL communicators, the failure watcher).
+
+        ``listener.repair_begins()`` is called in the repairing thread before the repair's first
+        MPI call, on every process that takes part: stop your threads' MPI traffic and revoke
+        your own communicators (so peers blocked on them wake up); no collective or blocking
+        call; it must not raise. ``listener.repair_done(event)`` is called after the repair
+        committed, on processes holding an active rank: the communicator is usable, collective
+        calls on it are allowed, and a ProcFailedError raised there propagates out of
+        ``Respawn()``. Held weakly; called in registration order."""
+        for name in ("repair_begins", "repair_done"):
+            if not callable(getattr(listener, name, None)):
+                raise TypeError(f"add_repair_listener() takes an object with repair_begins() and "
+                                f"repair_done(event); {type(listener).__name__} has no {name}()")
+        self._state.listeners.add(listener)
+
+    def remove_repair_listener(self, listener: Any) -> None:
+        """Stop telling ``listener`` about repairs (no error if it was not registered)."""
+        self._state.listeners.discard(listener)
 
     def _rebase(self, raw: MPI.Comm) -> None:
         """Point this handle at the rebuilt communicator, so the program's handles stay valid."""
@@ -250,9 +280,10 @@ class ResilientComm(_Tracked):
         return self
 
     @property
-    def epoch(self) -> int:
+    def repairs(self) -> int:
         """How many repairs this job went through (the same on every active rank)."""
-        return self._state.plan.epoch
+        return self._state.plan.repairs
+
 
     @property
     def history(self) -> list[RepairEvent]:
@@ -279,6 +310,27 @@ class ResilientComm(_Tracked):
 
 
 
+class Listeners:
+    """The repair listeners of one process, weakly held, in registration order. Owned by the
+    process's state; touched only by the main thread (registration and repairs)."""
+
+    def __init__(self) -> None:
+        self._refs: list[weakref.ref] = []
+
+    def add(self, listener: Any) -> None:
+        if not any(obj is listener for obj in self.snapshot()):
+            self._refs.append(weakref.ref(listener))
+
+    def discard(self, listener: Any) -> None:
+        self._refs = [r for r in self._refs if r() is not None and r() is not listener]
+
+    def snapshot(self) -> list[Any]:
+        """The live listeners now (a repair iterates over this copy)."""
+        live = [r() for r in self._refs]
+        self._refs = [r for r, obj in zip(self._refs, live) if obj is not None]
+        return [obj for obj in live if obj is not None]
+
+
 class _State:
     """Everything one process knows about the job's composition."""
 
@@ -298,10 +350,9 @@ class _State:
         self.graveyard: list[MPI.Comm] = []  # replaced communicators, freed after the next commit
         self.exit_flag = array.array("i", [1])
         self.exit_req: MPI.Request | None = None
-        # objects with their own communicators and MPI threads (snapshots) that a repair must
-        # interrupt before its first MPI call: each has ``_interrupt()``, which stops its thread
-        # and revokes its communicator
-        self.interrupt: weakref.WeakSet = weakref.WeakSet()
+        # objects with their own communicators and MPI threads (snapshots, the failure watcher,
+        # NCCL communicators): told before a repair's first MPI call and after it commits
+        self.listeners = Listeners()
         self.intercomms: list[MPI.Intercomm] = []  # to processes spawned by repairs
         # wid -> (node, CPUs) of the place it holds: where it was bound at start, or the place of
         # the rank it replaced (a replacement takes that rank's CPUs when on the same node)
@@ -482,8 +533,8 @@ class _State:
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             raw = MPI.COMM_NULL
             t = time.perf_counter()
-            for obj in list(self.interrupt):  # first: their threads must stop calling MPI
-                obj._interrupt()
+            for listener in self.listeners.snapshot():  # first: their threads must stop calling MPI
+                listener.repair_begins()
             if self.active is not None and was_active:
                 _revoke(self.active.mpi)
             _revoke(self.world)
@@ -504,11 +555,11 @@ class _State:
                 mine = (self.wid, self.plan, self.recipes if was_active else None)
                 infos = new_world.allgather(mine)
                 alive = {wid for wid, _p, _r in infos}
-                base = max((p for _w, p, _r in infos), key=lambda p: p.epoch)
+                base = max((p for _w, p, _r in infos), key=lambda p: p.repairs)
                 recipes = next((r for _w, _p, r in infos if r is not None), [])
                 new_plan, failed, filled, renumber = plan_repair(base, alive, self.policy)
                 phases["reassign"] += time.perf_counter() - t
-                born = [int(how.split(":")[1]) for how in filled.values() if how.startswith("respawn:")]
+                born = [f.process_id for f in filled.values() if f.how == "respawn"]
                 if born:  # spares ran out under policy "respawn": new processes join the world
                     faults.point("repair-spawn")
                     t = time.perf_counter()
@@ -570,10 +621,11 @@ class _State:
             self.watcher.rearm()
         self._bury()
         phases["rebuild"] += time.perf_counter() - t
-        dropped = [lr for lr, how in filled.items() if how == "dropped"]
+        dropped = [lr for lr, f in filled.items() if f.how == "dropped"]
         event = RepairEvent(
-            epoch=new_plan.epoch, rank=me, wid=self.wid, role=self.role.value if me >= 0 else "SPARE",
-            failed=failed, filled=filled, size=len(new_plan.actives), attempts=attempt, detected_at=detected_at,
+            repair=new_plan.repairs, rank=me, process_id=self.wid, role=self.role.value if me >= 0 else "SPARE",
+            failed=failed, filled=filled, renumber=renumber, size=len(new_plan.actives), attempts=attempt,
+            detected_at=detected_at,
             phases_ms={k: round(1e3 * v, 3) for k, v in phases.items()},
             total_ms=round(1e3 * (time.perf_counter() - t0), 3), repaired_at=time.time(),
         )
@@ -584,6 +636,8 @@ class _State:
                 f"dpmpi: no spare left for logical rank(s) {dropped}; continuing with {event.size} ranks "
                 f"(renumbered; policy 'shrink')", SparesDepletedWarning, stacklevel=3)
         if me >= 0:
+            for listener in self.listeners.snapshot():
+                listener.repair_done(event)
             for cb in list(self.callbacks):
                 cb(event)
 
@@ -652,8 +706,8 @@ def _join_spawned() -> _State:
     if state.watcher is not None:  # as the parents do in _commit
         state.watcher.rearm()
     _guard.set_idle_spares(list(plan.spares))
-    event = RepairEvent(epoch=plan.epoch, rank=me, wid=state.wid, role=Role.RECOVERED.value,
-                        failed=failed, filled=filled, size=len(plan.actives), attempts=1,
+    event = RepairEvent(repair=plan.repairs, rank=me, process_id=state.wid, role=Role.RECOVERED.value,
+                        failed=failed, filled=filled, renumber=renumber, size=len(plan.actives), attempts=1,
                         detected_at=time.time(), phases_ms={}, total_ms=round(1e3 * (time.perf_counter() - t0), 3),
                         repaired_at=time.time())
     state.history.append(event)
@@ -726,12 +780,12 @@ def _my_place() -> tuple[str, tuple[int, ...]]:
     return MPI.Get_processor_name(), cpus
 
 
-def _cpus_of_place(places: dict[int, tuple[str, tuple[int, ...]]], base: Plan, filled: dict[int, str],
+def _cpus_of_place(places: dict[int, tuple[str, tuple[int, ...]]], base: Plan, filled: dict[int, Filled],
                    wid: int) -> tuple[int, ...] | None:
     """The CPUs that process ``wid`` takes in a repair: those of the failed rank whose place it
     fills (as a spare or a respawned process), if that rank ran on the same node; else None."""
-    for logical, how in filled.items():
-        if how in (f"spare:{wid}", f"respawn:{wid}"):
+    for logical, f in filled.items():
+        if f.how != "dropped" and f.process_id == wid:
             failed = places.get(base.actives[logical])
             mine = places.get(wid)
             if failed and (mine is None or mine[0] == failed[0]):
@@ -739,14 +793,13 @@ def _cpus_of_place(places: dict[int, tuple[str, tuple[int, ...]]], base: Plan, f
     return None
 
 
-def _inherit_cpus(places: dict[int, tuple[str, tuple[int, ...]]], base: Plan, filled: dict[int, str]) -> None:
+def _inherit_cpus(places: dict[int, tuple[str, tuple[int, ...]]], base: Plan, filled: dict[int, Filled]) -> None:
     """After a repair, a process that filled a failed rank's place holds that place's CPUs (so a
     later replacement of it takes them in turn)."""
-    for logical, how in filled.items():
-        kind, _, wid = how.partition(":")
+    for logical, f in filled.items():
         failed = places.get(base.actives[logical])
-        if kind in ("spare", "respawn") and failed and (int(wid) not in places or places[int(wid)][0] == failed[0]):
-            places[int(wid)] = failed
+        if f.how != "dropped" and failed and (f.process_id not in places or places[f.process_id][0] == failed[0]):
+            places[f.process_id] = failed
 
 
 def _adopt_cpus(cpus: tuple[int, ...] | None) -> None:

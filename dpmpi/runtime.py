@@ -239,7 +239,7 @@ class Runtime:
                 repaired_at = time.time()
                 repair = asdict(self.comm.history[-1]) if self.comm.history else {}
                 if caught is not None or attempts > 1:
-                    self._emit("repaired", **{k: repair.get(k) for k in ("epoch", "failed", "filled", "size",
+                    self._emit("repaired", **{k: repair.get(k) for k in ("repair", "failed", "filled", "size",
                                                                            "phases_ms", "total_ms")})
                 epoch = self.snapshot.restore()
                 restored_at = time.time()

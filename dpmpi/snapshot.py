@@ -361,7 +361,6 @@ class Snapshot:
         self._scomm: MPI.Intracomm | None = None  # dpmpi's communicator for snapshot traffic
         self._layouts: dict[int, list] = {}  # logical rank -> its layout signature
         self._held: dict[int, list[_Slot]] = {}  # owner's logical rank -> two replica slots
-        self._setup_epoch = self._repair_epoch()
         self._writer: threading.Thread | None = None
         self._writer_slot: _Slot | None = None
         self._writer_error: BaseException | None = None
@@ -372,6 +371,7 @@ class Snapshot:
         self._auto_error: BaseException | None = None
         self._mpi_lock = threading.Lock()  # a repair's interruption vs a background commit's replication
         self._interrupted = False  # a repair began on this process; cleared by restore()
+        self._renumbers: list[dict[int, int]] = []  # renumberings of the repairs since the last restore
         self._unstaged: tuple[_Slot, int, int] | None = None  # (slot, epoch, digest) before the last stage
         self._last_rc = 0  # the last copy job's result
         self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self._nbytes)}
@@ -611,9 +611,6 @@ class Snapshot:
         if self._persist_dir is not None and epoch % self._persist_every == 0:
             self._persist(slot)
 
-    def _repair_epoch(self) -> int:
-        return int(getattr(self._comm, "epoch", 0))
-
     def _raise_peer_failure(self, what: str) -> None:
         cls = MPI.ERR_PROC_FAILED
         if self._repl is not None:
@@ -637,7 +634,6 @@ class Snapshot:
         except MPI.Exception as exc:
             raise from_mpi(exc, scomm, "Snapshot setup") from exc
         self._layouts = dict(enumerate(layouts))
-        self._setup_epoch = self._repair_epoch()
         self._make_replica_slots()
 
     def _make_replica_slots(self) -> None:
@@ -746,7 +742,8 @@ class Snapshot:
             if self._repl is not None:
                 self._repl.ops = []
 
-    def _interrupt(self) -> None:
+    # -- the repair listener contract (ResilientComm.add_repair_listener) --
+    def repair_begins(self) -> None:
         """Called by a repair on this process before its first MPI call: stop the replication
         thread (it must not call MPI while the repair does: seen here, Open MPI segfaulted in
         Shrink's agreement while that thread polled its requests), and keep a background commit
@@ -763,10 +760,15 @@ class Snapshot:
             except MPI.Exception:
                 pass
 
+    def repair_done(self, event: Any) -> None:
+        """A repair committed: remember its renumbering (policy "shrink"), applied by restore()."""
+        if any(old != new for old, new in event.renumber.items()):
+            self._renumbers.append(dict(event.renumber))
+
     def _link(self) -> None:
-        state = getattr(self._comm, "_state", None)
-        if state is not None and hasattr(state, "interrupt"):
-            state.interrupt.add(self)
+        add = getattr(self._comm, "add_repair_listener", None)
+        if add is not None:  # a dpmpi resilient communicator (or one derived from it)
+            add(self)
 
     def _free_scomm(self) -> None:
         if self._scomm is not None:
@@ -793,7 +795,7 @@ class Snapshot:
         if self._auto is not None:
             # it may wait (in the copy's gate) for a replication that the failure stalled
             if self._repl is not None and self._repl.running and self._repl.wait(0.05) == 1:
-                self._interrupt()
+                self.repair_begins()
             self._join_auto()
         self._stop_replication(revoke=True)
         if self._staging is not None:
@@ -908,7 +910,6 @@ class Snapshot:
                     s.epoch = -1
         self._epoch = epoch
         t = time.perf_counter()
-        self._setup_epoch = self._repair_epoch()
         if self._replicas:
             self._make_replica_slots()
             self._rereplicate(epoch, infos)
@@ -936,21 +937,10 @@ class Snapshot:
 
     def _renumber(self) -> None:
         """Follow the repairs since the last setup: under policy 'shrink' ranks are renumbered."""
-        history = getattr(self._comm, "history", None)
-        if not history:
-            return
-        for event in history:
-            if event.epoch <= self._setup_epoch:
-                continue
-            dropped = {lr for lr, how in event.filled.items() if how == "dropped"}
-            if not dropped:
-                continue
-            old_size = event.size + len(dropped)
-            kept = [lr for lr in range(old_size) if lr not in dropped]
-            renumber = {old: new for new, old in enumerate(kept)}
+        for renumber in self._renumbers:
             self._held = {renumber[o]: pair for o, pair in self._held.items() if o in renumber}
             self._layouts = {renumber[o]: sig for o, sig in self._layouts.items() if o in renumber}
-        self._setup_epoch = self._repair_epoch()
+        self._renumbers = []
 
     @staticmethod
     def _post_slot(post: Any, peer: int, slot: _Slot) -> list:
@@ -1037,7 +1027,6 @@ class Snapshot:
             for s in pair:
                 s.epoch = -1
         self._committed, self._epoch = -1, epoch
-        self._setup_epoch = self._repair_epoch()
         if self._replicas:
             self._make_replica_slots()
         self.last_restore = {"epoch": epoch, "from_disk": True, "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}

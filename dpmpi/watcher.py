@@ -24,7 +24,7 @@ raised when that code returns to the program. A notice is sticky until the next 
 re-arms the watcher with the new set of processes.
 
 Owner and lifetime: ``dpmpi.init`` creates the one ``Watcher`` of the process (``_State.watcher``)
-from the main thread and starts the C thread; the repair's first step (``_State.interrupt``)
+from the main thread and starts the C thread; the repair's first step (its listeners' ``repair_begins``)
 closes the thread's MPI gate and revokes the watcher's communicator; the repair's commit
 re-arms it (``Watcher.rearm``). The thread never stops; an ``on_exit`` handler closes the gate
 before dpmpi's exit agreement. See docs/threads.md.
@@ -429,7 +429,8 @@ class Watcher:
             raise OSError(-gen, f"dpmpi: the failure watcher refused its peers: {os.strerror(-gen)}")
         self._gen = gen
 
-    def _interrupt(self) -> None:
+    # -- the repair listener contract (registered by start()) --
+    def repair_begins(self) -> None:
         """A repair begins on this process (before its first MPI call): the thread stops calling
         MPI, and the watcher's communicator is revoked, so that peers in a long step learn now."""
         _cext().lib.dpmpi_watch_quiesce()
@@ -438,6 +439,9 @@ class Watcher:
                 self._comm.Revoke()
             except MPI.Exception:
                 pass
+
+    def repair_done(self, event: Any) -> None:
+        """Nothing: the repair rearms the watcher itself (on spares too, which get no event)."""
 
     # -- what the program sees --
     def info(self) -> dict:
@@ -490,7 +494,7 @@ def start(state: Any, mode: Mode) -> Watcher | None:
     w = Watcher(state, mode)
     w.start()
     _W = w
-    state.interrupt.add(w)
+    state.listeners.add(w)
     from dpmpi import _hooks
 
     _hooks.enable_watch(defer_enter, defer_leave)

@@ -68,7 +68,8 @@ def main() -> int:
             print(f"  rank {rank}: caught {e['error']} in step {e['step']}")
         elif kind == "repaired" and rank == 0:
             p = e["phases_ms"]
-            print(f"  communicator repaired (epoch {e['epoch']}): rank {e['failed']} filled by {e['filled']}, "
+            filled = ", ".join(f"{how} {pid}" for how, pid in e["filled"].values())
+            print(f"  communicator repaired (repair {e['repair']}): rank {e['failed']} filled by {filled}, "
                   f"size {e['size']}")
             print("    phases: " + ", ".join(f"{k} {v:.1f} ms" for k, v in p.items()) + f"; total {e['total_ms']:.1f} ms")
         elif kind == "restored":

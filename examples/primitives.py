@@ -117,7 +117,7 @@ def recover(repair: bool) -> int:
             continue
         restores.append(epoch)
         report({"event": "restored", "rank": comm.Get_rank(), "wid": wid, "epoch": epoch,
-                "role": comm.role.value, "repair": comm.epoch})
+                "role": comm.role.value, "repair": comm.repairs})
         return epoch
 
 
@@ -146,4 +146,4 @@ while True:
         k = recover(repair=True)
 
 report({"event": "final", "rank": comm.Get_rank(), "wid": wid, "step": k, "digest": digest(state),
-        "role": comm.role.value, "repairs": comm.epoch, "restored": restores})
+        "role": comm.role.value, "repairs": comm.repairs, "restored": restores})

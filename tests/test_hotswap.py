@@ -32,10 +32,16 @@ def test_spare_takes_the_failed_rank(dpmpi_run, victim):
     done = check(job, 4, replaced={victim: 4})
     assert all(e["epoch"] == 1 for e in done.values())
     respawned = [e for e in job.events if e["event"] == "respawned"]
-    assert len(respawned) == 3 and all(e["failed"] == [victim] and e["filled"] == {str(victim): "spare:4"} for e in respawned)
+    assert len(respawned) == 3 and all(e["failed"] == [victim] and e["filled"] == {str(victim): ["spare", 4]} for e in respawned)
     hooks = [e for e in job.events if e["event"] == "on-repair"]  # callbacks ran on each survivor
     assert sorted(e["wid"] for e in hooks) == [r for r in range(4) if r != victim]
     assert all(e["failed"] == [victim] and e["epoch"] == 1 and e["role"] == "SURVIVOR" for e in hooks)
+    # the repair listeners: told before the repair began and after it committed, in that order
+    begins = [e for e in job.events if e["event"] == "listener-begins"]
+    told = [e for e in job.events if e["event"] == "listener-done"]
+    assert sorted(e["wid"] for e in begins) == sorted(e["wid"] for e in told) == sorted(e["wid"] for e in hooks)
+    assert all(e["repairs"] == 0 for e in begins)
+    assert all(e["repair"] == 1 and e["renumber"] == {"0": 0, "1": 1, "2": 2, "3": 3} for e in told)
 
 
 def test_a_warm_spare_prepares_then_takes_over(dpmpi_run):
@@ -53,9 +59,9 @@ def test_two_ranks_die_together_two_spares(dpmpi_run, tmp_path):
     check(job, 4, replaced={1: 4, 2: 5})
     records = [json.loads(line) for line in log.read_text().splitlines()]
     repairs = [r for r in records if r["event"] == "repair"]
-    assert sorted(r["wid"] for r in repairs) == [0, 3, 4, 5]  # one line per process of the new communicator
+    assert sorted(r["process_id"] for r in repairs) == [0, 3, 4, 5]  # one line per process of the new communicator
     for r in repairs:
-        assert (r["epoch"], r["failed"], r["filled"], r["size"]) == (1, [1, 2], {"1": "spare:4", "2": "spare:5"}, 4)
+        assert (r["repair"], r["failed"], r["filled"], r["size"]) == (1, [1, 2], {"1": ["spare", 4], "2": ["spare", 5]}, 4)
         assert set(r["phases_ms"]) == {"revoke", "shrink", "agree", "reassign", "rebuild"}
         assert r["repaired_at"] >= r["detected_at"] and r["total_ms"] > 0
 
@@ -95,6 +101,8 @@ def test_spares_exhausted_shrink(dpmpi_run):
     done = check(job, 3, replaced={1: 4}, wids={0: 0, 2: 3})  # rank 2 dropped, old rank 3 is now 2
     assert all(e["epoch"] == 1 for e in done.values())
     assert "SparesDepletedWarning" in job.stderr and "continuing with 3 ranks" in job.stderr
+    told = [e for e in job.events if e["event"] == "listener-done"]  # the survivors learn the renumbering
+    assert sorted(e["wid"] for e in told) == [0, 3] and all(e["renumber"] == {"0": 0, "1": 1, "3": 2} for e in told)
 
 
 def test_spares_exhausted_abort(dpmpi_run):
@@ -113,8 +121,8 @@ def test_spares_exhausted_respawn(dpmpi_run, tmp_path):
     done = check(job, 4, replaced={2: 4})  # the new process's id is 4, the first unused one
     assert all(e["epoch"] == 1 for e in done.values())
     repairs = [json.loads(line) for line in log.read_text().splitlines() if '"repair"' in line]
-    assert sorted(r["wid"] for r in repairs) == [0, 1, 3, 4]
-    assert all(r["filled"] == {"2": "respawn:4"} for r in repairs)
+    assert sorted(r["process_id"] for r in repairs) == [0, 1, 3, 4]
+    assert all(r["filled"] == {"2": ["respawn", 4]} for r in repairs)
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 cores: the job must fill them")
@@ -147,7 +155,7 @@ def test_a_spare_first_then_a_respawned_process(dpmpi_run):
     done = check(job, 4, replaced={3: 5}, wids={0: 0, 1: 4, 2: 2})  # the spare (4) lived through the second repair
     assert all(e["epoch"] == 2 for e in done.values())
     respawned = [e for e in job.events if e["event"] == "respawned"]
-    assert {json.dumps(e["filled"]) for e in respawned} == {'{"1": "spare:4"}', '{"3": "respawn:5"}'}
+    assert {json.dumps(e["filled"]) for e in respawned} == {'{"1": ["spare", 4]}', '{"3": ["respawn", 5]}'}
 
 
 def test_no_spares_shrinks_by_default(dpmpi_run):

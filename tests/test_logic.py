@@ -7,6 +7,7 @@ import time
 import pytest
 
 from dpmpi import faults, run
+from dpmpi.resilient import Filled
 from dpmpi.faults import Fault, InjectedFault, Kind
 
 
@@ -162,17 +163,17 @@ def test_a_replacement_takes_the_failed_places_cpus():
     base = resilient.Plan(3, (0, 1, 2), (3,), 5)
     places = {0: ("a", (0,)), 1: ("a", (1,)), 2: ("b", (0,)), 3: ("a", (0, 1))}
     # a spare and a respawned process (not known to the parents: assumed on the failed rank's node)
-    filled = {1: "spare:3", 2: "respawn:5"}
+    filled = {1: Filled("spare", 3), 2: Filled("respawn", 5)}
     assert resilient._cpus_of_place(places, base, filled, 3) == (1,)
     assert resilient._cpus_of_place(places, base, filled, 5) == (0,)
     assert resilient._cpus_of_place(places, base, filled, 0) is None  # a survivor keeps its CPUs
     assert resilient._cpus_of_place({**places, 5: ("c", (0, 1))}, base, filled, 5) is None  # another node
-    assert resilient._cpus_of_place(places, base, {1: "dropped"}, 3) is None
+    assert resilient._cpus_of_place(places, base, {1: Filled("dropped", -1)}, 3) is None
     resilient._inherit_cpus(places, base, filled)
     assert places[3] == ("a", (1,)) and places[5] == ("b", (0,))  # a later replacement of them gets these
     assert places[0] == ("a", (0,))
     other = {1: ("a", (1,)), 3: ("c", (0, 1))}
-    resilient._inherit_cpus(other, base, {1: "spare:3"})
+    resilient._inherit_cpus(other, base, {1: Filled("spare", 3)})
     assert other[3] == ("c", (0, 1))  # a spare on another node keeps its own
 
 
@@ -277,8 +278,8 @@ def test_plan_fills_failed_ranks_from_spares_in_order():
     from dpmpi.resilient import plan_repair
 
     new, failed, filled, renumber = plan_repair(_plan(), {0, 2, 3, 4, 5}, "shrink")
-    assert (new.epoch, new.actives, new.spares) == (1, (0, 4, 2, 3), (5,))
-    assert failed == [1] and filled == {1: "spare:4"} and renumber == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert (new.repairs, new.actives, new.spares) == (1, (0, 4, 2, 3), (5,))
+    assert failed == [1] and filled == {1: Filled("spare", 4)} and renumber == {0: 0, 1: 1, 2: 2, 3: 3}
 
 
 def test_plan_skips_dead_spares_and_shrinks_when_they_run_out():
@@ -286,7 +287,7 @@ def test_plan_skips_dead_spares_and_shrinks_when_they_run_out():
 
     new, failed, filled, renumber = plan_repair(_plan(), {0, 3, 5}, "shrink")
     assert new.actives == (0, 5, 3) and new.spares == ()
-    assert filled == {1: "spare:5", 2: "dropped"} and renumber == {0: 0, 1: 1, 3: 2}
+    assert filled == {1: Filled("spare", 5), 2: Filled("dropped", -1)} and renumber == {0: 0, 1: 1, 3: 2}
 
 
 def test_plan_abort_policy_raises():
@@ -300,12 +301,12 @@ def test_plan_respawn_policy_gives_new_ids_and_adopts_unknown_processes():
     from dpmpi.resilient import Plan, plan_repair
 
     new, failed, filled, renumber = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 3}, "respawn")
-    assert filled == {1: "respawn:5", 2: "respawn:6"}
+    assert filled == {1: Filled("respawn", 5), 2: Filled("respawn", 6)}
     assert new.actives == (0, 5, 6, 3) and new.spares == () and new.next_wid == 7
     assert renumber == {0: 0, 1: 1, 2: 2, 3: 3}
     # a process spawned by an attempt that did not commit (id 5) is alive but unknown: a spare now
     again, _f, filled2, _r = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 2, 3, 5}, "respawn")
-    assert filled2 == {1: "spare:5"} and again.actives == (0, 5, 2, 3) and again.next_wid == 6
+    assert filled2 == {1: Filled("spare", 5)} and again.actives == (0, 5, 2, 3) and again.next_wid == 6
 
 
 def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
@@ -555,3 +556,25 @@ def test_repair_timeout_setting(monkeypatch, raw, ok):
             resilient._repair_timeout()
     else:
         assert resilient._repair_timeout() == ok
+
+
+def test_repair_listeners_are_weak_ordered_and_unique():
+    import gc
+
+    from dpmpi.resilient import Listeners
+
+    class L:
+        pass
+
+    ls = Listeners()
+    a, b = L(), L()
+    ls.add(a)
+    ls.add(b)
+    ls.add(a)  # twice: told once
+    assert ls.snapshot() == [a, b]
+    del a
+    gc.collect()
+    assert ls.snapshot() == [b]  # held weakly: a dead listener is not called
+    ls.discard(b)
+    ls.discard(b)  # no error
+    assert ls.snapshot() == []

@@ -32,8 +32,22 @@ def log(event, **fields):
                       "cpus": sorted(os.sched_getaffinity(0)), **fields}), flush=True)
 
 
-log("active", role=comm.role.value, size=comm.Get_size(), epoch=comm.epoch)
-comm.on_repair(lambda ev: log("on-repair", epoch=ev.epoch, failed=ev.failed, role=ev.role))
+log("active", role=comm.role.value, size=comm.Get_size(), epoch=comm.repairs)
+comm.on_repair(lambda ev: log("on-repair", epoch=ev.repair, failed=ev.failed, role=ev.role))
+
+
+class Listener:
+    """A layer with its own state (the repair listener contract): logs what it is told."""
+
+    def repair_begins(self):
+        log("listener-begins", repairs=comm.repairs)  # before the repair: the old count
+
+    def repair_done(self, ev):
+        log("listener-done", repair=ev.repair, renumber={str(k): v for k, v in ev.renumber.items()})
+
+
+listener = Listener()
+comm.add_repair_listener(listener)
 half = comm.Split(comm.Get_rank() % 2, comm.Get_rank()) if args.split else None
 i = 0
 sums = []
@@ -61,6 +75,6 @@ while True:
         log("caught", iteration=i, error=type(exc).__name__)
         comm.Respawn()
         ev = comm.history[-1]
-        log("respawned", role=comm.role.value, size=comm.Get_size(), epoch=comm.epoch, failed=ev.failed,
+        log("respawned", role=comm.role.value, size=comm.Get_size(), epoch=comm.repairs, failed=ev.failed,
             filled=ev.filled, total_ms=ev.total_ms, attempts=ev.attempts)
-log("done", role=comm.role.value, size=comm.Get_size(), epoch=comm.epoch, iterations=i, last_sum=sums[-1] if sums else None)
+log("done", role=comm.role.value, size=comm.Get_size(), epoch=comm.repairs, iterations=i, last_sum=sums[-1] if sums else None)

@@ -60,7 +60,7 @@ def restore():
         log("lost", ranks=list(lost.ranks), message=str(lost))
         return None
     ok = digest(state) == digest(expected(comm.Get_rank(), got))
-    log("restored", epoch=got, ok=ok, role=comm.role.value, repair=comm.epoch, detail=snap.last_restore)
+    log("restored", epoch=got, ok=ok, role=comm.role.value, repair=comm.repairs, detail=snap.last_restore)
     return got + 1
 
 
