@@ -70,7 +70,7 @@ def test_second_failure_during_the_rebuild(dpmpi_run):
     check(job, 4, replaced={2: 5})
     assert job.by_rank("done")[1]["wid"] == 4
     assert [e for e in job.events if e["event"] in ("respawn-failed", "build-failed")], job.stdout
-    assert {e["epoch"] for e in job.by_rank("done").values()} == {2}
+    assert {e["repairs"] for e in job.by_rank("done").values()} == {2}
 
 
 @pytest.mark.parametrize("fault,env", [

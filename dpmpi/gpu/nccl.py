@@ -36,7 +36,7 @@ from dpmpi import faults
 from dpmpi.comm import keep_forever
 from dpmpi.errors import ProcFailedError
 from dpmpi.gpu.backend import DTYPES, get as get_backend, op_name
-from dpmpi.gpu import listen, poll, settings
+from dpmpi.gpu import poll, settings
 
 
 class NcclComm:
@@ -61,7 +61,11 @@ class NcclComm:
         self._aborted = True
         self._closed = False
         self._build()
-        self._token = None if _parent is not None else listen.attach(comm, self)
+        # the root follows the repairs of its communicator (held weakly there; it rebuilds the
+        # family); a plain dpmpi.Comm is never repaired
+        self._listening = _parent is None and hasattr(comm, "add_repair_listener")
+        if self._listening:
+            comm.add_repair_listener(self)
 
     # -- state --
     @property
@@ -163,8 +167,8 @@ class NcclComm:
         for nc in self._family if self._family[0] is self else [self]:
             nc._abort()
             nc._closed = True
-        if self._token is not None:
-            listen.detach(self.comm, self, self._token)
+        if self._listening:
+            self.comm.remove_repair_listener(self)
 
     # -- operations --
     def _usable(self, what: str) -> Any:

@@ -132,6 +132,6 @@ while True:
             message=str(exc)[:200])
         respawn()
         log("rebuilt", role=comm.role.value, size=nc.Get_size(), nccl_rank=nc.Get_rank(), rebuilds=nc.rebuilds,
-            half_rebuilds=half.rebuilds, uid=nc.uid_digest, first_uid=first_uid, epoch=comm.epoch,
+            half_rebuilds=half.rebuilds, uid=nc.uid_digest, first_uid=first_uid, repairs=comm.repairs,
             attempts=comm.history[-1].attempts)
-log("done", role=comm.role.value, size=nc.Get_size(), iterations=i, rebuilds=nc.rebuilds, epoch=comm.epoch)
+log("done", role=comm.role.value, size=nc.Get_size(), iterations=i, rebuilds=nc.rebuilds, repairs=comm.repairs)
