@@ -102,3 +102,32 @@ def test_cupy_backend_says_what_is_missing(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_cupy)
     with pytest.raises(ImportError, match=r"pip install 'dpmpi\[gpu\]'.*DPMPI_GPU_BACKEND=fake"):
         cupy_backend.CupyBackend()
+
+
+def test_snapshot_of_fake_device_arrays_round_trip(monkeypatch):
+    """Device arrays in a Snapshot: staged through pinned mirrors on the backend's own stream,
+    restored to the device; host arrays beside them as before; the mirrors are unregistered."""
+    import dpmpi
+    from dpmpi.gpu import backend as gb
+
+    monkeypatch.setenv(settings.ENV_BACKEND, "fake")
+    monkeypatch.setattr(gb, "_BACKEND", None)
+    be = gb.get()
+    rng = np.random.default_rng(3)
+    dev = be.asarray(rng.standard_normal(10_007))
+    dev_i = be.asarray(rng.integers(0, 99, size=(7, 5), dtype=np.int32))
+    host = rng.standard_normal(33)
+    before = (dev.copy(), dev_i.copy(), host.copy())
+    with dpmpi.Snapshot(MPI.COMM_SELF, {"w": dev, "i": dev_i, "h": host}) as snap:
+        assert len(be.registered) == 2  # one pinned mirror per device array
+        snap.stage()
+        snap.commit(1)
+        dev[...] = 0
+        dev_i[...] = -1
+        host[...] = 7
+        assert snap.restore() == 1
+        assert np.array_equal(dev, before[0]) and np.array_equal(dev_i, before[1])
+        assert np.array_equal(host, before[2])
+        assert be.is_device(dev)  # the program's arrays, not the mirrors
+    assert be.registered == {}  # unregistered before the memory went
+    monkeypatch.setattr(gb, "_BACKEND", None)

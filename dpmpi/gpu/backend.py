@@ -98,6 +98,11 @@ class Backend(abc.ABC):
         """An event that completes when the work enqueued on ``stream`` so far has completed."""
 
     @abc.abstractmethod
+    def wait_event(self, stream: Any, event: Any) -> None:
+        """Make ``stream``'s later work wait for ``event`` (cudaStreamWaitEvent: on the device,
+        the host does not wait)."""
+
+    @abc.abstractmethod
     def event_done(self, event: Any) -> bool:
         """Whether the event completed (cudaEventQuery). Never blocks."""
 

@@ -126,6 +126,9 @@ class CupyBackend(Backend):
         event.record(stream)
         return event
 
+    def wait_event(self, stream: Any, event: Any) -> None:
+        stream.wait_event(event)
+
     def event_done(self, event: Any) -> bool:
         return bool(event.done)  # cudaEventQuery
 

@@ -116,6 +116,19 @@ class _Op:
         return True
 
 
+class _WaitOp(_Op):
+    """A stream waits for another stream's event (cudaStreamWaitEvent)."""
+
+    __slots__ = ()
+
+    def __init__(self, backend: FakeBackend, event: FakeEvent) -> None:
+        super().__init__([], None, (backend, event))
+
+    def test(self) -> bool:
+        backend, event = self.keep
+        return backend.event_done(event)
+
+
 class FakeStream:
     """Operations run in order; ``done`` counts the completed ones."""
 
@@ -321,6 +334,9 @@ class FakeBackend(Backend):
 
     def record(self, stream: Any) -> Any:
         return FakeEvent(stream, stream.enqueued)
+
+    def wait_event(self, stream: Any, event: Any) -> None:
+        stream.put(_WaitOp(self, event))
 
     def event_done(self, event: Any) -> bool:
         event.stream.progress()

@@ -97,12 +97,13 @@ def _notice(probe: Probe | None) -> BaseException | None:
 
 def wait(backend: Any, event: Any, raw: Any, probe: Probe | None, seconds: float, what: str) -> None:
     """Poll until ``event`` completes; raise ProcFailedError/RevokedError when it cannot (the
-    caller aborts the communicator). Never blocks on the device."""
+    caller aborts the communicator). Never blocks on the device. ``raw``/``probe`` None: work
+    that is not NCCL's (a copy), waited for with the watcher's notice and the deadline only."""
     deadline = time.monotonic() + seconds
     nap = 0.0
     while True:
         done = backend.event_done(event)
-        error = raw.async_error()
+        error = raw.async_error() if raw is not None else None
         seen = None if (done or error) else _notice(probe)
         verdict = decide(done, error, seen is not None, time.monotonic(), deadline)
         if verdict == "done":
