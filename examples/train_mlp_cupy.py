@@ -120,5 +120,6 @@ for name in sorted(state):
     h.update(np.ascontiguousarray(be.to_numpy(state[name])).tobytes())
 report({"event": "final", "rank": comm.Get_rank(), "wid": comm.process_id, "step": rt.step, "digest": h.hexdigest()[:16],
         "role": comm.role.value, "backend": be.name, "nccl_rebuilds": nc.rebuilds,
+        "nccl_ms": {k: round(v, 3) for k, v in nc.timings.items()},
         "recoveries": [r.as_dict() for r in rt.history]})
 rt.close()

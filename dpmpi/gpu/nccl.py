@@ -28,6 +28,7 @@ also runs the repair listeners); it has no threads of its own.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any, Callable
 
 from mpi4py import MPI
@@ -53,6 +54,7 @@ class NcclComm:
         self.comm = comm
         self.backend = backend if backend is not None else get_backend()
         self.rebuilds = 0  # how many repairs rebuilt this communicator
+        self.timings: dict[str, float] = {}  # ms of the last bootstrap's steps and of the last abort
         # the root's family: itself and every communicator split from it (or from those), in
         # creation order, the order in which a repair rebuilds them and a replacement makes them
         self._family: list[NcclComm] = [self] if _parent is None else _parent._family
@@ -98,18 +100,23 @@ class NcclComm:
         uid = bytearray(128)
         if rank == 0:
             uid[:] = self.backend.unique_id()
+        t0 = time.perf_counter()
         self.comm.Bcast(uid, root=0)  # dpmpi's errors: a death here fails the bootstrap (or the repair)
         self.uid_digest = hashlib.sha256(uid).hexdigest()[:16]  # (tests: a fresh id every time)
         self._probe = poll.Probe(self.comm)
         faults.point("nccl-init")
+        t1 = time.perf_counter()
         with poll.bounded(settings.rebuild_timeout(), "ncclCommInitRank"):
             raw = self.backend.init(size, bytes(uid), rank, self.comm.mpi)
+        t2 = time.perf_counter()
         keep_forever(raw)  # never destroyed by the garbage collector
         self._raw, self._aborted = raw, False
         one = self.backend.zeros((1,), "int32")
         one.fill(1)
         self._run("warm-up", lambda r, s: r.allreduce(one, one, "sum", s), None, settings.rebuild_timeout())
         got = int(self.backend.to_numpy(one)[0])  # (its event completed: nothing left to wait for)
+        t3 = time.perf_counter()
+        self.timings.update(bootstrap_ms=1e3 * (t1 - t0), init_ms=1e3 * (t2 - t1), warmup_ms=1e3 * (t3 - t2))
         if got != size:
             raise RuntimeError(f"NcclComm warm-up: allreduce of 1 over {size} ranks gave {got}")
 
@@ -117,8 +124,10 @@ class NcclComm:
         """Abort (local; bounded: a hung abort ends the process) and tell the peers."""
         if not self._aborted and self._raw is not None:
             self._aborted = True
+            t0 = time.perf_counter()
             with poll.bounded(settings.rebuild_timeout(), "ncclCommAbort"):
                 self._raw.abort()
+            self.timings["abort_ms"] = 1e3 * (time.perf_counter() - t0)
         if self._probe is not None:
             self._probe.revoke()
 
