@@ -131,3 +131,28 @@ def test_snapshot_of_fake_device_arrays_round_trip(monkeypatch):
         assert be.is_device(dev)  # the program's arrays, not the mirrors
     assert be.registered == {}  # unregistered before the memory went
     monkeypatch.setattr(gb, "_BACKEND", None)
+
+
+class _Never:
+    """A backend whose work never completes, and a communicator with an optional async error."""
+
+    def __init__(self, error=None):
+        self.error = error
+
+    def event_done(self, event):
+        return False
+
+    def async_error(self):
+        return self.error
+
+
+def test_waits_end_without_a_device():
+    from dpmpi.errors import DpmpiError, ProcFailedError
+
+    with pytest.raises(ProcFailedError, match="asynchronous error"):
+        poll.wait(_Never(), None, _Never("unhandled system error"), None, 5.0, "NcclComm.Allreduce")
+    with pytest.raises(ProcFailedError, match="did not complete within 0.05 s"):
+        poll.wait(_Never(), None, _Never(), None, 0.05, "NcclComm.Allreduce")
+    with pytest.raises(DpmpiError, match="did not finish a copy") as info:  # a copy needs no peer
+        poll.wait(_Never(), None, None, None, 0.05, "device snapshot")
+    assert not isinstance(info.value, ProcFailedError)

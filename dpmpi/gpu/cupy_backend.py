@@ -24,18 +24,27 @@ from dpmpi.gpu.settings import ENV_BACKEND
 _D2H, _H2D = 2, 1  # cudaMemcpyKind
 
 
-def _import() -> tuple[Any, Any]:
+def _import() -> Any:
     try:
         import cupy
-        from cupy.cuda import nccl
     except ImportError as exc:
         raise ImportError(f"dpmpi.gpu needs CuPy with NCCL for its default backend: pip install 'dpmpi[gpu]' "
                           f"(cupy-cuda13x). Without a GPU, {ENV_BACKEND}=fake runs the same code on the CPU "
                           f"({exc})") from exc
+    return cupy
+
+
+def _import_nccl() -> Any:
+    """CuPy's NCCL bindings: needed for communicators only (device snapshots do without)."""
+    try:
+        from cupy.cuda import nccl
+    except ImportError as exc:
+        raise ImportError(f"dpmpi.gpu: CuPy cannot load NCCL ({exc}); pip install 'dpmpi[gpu]' (nvidia-nccl-cu13)") \
+            from exc
     if not getattr(nccl, "available", True):
-        raise ImportError("dpmpi.gpu: CuPy was built without NCCL (cupy.cuda.nccl.available is False); install "
-                          "nvidia-nccl for your CUDA version")
-    return cupy, nccl
+        raise ImportError("dpmpi.gpu: CuPy was built without NCCL (cupy.cuda.nccl.available is False); pip install "
+                          "'dpmpi[gpu]' (nvidia-nccl-cu13)")
+    return nccl
 
 
 def id_to_bytes(uid: Any) -> bytes:
@@ -106,14 +115,15 @@ class CupyBackend(Backend):
     name = "cupy"
 
     def __init__(self) -> None:
-        self.xp, self.nccl = _import()
+        self.xp = _import()
         self.cuda = self.xp.cuda
 
     def unique_id(self) -> bytes:
-        return id_to_bytes(self.nccl.get_unique_id())
+        return id_to_bytes(_import_nccl().get_unique_id())
 
     def init(self, nranks: int, uid: bytes, rank: int, bootstrap: MPI.Comm) -> RawComm:
-        return CupyComm(self.nccl, self.nccl.NcclCommunicator(nranks, id_from_bytes(uid), rank))
+        nccl = _import_nccl()
+        return CupyComm(nccl, nccl.NcclCommunicator(nranks, id_from_bytes(uid), rank))
 
     def stream(self, stream: Any = None) -> Any:
         return self.cuda.get_current_stream() if stream is None else stream
@@ -168,6 +178,6 @@ class CupyBackend(Backend):
 def device_for_local_rank() -> int:
     """A device for this process: its node-local rank (OMPI_COMM_WORLD_LOCAL_RANK) modulo the
     devices (several ranks share one GPU when there are fewer GPUs than ranks)."""
-    cupy, _ = _import()
+    cupy = _import()
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0") or 0)
     return local % max(1, cupy.cuda.runtime.getDeviceCount())

@@ -97,14 +97,14 @@ def _notice(probe: Probe | None) -> BaseException | None:
 
 def wait(backend: Any, event: Any, raw: Any, probe: Probe | None, seconds: float, what: str) -> None:
     """Poll until ``event`` completes; raise ProcFailedError/RevokedError when it cannot (the
-    caller aborts the communicator). Never blocks on the device. ``raw``/``probe`` None: work
-    that is not NCCL's (a copy), waited for with the watcher's notice and the deadline only."""
+    caller aborts the communicator). Never blocks on the device. ``raw`` None: work that is not
+    NCCL's (a copy, which needs no peer): only its deadline ends it, with a DpmpiError."""
     deadline = time.monotonic() + seconds
     nap = 0.0
     while True:
         done = backend.event_done(event)
         error = raw.async_error() if raw is not None else None
-        seen = None if (done or error) else _notice(probe)
+        seen = None if (done or error or raw is None) else _notice(probe)
         verdict = decide(done, error, seen is not None, time.monotonic(), deadline)
         if verdict == "done":
             return
@@ -114,6 +114,9 @@ def wait(backend: Any, event: Any, raw: Any, probe: Probe | None, seconds: float
                                   f"state.", MPI.ERR_PROC_FAILED)
         if verdict == "peer-failed":
             raise seen  # type: ignore[misc]
+        if verdict == "deadline" and raw is None:
+            raise DpmpiError(f"{what} did not complete within {seconds:g} s (DPMPI_GPU_TIMEOUT): the device "
+                             f"did not finish a copy (a kernel before it on the program's stream hangs?)")
         if verdict == "deadline":
             raise ProcFailedError(f"{what} did not complete within {seconds:g} s (DPMPI_GPU_TIMEOUT) and no peer "
                                   f"was seen to fail; the communicator is aborted. Repair (comm.Respawn()).",
@@ -130,7 +133,7 @@ def bounded(seconds: float, what: str) -> Iterator[None]:
     is cancelled when the call returns."""
     timer = threading.Timer(seconds, _guard.die, (1, f"dpmpi.gpu: {what} did not return within {seconds:g} s "
                                                      f"(DPMPI_GPU_REBUILD_TIMEOUT); ending this process"))
-    timer.daemon = True
+    timer.name, timer.daemon = "dpmpi-gpu-deadline", True
     timer.start()
     try:
         yield
