@@ -34,7 +34,7 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from dpmpi import faults
-from dpmpi.comm import keep_forever
+from dpmpi.comm import Comm, keep_forever
 from dpmpi.errors import ProcFailedError
 from dpmpi.gpu.backend import DTYPES, get as get_backend, op_name
 from dpmpi.gpu import poll, settings
@@ -58,6 +58,9 @@ class NcclComm:
         # the root's family: itself and every communicator split from it (or from those), in
         # creation order, the order in which a repair rebuilds them and a replacement makes them
         self._family: list[NcclComm] = [self] if _parent is None else _parent._family
+        # the root's Split calls, in order, on this process: (parent, color, key, child or None);
+        # a repair replays them (collective over each parent), as a replacement makes them anew
+        self._splits: list[list] = [] if _parent is None else _parent._splits
         self._raw: Any = None
         self._probe: poll.Probe | None = None
         self._aborted = True
@@ -145,28 +148,44 @@ class NcclComm:
         if self._closed or event.rank < 0:
             return
         self.repair_begins()  # (a no-op normally: every attempt of the repair called it)
-        for nc in list(self._family):
-            if nc._closed:
+        self._build()
+        self.rebuilds += 1
+        for split in self._splits:  # the same collectives, in the same order, as a replacement's
+            parent, color, key, child = split
+            if parent._closed:
                 continue
-            if nc.comm == MPI.COMM_NULL:  # a shrink dropped this rank from the split
-                nc._closed = True
-                continue
-            nc._build()
-            nc.rebuilds += 1
-        self._family[:] = [nc for nc in self._family if not nc._closed]
+            child_comm = self._split_mpi(parent, color, key)
+            if child is not None:
+                child.comm = child_comm
+                child._build()
+                child.rebuilds += 1
 
     def Split(self, color: int = 0, key: int = 0) -> NcclComm | None:
         """A derived NCCL communicator of the ranks with the same ``color`` (ordered by ``key``;
         ``MPI.UNDEFINED``: none, returns None). Collective; rebuilt with this one after repairs.
-        Made over ``comm.Split`` (so the MPI side is tracked by the repairs) with its own
-        bootstrap, never ncclCommSplit on a communicator that may have lost a peer."""
+        Made over an MPI split of this one's communicator with its own bootstrap (never
+        ncclCommSplit on a communicator that may have lost a peer); a repair splits again."""
         self._usable("Split")
-        child_comm = self.comm.Split(color, key)
-        if child_comm == MPI.COMM_NULL:
-            return None
-        child = NcclComm(child_comm, backend=self.backend, _parent=self)
-        self._family.append(child)
+        if color != MPI.UNDEFINED and (isinstance(color, bool) or not isinstance(color, int) or color < 0):
+            raise ValueError(f"NcclComm.Split: color must be an int >= 0 or MPI.UNDEFINED, got {color!r}")
+        if isinstance(key, bool) or not isinstance(key, int):
+            raise TypeError(f"NcclComm.Split: key must be an int, got {key!r}")
+        child_comm = self._split_mpi(self, color, key)
+        child = None
+        if child_comm != MPI.COMM_NULL:
+            child = NcclComm(child_comm, backend=self.backend, _parent=self)
+            self._family.append(child)
+        self._splits.append([self, color, key, child])
         return child
+
+    @staticmethod
+    def _split_mpi(parent: NcclComm, color: int, key: int) -> Any:
+        """The MPI side of a split: a plain dpmpi communicator (warmed up), not one the repairs
+        track, so that survivors and a replacement make the same calls. Kept for the life of
+        the process (freeing one that lost a process is not safe)."""
+        made = Comm(parent.comm.mpi).Split(color, key)
+        keep_forever(made)
+        return made
 
     def close(self) -> None:
         """Abort this communicator (on the root: and those split from it) and stop following
