@@ -156,3 +156,20 @@ def test_waits_end_without_a_device():
     with pytest.raises(DpmpiError, match="did not finish a copy") as info:  # a copy needs no peer
         poll.wait(_Never(), None, None, None, 0.05, "device snapshot")
     assert not isinstance(info.value, ProcFailedError)
+
+
+def test_operation_arguments_are_checked_before_anything_runs():
+    be = fake.FakeBackend()
+    a, b = be.zeros(6, "float32"), be.zeros(12, "float32")
+    assert gpu_backend.check_pair(be, "Allreduce", MPI.IN_PLACE, a, (1, 1), 2) == (a, a)
+    assert gpu_backend.check_pair(be, "Allgather", a, b, (2, 1), 2) == (a, b)
+    with pytest.raises(ValueError, match="ratio 1:2"):
+        gpu_backend.check_pair(be, "Allgather", b, a, (2, 1), 2)
+    with pytest.raises(TypeError, match="sendbuf is float64, recvbuf is float32"):
+        gpu_backend.check_pair(be, "Allreduce", be.zeros(6, "float64"), a, (1, 1), 2)
+    with pytest.raises(TypeError, match="must be a device array of the fake backend"):
+        gpu_backend.check_array(be, "Bcast", "buf", np.zeros(3))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        gpu_backend.check_array(be, "Bcast", "buf", be.zeros((4, 4), "int32")[:, 1])
+    with pytest.raises(TypeError, match="dtype complex128"):
+        gpu_backend.check_array(be, "Bcast", "buf", be.zeros(2, "complex128"))

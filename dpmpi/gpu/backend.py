@@ -33,6 +33,32 @@ def op_name(op: Any) -> str:
     raise ValueError(f"NCCL reduces with one of {', '.join(OPS)} (or MPI.SUM/PROD/MAX/MIN), got {op!r}")
 
 
+def check_array(backend: Any, what: str, name: str, a: Any) -> Any:
+    """``a`` if it is a C-contiguous device array of ``backend`` with a dtype NCCL takes."""
+    if not backend.is_device(a):
+        raise TypeError(f"NcclComm.{what}: {name} must be a device array of the {backend.name} backend "
+                        f"(e.g. a cupy.ndarray), got {type(a).__module__}.{type(a).__name__}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"NcclComm.{what}: {name} must be C-contiguous")
+    if str(a.dtype) not in DTYPES:
+        raise TypeError(f"NcclComm.{what}: {name} has dtype {a.dtype}; NCCL takes {', '.join(DTYPES)}")
+    return a
+
+
+def check_pair(backend: Any, what: str, sendbuf: Any, recvbuf: Any, ratio: tuple[int, int],
+               size: int) -> tuple[Any, Any]:
+    """Checked (send, recv) (``MPI.IN_PLACE``: send is recv): same dtype, and
+    send.size * ratio[0] == recv.size * ratio[1]."""
+    recv = check_array(backend, what, "recvbuf", recvbuf)
+    send = recv if sendbuf is MPI.IN_PLACE else check_array(backend, what, "sendbuf", sendbuf)
+    if send.dtype != recv.dtype:
+        raise TypeError(f"NcclComm.{what}: sendbuf is {send.dtype}, recvbuf is {recv.dtype}")
+    if send.size * ratio[0] != recv.size * ratio[1]:
+        raise ValueError(f"NcclComm.{what}: sendbuf has {send.size} elements, recvbuf {recv.size}; over "
+                         f"{size} ranks they must be in the ratio {ratio[1]}:{ratio[0]}")
+    return send, recv
+
+
 class RawComm(abc.ABC):
     """One NCCL communicator of a backend (owned by one ``NcclComm``; used from the thread that
     issues its NCCL calls, the main thread)."""

@@ -36,7 +36,7 @@ from mpi4py import MPI
 from dpmpi import faults
 from dpmpi.comm import Comm, keep_forever
 from dpmpi.errors import ProcFailedError
-from dpmpi.gpu.backend import DTYPES, get as get_backend, op_name
+from dpmpi.gpu.backend import check_array, check_pair, get as get_backend, op_name
 from dpmpi.gpu import poll, settings
 
 
@@ -123,15 +123,16 @@ class NcclComm:
         if got != size:
             raise RuntimeError(f"NcclComm warm-up: allreduce of 1 over {size} ranks gave {got}")
 
-    def _abort(self) -> None:
-        """Abort (local; bounded: a hung abort ends the process) and tell the peers."""
+    def _abort(self, tell: bool = True) -> None:
+        """Abort (local; bounded: a hung abort ends the process); ``tell``: revoke the probe, so
+        that the peers' waits end too (a failure; not a close, where peers may still finish)."""
         if not self._aborted and self._raw is not None:
             self._aborted = True
             t0 = time.perf_counter()
             with poll.bounded(settings.rebuild_timeout(), "ncclCommAbort"):
                 self._raw.abort()
             self.timings["abort_ms"] = 1e3 * (time.perf_counter() - t0)
-        if self._probe is not None:
+        if tell and self._probe is not None:
             self._probe.revoke()
 
     def repair_begins(self) -> None:
@@ -193,7 +194,7 @@ class NcclComm:
         if self._closed:
             return
         for nc in self._family if self._family[0] is self else [self]:
-            nc._abort()
+            nc._abort(tell=False)
             nc._closed = True
         if self._listening:
             self.comm.remove_repair_listener(self)
@@ -220,67 +221,46 @@ class NcclComm:
             self._abort()  # this thread issues the NCCL calls: it aborts (every survivor's wait ends here)
             raise
 
-    def _check(self, what: str, name: str, a: Any) -> Any:
-        if not self.backend.is_device(a):
-            raise TypeError(f"NcclComm.{what}: {name} must be a device array of the {self.backend.name} backend "
-                            f"(e.g. a cupy.ndarray), got {type(a).__module__}.{type(a).__name__}")
-        if not a.flags.c_contiguous:
-            raise ValueError(f"NcclComm.{what}: {name} must be C-contiguous")
-        if str(a.dtype) not in DTYPES:
-            raise TypeError(f"NcclComm.{what}: {name} has dtype {a.dtype}; NCCL takes {', '.join(DTYPES)}")
-        return a
-
-    def _pair(self, what: str, sendbuf: Any, recvbuf: Any, ratio: tuple[int, int]) -> tuple[Any, Any]:
-        """Checked (send, recv): same dtype, send.size * ratio[0] == recv.size * ratio[1]."""
-        recv = self._check(what, "recvbuf", recvbuf)
-        send = recv if sendbuf is MPI.IN_PLACE else self._check(what, "sendbuf", sendbuf)
-        if send.dtype != recv.dtype:
-            raise TypeError(f"NcclComm.{what}: sendbuf is {send.dtype}, recvbuf is {recv.dtype}")
-        if send.size * ratio[0] != recv.size * ratio[1]:
-            raise ValueError(f"NcclComm.{what}: sendbuf has {send.size} elements, recvbuf {recv.size}; over "
-                             f"{self.size} ranks they must be in the ratio {ratio[1]}:{ratio[0]}")
-        return send, recv
-
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = "sum", *, stream: Any = None) -> None:
-        send, recv = self._pair("Allreduce", sendbuf, recvbuf, (1, 1))
+        send, recv = check_pair(self.backend, "Allreduce", sendbuf, recvbuf, (1, 1), self.size)
         name = op_name(op)
         self._run("Allreduce", lambda r, s: r.allreduce(send, recv, name, s), stream)
 
     def Bcast(self, buf: Any, root: int = 0, *, stream: Any = None) -> None:
-        b = self._check("Bcast", "buf", buf)
+        b = check_array(self.backend, "Bcast", "buf", buf)
         self._root("Bcast", root)
         self._run("Bcast", lambda r, s: r.bcast(b, root, s), stream)
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = "sum", root: int = 0, *, stream: Any = None) -> None:
         self._root("Reduce", root)
         if self.rank == root or recvbuf is not None:
-            send, recv = self._pair("Reduce", sendbuf, recvbuf, (1, 1))
+            send, recv = check_pair(self.backend, "Reduce", sendbuf, recvbuf, (1, 1), self.size)
         else:  # mpi4py's convention: recvbuf only matters at the root
-            send = recv = self._check("Reduce", "sendbuf", sendbuf)
+            send = recv = check_array(self.backend, "Reduce", "sendbuf", sendbuf)
         name = op_name(op)
         self._run("Reduce", lambda r, s: r.reduce(send, recv, name, root, s), stream)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any, *, stream: Any = None) -> None:
-        send, recv = self._pair("Allgather", sendbuf, recvbuf, (self.size, 1))
+        send, recv = check_pair(self.backend, "Allgather", sendbuf, recvbuf, (self.size, 1), self.size)
         if sendbuf is MPI.IN_PLACE:
             raise ValueError("NcclComm.Allgather: MPI.IN_PLACE is not supported; pass this rank's part as sendbuf")
         self._run("Allgather", lambda r, s: r.allgather(send, recv, s), stream)
 
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, op: Any = "sum", *, stream: Any = None) -> None:
         """Reduce_scatter_block: every rank gets ``recvbuf.size`` elements of the reduction."""
-        send, recv = self._pair("Reduce_scatter", sendbuf, recvbuf, (1, self.size))
+        send, recv = check_pair(self.backend, "Reduce_scatter", sendbuf, recvbuf, (1, self.size), self.size)
         if sendbuf is MPI.IN_PLACE:
             raise ValueError("NcclComm.Reduce_scatter: MPI.IN_PLACE is not supported")
         name = op_name(op)
         self._run("Reduce_scatter", lambda r, s: r.reduce_scatter(send, recv, name, s), stream)
 
     def Send(self, buf: Any, dest: int, *, stream: Any = None) -> None:
-        b = self._check("Send", "buf", buf)
+        b = check_array(self.backend, "Send", "buf", buf)
         self._root("Send", dest)
         self._run("Send", lambda r, s: r.send(b, dest, s), stream)
 
     def Recv(self, buf: Any, source: int, *, stream: Any = None) -> None:
-        b = self._check("Recv", "buf", buf)
+        b = check_array(self.backend, "Recv", "buf", buf)
         self._root("Recv", source)
         self._run("Recv", lambda r, s: r.recv(b, source, s), stream)
 
