@@ -20,10 +20,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from dpmpi import _guard
+from dpmpi import _guard, config
 from dpmpi._version import __version__
 
 _guard.install()
+if _guard.rank_process() and config.is_set("DPMPI_FAULTS"):  # a plan for this job's ranks
+    from dpmpi import faults as _faults
+
+    _faults.load_env()
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpmpi import faults
@@ -39,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from dpmpi.runtime import Recovery, Runtime
     from dpmpi.snapshot import Snapshot, SnapshotCopyError, SnapshotLostError
-    from dpmpi.watcher import interrupt_on_failure
+    from dpmpi.interrupts import interrupt_on_failure
     from dpmpi.errors import (
         DpmpiError,
         FaultToleranceUnavailableError,
@@ -66,7 +70,7 @@ _LAZY = {
     "Snapshot": "dpmpi.snapshot",
     "SnapshotLostError": "dpmpi.snapshot",
     "SnapshotCopyError": "dpmpi.snapshot",
-    "interrupt_on_failure": "dpmpi.watcher",
+    "interrupt_on_failure": "dpmpi.interrupts",
 }
 
 # the public names: those above, plus COMM_WORLD, faults and __version__

@@ -36,6 +36,7 @@ How the pieces fit (the C side is ``cext/dpmpi_snap.c``):
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import queue
@@ -49,7 +50,8 @@ from typing import Any, Mapping
 from mpi4py import MPI
 
 from dpmpi import _guard
-from dpmpi.watcher import uninterrupted
+from dpmpi import config
+from dpmpi.interrupts import uninterrupted
 from dpmpi.comm import Comm, _warm_up, cause_of, keep_forever, keep_pending
 from dpmpi.resilient import Role
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
@@ -80,9 +82,12 @@ class SnapshotCopyError(DpmpiError):
     """A staging copy did not complete; the committed snapshot is unchanged."""
 
 
+@functools.cache
 def _cext() -> Any:
     from dpmpi import _cext
 
+    # the engine's settings, validated here (the C code reads no environment)
+    _cext.lib.dpmpi_snap_configure(config.get("DPMPI_SNAPSHOT_NICE"), int(not config.get("DPMPI_NO_SIMD")))
     return _cext
 
 
@@ -232,7 +237,7 @@ def _bind_mpi() -> None:
     global _MPI_BOUND
     if _MPI_BOUND:
         return
-    path = _guard._libmpi_path()
+    path = _guard.libmpi_path()
     if path is None or _cext().lib.dpmpi_mpi_bind(path.encode()) != 0:
         raise RuntimeError("dpmpi: cannot find the MPI library's functions for snapshot replication "
                            f"(libmpi: {path}); dpmpi supports Open MPI 5")
@@ -296,7 +301,7 @@ def _int_arg(name: str, value: Any, minimum: int) -> int:
 
 def _threads_from(value: int | None) -> int:
     if value is None:
-        value = _guard.env_int(ENV_THREADS, 1, "the number of copy threads")
+        value = config.get(ENV_THREADS)
     value = _int_arg("threads", value, 1)
     if value > 64:
         raise ValueError(f"threads={value}: at most 64 copy threads")
