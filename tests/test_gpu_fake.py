@@ -58,9 +58,16 @@ def test_peer_killed_inside_allreduce_spare_takes_over(dpmpi_run, watch):
     check(job, 4, replaced={1: 4}, survivors=[0, 2, 3])
 
 
-def test_peer_killed_inside_allreduce_respawned(dpmpi_run):
-    job = run(dpmpi_run, 3, 0, KILL_IN_ALLREDUCE, {"DPMPI_ON_DEPLETED": "respawn"})
-    check(job, 3, replaced={1: 3}, survivors=[0, 2])
+@pytest.mark.parametrize("policy", ["respawn", "shrink"])
+def test_peer_killed_inside_allreduce_no_spare(dpmpi_run, policy):
+    """respawn: a process started by the repair takes rank 1; shrink: 2 ranks go on, renumbered,
+    the NCCL communicators rebuilt at the new size."""
+    job = run(dpmpi_run, 3, 0, KILL_IN_ALLREDUCE, {"DPMPI_ON_DEPLETED": policy})
+    if policy == "respawn":
+        check(job, 3, replaced={1: 3}, survivors=[0, 2])
+    else:
+        check(job, 2, survivors=[0, 2])
+        assert {e["wid"]: (e["rank"], e["size"]) for e in job.events if e["event"] == "rebuilt"} == {0: (0, 2), 2: (1, 2)}
 
 
 def test_second_failure_during_the_rebuild(dpmpi_run):

@@ -55,6 +55,8 @@ def build():
 
 nc, half = build()
 first_uid = nc.uid_digest
+color = comm.Get_rank() % 2  # the split's colour; a shrink renumbers the ranks but keeps the colours
+colors = comm.allgather(color)
 log("bootstrap", role=comm.role.value, size=nc.Get_size(), nccl_rank=nc.Get_rank(), half_size=half.Get_size(),
     uid=nc.uid_digest, half_uid=half.uid_digest, backend=be.name)
 
@@ -122,7 +124,7 @@ while True:
                 log("wrong-sum", iteration=i, got=float(hx[0]), want=want)
             h = be.asarray(np.array([r], np.int64))
             half.Allreduce(MPI.IN_PLACE, h)
-            hwant = sum(q for q in range(n) if q % 2 == r % 2)
+            hwant = sum(q for q in range(n) if colors[q] == color)
             if int(host(h)[0]) != hwant:
                 log("wrong-split", iteration=i, got=int(host(h)[0]), want=hwant)
             i += 1
@@ -131,6 +133,7 @@ while True:
         log("caught", iteration=i, error=type(exc).__name__, aborted=nc.aborted, half_aborted=half.aborted,
             message=str(exc)[:200])
         respawn()
+        colors = comm.allgather(color)
         log("rebuilt", role=comm.role.value, size=nc.Get_size(), nccl_rank=nc.Get_rank(), rebuilds=nc.rebuilds,
             half_rebuilds=half.rebuilds, uid=nc.uid_digest, first_uid=first_uid, repairs=comm.repairs,
             attempts=comm.history[-1].attempts)
