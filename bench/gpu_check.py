@@ -16,6 +16,7 @@ dpmpi on the GPU machine first). Sections, each bounded and skipped when the tim
 skipped), to check the script itself where there is no GPU.
 """
 import argparse
+import contextlib
 import json
 import mmap
 import os
@@ -76,27 +77,36 @@ def _timed_d2h(src, dst_ptr: int, reps: int = 3) -> list[float]:
     return out
 
 
+@contextlib.contextmanager
+def _registered(nbytes: int):
+    """Anonymous page-aligned memory, touched, registered as pinned (as the snapshot mirrors)."""
+    import cupy
+
+    mem = mmap.mmap(-1, nbytes)
+    reg = np.frombuffer(mem, np.uint8)
+    reg[:] = 1  # touched: no first-touch faults in the timing
+    cupy.cuda.runtime.hostRegister(reg.ctypes.data, nbytes, 0)
+    try:
+        yield reg.ctypes.data
+    finally:
+        cupy.cuda.runtime.hostUnregister(reg.ctypes.data)
+        del reg
+        mem.close()
+
+
 def bandwidth() -> dict:
     import cupy
 
     src = cupy.full(GiB, 7, dtype=cupy.uint8)
     pageable = np.empty(GiB, np.uint8)
-    pageable[:] = 1  # touched: no first-touch faults in the timing
+    pageable[:] = 1
     pinned_mem = cupy.cuda.alloc_pinned_memory(GiB)
-    mem = mmap.mmap(-1, GiB)
-    reg = np.frombuffer(mem, np.uint8)
-    reg[:] = 1
-    cupy.cuda.runtime.hostRegister(reg.ctypes.data, GiB, 0)
-    try:
-        res = {}
-        for name, ptr in (("pageable", pageable.ctypes.data), ("pinned", pinned_mem.ptr), ("registered", reg.ctypes.data)):
+    res = {}
+    with _registered(GiB) as reg_ptr:
+        for name, ptr in (("pageable", pageable.ctypes.data), ("pinned", pinned_mem.ptr), ("registered", reg_ptr)):
             ms = _timed_d2h(src, ptr)
             res[name] = {"ms": [round(x, 3) for x in ms], "GBps_best": round(GiB / min(ms) / 1e6, 2)}
-        return res
-    finally:
-        cupy.cuda.runtime.hostUnregister(reg.ctypes.data)
-        del reg
-        mem.close()
+    return res
 
 
 def snapshot_stage(backend: str) -> dict:
@@ -124,14 +134,9 @@ def snapshot_stage(backend: str) -> dict:
         import cupy
 
         whole = cupy.zeros(size, cupy.uint8)
-        mem = mmap.mmap(-1, size)
-        reg = np.frombuffer(mem, np.uint8)
-        reg[:] = 1
-        cupy.cuda.runtime.hostRegister(reg.ctypes.data, size, 0)
-        plain = _timed_d2h(whole, reg.ctypes.data)
-        cupy.cuda.runtime.hostUnregister(reg.ctypes.data)
-        del reg, whole
-        mem.close()
+        with _registered(size) as reg_ptr:
+            plain = _timed_d2h(whole, reg_ptr)
+        del whole
         res["plain_memcpy_ms"] = [round(x, 3) for x in plain]
         res["plain_GBps_best"] = round(size / min(plain) / 1e6, 2)
         res["stage_vs_plain"] = round(min(plain) / min(ms), 3)  # target >= 0.8
