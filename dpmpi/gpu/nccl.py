@@ -23,7 +23,10 @@ with it after every repair.
   after a peer died): each is kept for the life of the process and released only by an abort.
 
 Owner and lifetime: an ``NcclComm`` is used by the thread that made it (the main thread, which
-also runs the repair listeners); it has no threads of its own.
+also runs the repair listeners); it has no threads of its own. Its entry points are dpmpi's own
+code for the failure watcher (``interrupts.uninterrupted``): never interrupted half-way (an abort
+cut in the middle would leave a kernel spinning); a notice that arrives meanwhile is raised when
+they return, or ends their wait (``poll``).
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from dpmpi import faults
+from dpmpi.interrupts import uninterrupted
 from dpmpi.comm import Comm, keep_forever
 from dpmpi.errors import ProcFailedError
 from dpmpi.gpu.backend import check_array, check_pair, get as get_backend, op_name
@@ -44,6 +48,7 @@ class NcclComm:
     """See the module. ``comm``: a ``dpmpi.ResilientComm`` (repaired; this follows its repairs)
     or any ``dpmpi.Comm`` (never repaired)."""
 
+    @uninterrupted
     def __init__(self, comm: Any, *, backend: Any = None, _parent: NcclComm | None = None) -> None:
         if getattr(getattr(comm, "role", None), "value", "") == "SPARE":
             raise RuntimeError("NcclComm: this process is a spare that has not been called in yet; create the "
@@ -161,6 +166,7 @@ class NcclComm:
                 child._build()
                 child.rebuilds += 1
 
+    @uninterrupted
     def Split(self, color: int = 0, key: int = 0) -> NcclComm | None:
         """A derived NCCL communicator of the ranks with the same ``color`` (ordered by ``key``;
         ``MPI.UNDEFINED``: none, returns None). Collective; rebuilt with this one after repairs.
@@ -188,6 +194,7 @@ class NcclComm:
         keep_forever(made)
         return made
 
+    @uninterrupted
     def close(self) -> None:
         """Abort this communicator (on the root: and those split from it) and stop following
         repairs (local)."""
@@ -221,16 +228,19 @@ class NcclComm:
             self._abort()  # this thread issues the NCCL calls: it aborts (every survivor's wait ends here)
             raise
 
+    @uninterrupted
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = "sum", *, stream: Any = None) -> None:
         send, recv = check_pair(self.backend, "Allreduce", sendbuf, recvbuf, (1, 1), self.size)
         name = op_name(op)
         self._run("Allreduce", lambda r, s: r.allreduce(send, recv, name, s), stream)
 
+    @uninterrupted
     def Bcast(self, buf: Any, root: int = 0, *, stream: Any = None) -> None:
         b = check_array(self.backend, "Bcast", "buf", buf)
         self._root("Bcast", root)
         self._run("Bcast", lambda r, s: r.bcast(b, root, s), stream)
 
+    @uninterrupted
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = "sum", root: int = 0, *, stream: Any = None) -> None:
         self._root("Reduce", root)
         if self.rank == root or recvbuf is not None:
@@ -240,12 +250,14 @@ class NcclComm:
         name = op_name(op)
         self._run("Reduce", lambda r, s: r.reduce(send, recv, name, root, s), stream)
 
+    @uninterrupted
     def Allgather(self, sendbuf: Any, recvbuf: Any, *, stream: Any = None) -> None:
         send, recv = check_pair(self.backend, "Allgather", sendbuf, recvbuf, (self.size, 1), self.size)
         if sendbuf is MPI.IN_PLACE:
             raise ValueError("NcclComm.Allgather: MPI.IN_PLACE is not supported; pass this rank's part as sendbuf")
         self._run("Allgather", lambda r, s: r.allgather(send, recv, s), stream)
 
+    @uninterrupted
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, op: Any = "sum", *, stream: Any = None) -> None:
         """Reduce_scatter_block: every rank gets ``recvbuf.size`` elements of the reduction."""
         send, recv = check_pair(self.backend, "Reduce_scatter", sendbuf, recvbuf, (1, self.size), self.size)
@@ -254,11 +266,13 @@ class NcclComm:
         name = op_name(op)
         self._run("Reduce_scatter", lambda r, s: r.reduce_scatter(send, recv, name, s), stream)
 
+    @uninterrupted
     def Send(self, buf: Any, dest: int, *, stream: Any = None) -> None:
         b = check_array(self.backend, "Send", "buf", buf)
         self._root("Send", dest)
         self._run("Send", lambda r, s: r.send(b, dest, s), stream)
 
+    @uninterrupted
     def Recv(self, buf: Any, source: int, *, stream: Any = None) -> None:
         b = check_array(self.backend, "Recv", "buf", buf)
         self._root("Recv", source)
