@@ -175,35 +175,38 @@ class FakeComm(RawComm):
         self.error: str | None = None
         self.aborted = False
 
-    def _post(self, stream: Any, reqs_fn: Callable[[], tuple[list, Callable[[], None] | None, tuple]],
+    def _post(self, stream: Any, post: Callable[[list], tuple[Callable[[], None] | None, tuple]],
               collective: bool = True) -> None:
+        """Enqueue one operation: ``post(reqs)`` posts its messages (appending each request to
+        ``reqs`` as soon as it exists) and returns (what to do at completion, buffers to keep)."""
         if self.aborted:
             raise RuntimeError("this NCCL communicator was aborted")
         kind = self.backend.plan.reach("collective") if collective else None
         if kind == "HANG":
             stream.put(_Op([], None, stuck=True, owner=self))
             return
+        reqs: list = []
         try:
-            reqs, finish, keep = reqs_fn()
+            finish, keep = post(reqs)
             op = _Op(reqs, finish, keep, owner=self)
         except MPI.Exception:
+            _ABANDONED.append(reqs)  # the requests posted before the error (they hold their buffers)
             op = _Op([], None, stuck=True, owner=self)  # posting to a dead peer: spins as well
         if kind == "ASYNC_ERROR":
             self.error = "unhandled system error (injected by the fake backend)"
             op.stuck = True
         stream.put(op)
 
-    def _exchange(self, chunks: Callable[[int], np.ndarray], count: int, dtype: Any, tag: int = _TAG_COLL,
-                  peers: range | None = None) -> tuple[list, dict[int, np.ndarray]]:
+    def _exchange(self, reqs: list, chunks: Callable[[int], np.ndarray], count: int, dtype: Any) -> dict:
         """Send ``chunks(p)`` to every peer p and receive ``count`` elements from each."""
-        reqs, parts = [], {}
-        for p in peers if peers is not None else range(self.size):
+        parts = {}
+        for p in range(self.size):
             if p == self.rank:
                 continue
             parts[p] = np.empty(count, dtype)
-            reqs.append(self.comm.Irecv(parts[p], p, tag))
-            reqs.append(self.comm.Isend(chunks(p), p, tag))
-        return reqs, parts
+            reqs.append(self.comm.Irecv(parts[p], p, _TAG_COLL))
+            reqs.append(self.comm.Isend(chunks(p), p, _TAG_COLL))
+        return parts
 
     def _reduced(self, mine: np.ndarray, parts: dict[int, np.ndarray], op: str) -> np.ndarray:
         fn, acc = _UFUNCS[op], None
@@ -212,23 +215,31 @@ class FakeComm(RawComm):
             acc = part.copy() if acc is None else fn(acc, part)
         return acc
 
+    def _into(self, reqs: list, buf: np.ndarray, source: int, tag: int) -> tuple:
+        """Receive into the fake's own buffer; copy into ``buf`` only at completion."""
+        tmp = np.empty_like(buf)
+        reqs.append(self.comm.Irecv(tmp, source, tag))
+        return lambda: buf.__setitem__(slice(None), tmp), (tmp,)
+
     def allreduce(self, send: Any, recv: Any, op: str, stream: Any) -> None:
         s, out = _flat(send), _flat(recv)
 
-        def post():
-            reqs, parts = self._exchange(lambda p: s, s.size, s.dtype)
-            return reqs, lambda: out.__setitem__(slice(None), self._reduced(s, parts, op)), (s, parts)
+        def post(reqs: list) -> tuple:
+            parts = self._exchange(reqs, lambda p: s, s.size, s.dtype)
+            return lambda: out.__setitem__(slice(None), self._reduced(s, parts, op)), (s, parts)
 
         self._post(stream, post)
 
     def bcast(self, buf: Any, root: int, stream: Any) -> None:
         b = _flat(buf)
 
-        def post():
-            if self.rank == root:
-                return [self.comm.Isend(b, p, _TAG_COLL) for p in range(self.size) if p != root], None, (b,)
-            tmp = np.empty_like(b)
-            return [self.comm.Irecv(tmp, root, _TAG_COLL)], lambda: b.__setitem__(slice(None), tmp), (tmp,)
+        def post(reqs: list) -> tuple:
+            if self.rank != root:
+                return self._into(reqs, b, root, _TAG_COLL)
+            for p in range(self.size):
+                if p != root:
+                    reqs.append(self.comm.Isend(b, p, _TAG_COLL))
+            return None, (b,)
 
         self._post(stream, post)
 
@@ -236,12 +247,16 @@ class FakeComm(RawComm):
         s = _flat(send)
         out = _flat(recv) if self.rank == root else None
 
-        def post():
+        def post(reqs: list) -> tuple:
             if self.rank != root:
-                return [self.comm.Isend(s, root, _TAG_COLL)], None, (s,)
-            parts = {p: np.empty(s.size, s.dtype) for p in range(self.size) if p != root}
-            reqs = [self.comm.Irecv(parts[p], p, _TAG_COLL) for p in parts]
-            return reqs, lambda: out.__setitem__(slice(None), self._reduced(s, parts, op)), (s, parts)
+                reqs.append(self.comm.Isend(s, root, _TAG_COLL))
+                return None, (s,)
+            parts = {}
+            for p in range(self.size):
+                if p != root:
+                    parts[p] = np.empty(s.size, s.dtype)
+                    reqs.append(self.comm.Irecv(parts[p], p, _TAG_COLL))
+            return lambda: out.__setitem__(slice(None), self._reduced(s, parts, op)), (s, parts)
 
         self._post(stream, post)
 
@@ -253,9 +268,9 @@ class FakeComm(RawComm):
             for r in range(self.size):
                 out[r * n:(r + 1) * n] = s if r == self.rank else parts[r]
 
-        def post():
-            reqs, parts = self._exchange(lambda p: s, n, s.dtype)
-            return reqs, lambda: finish(parts), (s, parts)
+        def post(reqs: list) -> tuple:
+            parts = self._exchange(reqs, lambda p: s, n, s.dtype)
+            return lambda: finish(parts), (s, parts)
 
         self._post(stream, post)
 
@@ -263,26 +278,26 @@ class FakeComm(RawComm):
         s, out = _flat(send), _flat(recv)
         n = out.size
 
-        def post():
+        def post(reqs: list) -> tuple:
             chunk = lambda p: s[p * n:(p + 1) * n]  # noqa: E731
-            reqs, parts = self._exchange(chunk, n, s.dtype)
+            parts = self._exchange(reqs, chunk, n, s.dtype)
             mine = chunk(self.rank)
-            return reqs, lambda: out.__setitem__(slice(None), self._reduced(mine, parts, op)), (s, parts)
+            return lambda: out.__setitem__(slice(None), self._reduced(mine, parts, op)), (s, parts)
 
         self._post(stream, post)
 
     def send(self, buf: Any, dest: int, stream: Any) -> None:
         b = _flat(buf)
-        self._post(stream, lambda: ([self.comm.Isend(b, dest, _TAG_P2P)], None, (b,)), collective=False)
+
+        def post(reqs: list) -> tuple:
+            reqs.append(self.comm.Isend(b, dest, _TAG_P2P))
+            return None, (b,)
+
+        self._post(stream, post, collective=False)
 
     def recv(self, buf: Any, source: int, stream: Any) -> None:
         b = _flat(buf)
-
-        def post():
-            tmp = np.empty_like(b)
-            return [self.comm.Irecv(tmp, source, _TAG_P2P)], lambda: b.__setitem__(slice(None), tmp), (tmp,)
-
-        self._post(stream, post, collective=False)
+        self._post(stream, lambda reqs: self._into(reqs, b, source, _TAG_P2P), collective=False)
 
     def async_error(self) -> str | None:
         return self.error
