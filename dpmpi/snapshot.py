@@ -52,7 +52,8 @@ from mpi4py import MPI
 from dpmpi import _guard
 from dpmpi import config
 from dpmpi.interrupts import uninterrupted
-from dpmpi.comm import Comm, _warm_up, cause_of, keep_forever, keep_pending
+from dpmpi.comm import Comm
+from dpmpi.mpicall import cause_of, keep_forever, keep_pending, warm_up as _warm_up
 from dpmpi.resilient import Role
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
 

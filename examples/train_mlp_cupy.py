@@ -28,7 +28,8 @@ parser.add_argument("--steps", type=int, default=40)
 parser.add_argument("--hidden", type=int, default=256)
 parser.add_argument("--batch", type=int, default=64, help="samples per rank per step")
 parser.add_argument("--progress", action="store_true", help="print a JSON line per step")
-parser.add_argument("--interrupt", action="store_true", help="Runtime(interrupt=True): the watcher interrupts steps")
+parser.add_argument("--no-interrupt", action="store_true", help="Runtime(interrupt=False): steps are not interrupted "
+                    "by the failure watcher (the NCCL waits still see its notice)")
 args = parser.parse_args()
 if args.steps < 0 or args.hidden < 1 or args.batch < 1:
     parser.error("--steps >= 0, --hidden >= 1 and --batch >= 1")
@@ -71,7 +72,7 @@ def initial_state():
 
 
 state = initial_state()  # a replacement makes the same arrays; the runtime restores their values
-rt = dpmpi.Runtime(comm, state, interrupt=args.interrupt)
+rt = dpmpi.Runtime(comm, state, interrupt=not args.no_interrupt)
 rt.on_event(report)
 
 

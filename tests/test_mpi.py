@@ -154,11 +154,11 @@ def _intercomm(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
-    from dpmpi import comm as dcomm
+    from dpmpi import comm as dcomm  # the name dpmpi.Comm's methods call
 
     warmed = []
-    real = dcomm._warm_up
-    monkeypatch.setattr(dcomm, "_warm_up", lambda c, op: (warmed.append((op, c.Is_inter())), real(c, op)))
+    real = dcomm.warm_up
+    monkeypatch.setattr(dcomm, "warm_up", lambda c, op: (warmed.append((op, c.Is_inter())), real(c, op)))
     inter, color = _intercomm(comm)
     assert isinstance(inter, dpmpi.Comm) and inter.Is_inter()
     half = comm.Get_size() // 2
@@ -173,9 +173,9 @@ def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
 
 
 def test_communicators_of_this_job_are_within_it():
-    from dpmpi import comm as dcomm
+    from dpmpi import mpicall
 
-    assert dcomm._within_job(MPI.COMM_WORLD) and dcomm._within_job(MPI.COMM_SELF)
+    assert mpicall.within_job(MPI.COMM_WORLD) and mpicall.within_job(MPI.COMM_SELF)
 
 
 @pytest.mark.mpi(min_size=2)

@@ -38,7 +38,8 @@ from mpi4py import MPI
 
 from dpmpi import faults
 from dpmpi.interrupts import uninterrupted
-from dpmpi.comm import Comm, keep_forever
+from dpmpi.comm import Comm
+from dpmpi.mpicall import keep_forever
 from dpmpi.errors import ProcFailedError
 from dpmpi.gpu.backend import check_array, check_pair, get as get_backend, op_name
 from dpmpi.gpu import poll, settings

@@ -29,7 +29,8 @@ from typing import Any, Iterator
 from mpi4py import MPI
 
 from dpmpi import _guard, watcher
-from dpmpi.comm import Comm, keep_forever
+from dpmpi.comm import Comm
+from dpmpi.mpicall import keep_forever
 from dpmpi.errors import DpmpiError, ProcFailedError, from_mpi
 
 _PROBE_TAG = 31_401
