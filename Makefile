@@ -29,9 +29,9 @@ test: $(VENV)/.installed
 # Tier 1: pure logic, and tier 3: fault and hot-swap tests (each a dpmpi-run child with a hard
 # timeout).
 test-logic:
-	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py
+	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py
 test-faults:
-	$(BIN)/pytest -q tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py
+	$(BIN)/pytest -q tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py tests/test_gpu_fake.py
 
 # Tier 2: fault-free MPI tests under pytest-mpi at 1, 2 and 4 ranks. Launched by dpmpi-run,
 # whose exit code is exact (mpirun --with-ft ulfm returns 0 even when ranks die, e.g. when

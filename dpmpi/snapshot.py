@@ -334,6 +334,8 @@ class Snapshot:
             if not isinstance(name, str):
                 raise TypeError(f"snapshot array names must be str, got {name!r}")
         self._arrays = dict(arrays)
+        from dpmpi.gpu import devsnap  # GPU: device arrays are registered through pinned host mirrors
+        self._device = devsnap.mirrors(self._arrays)  # GPU (None: no device arrays)
         self._entries = _layout(self._arrays)
         self._nbytes = _total(self._entries)
         _prefault(*self._sources())  # now, off the critical path: a restore writes into these pages
@@ -436,6 +438,8 @@ class Snapshot:
             if self._replicas and self._scomm is None:
                 self._setup()
         t0 = time.perf_counter()
+        if self._device is not None:  # GPU: device -> mirrors first (polled event), then the slot
+            self._device.stage()
         src, _views = self._sources()
         target = 1 - self._committed if self._committed >= 0 else 0
         slot = self._own[target]
@@ -523,6 +527,8 @@ class Snapshot:
                 self._leak()
             self._repl = None
         self._free_scomm()
+        if self._device is not None:  # GPU: unregister the pinned mirrors
+            self._device.close()
         self._closed = True
         _OPEN.discard(self)
 
@@ -966,6 +972,8 @@ class Snapshot:
         rc, _digest = self._engine.wait()
         if rc != 0:
             raise SnapshotCopyError(f"copying the snapshot back into the arrays failed (code {rc})")
+        if self._device is not None:  # GPU: mirrors -> device
+            self._device.restore()
 
     def _rereplicate(self, epoch: int, infos: list) -> None:
         """After a restore, send each rank's copy of ``epoch`` to the buddies that lack it (the
@@ -1027,6 +1035,8 @@ class Snapshot:
                       f"from {self._persist_dir}", RuntimeWarning, stacklevel=3)
         rank = self._scomm.Get_rank()
         _load_file(self._file(rank, epoch), self._arrays, self._entries, self._engine)
+        if self._device is not None:  # GPU: mirrors -> device
+            self._device.restore()
         for s in self._own:
             s.epoch = -1
         for pair in self._held.values():
