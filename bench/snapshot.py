@@ -83,9 +83,7 @@ def local_part(sizes, reps):
 
 
 def _cext_busy(snap):
-    from dpmpi._cext import lib
-
-    return bool(lib.dpmpi_engine_busy(snap._engine.raw))
+    return snap._buffers.engine.busy()
 
 
 def mpi_part(sizes, reps, out_path, compute_mib):

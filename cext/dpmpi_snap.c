@@ -294,7 +294,6 @@ static void deadline_after(struct timespec *ts, double seconds) {
  * `poll_mu` guards the job's progress state (requests); MPI is called only with `poll_mu` held,
  * so one thread at a time tests these requests. */
 enum { PH_POST, PH_DATA, PH_BARRIER, PH_DONE };
-#define BARRIER_TAG 7103 /* + the round; dpmpi/snapshot.py uses 7101 and 7102 */
 
 struct dpmpi_repl {
     pthread_mutex_t mu;
@@ -409,9 +408,9 @@ static int barrier_post(dpmpi_repl *r) {
         return 1;
     }
     int d = 1 << r->bround;
-    int rc = mpi.irecv(&r->brecv, 1, r->dtype, (r->brank - d + r->bsize) % r->bsize, BARRIER_TAG + r->bround, r->comm,
+    int rc = mpi.irecv(&r->brecv, 1, r->dtype, (r->brank - d + r->bsize) % r->bsize, DPMPI_TAG_BARRIER + r->bround, r->comm,
                        &r->breq[0]);
-    if (rc == 0) rc = mpi.isend(&r->bsend, 1, r->dtype, (r->brank + d) % r->bsize, BARRIER_TAG + r->bround, r->comm,
+    if (rc == 0) rc = mpi.isend(&r->bsend, 1, r->dtype, (r->brank + d) % r->bsize, DPMPI_TAG_BARRIER + r->bround, r->comm,
                                 &r->breq[1]);
     if (rc != 0) {
         job_finish(r, err_class(rc));

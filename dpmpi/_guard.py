@@ -89,7 +89,7 @@ def _mpi() -> Any:
     return None
 
 
-def _libmpi_path() -> str | None:
+def libmpi_path() -> str | None:
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
@@ -107,7 +107,7 @@ def _tell_c_about_mpi() -> bool:
     MPI = _mpi()
     if MPI is None:
         return False
-    path = _libmpi_path()
+    path = libmpi_path()
     multi = MPI.COMM_WORLD.Get_size() > 1
     if path is None:
         return multi

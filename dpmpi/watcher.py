@@ -353,7 +353,7 @@ class Watcher:
         if self.mode.ulfm:
             from dpmpi import _guard
 
-            path = _guard._libmpi_path()
+            path = _guard.libmpi_path()
             if path is None or ext.lib.dpmpi_watch_bind_mpi(path.encode()) != 0:
                 raise RuntimeError(f"dpmpi: cannot bind MPI for the failure watcher (libmpi: {path})")
         _noticed = ext.lib.dpmpi_watch_noticed_ptr()
