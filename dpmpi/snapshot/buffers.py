@@ -7,7 +7,7 @@ until ``wait_copy`` returns.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from dpmpi.snapshot.errors import SnapshotCopyError
 from dpmpi.snapshot.layout import Entry, checked_views, total
@@ -35,15 +35,14 @@ class Buffers:
         views = checked_views(self.entries, self.arrays)
         return pointers(views), views
 
-    def next_slot(self) -> Slot:
-        """The slot that the next stage writes (not the newest committed one)."""
-        return self.own[1 - self.committed if self.committed >= 0 else 0]
-
-    def stage(self, gate: Any) -> None:
-        """Start copying the arrays into ``next_slot()`` (after ``gate``, a replication, ends)."""
+    def stage(self, gate: Any, before_write: Callable[[Slot], None]) -> None:
+        """Start copying the arrays into the slot that does not hold the newest committed epoch,
+        after ``gate`` (a replication) ends; ``before_write(slot)`` is called first (it waits for
+        whatever still reads that slot)."""
         src, _views = self.sources()
         target = 1 - self.committed if self.committed >= 0 else 0
         slot = self.own[target]
+        before_write(slot)
         # the slot's epoch stays restorable until the copy starts writing (it may wait for the
         # previous epoch's replication): remember it, in case that never happens
         self.unstaged = (slot, slot.epoch, slot.digest)

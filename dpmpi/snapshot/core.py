@@ -155,8 +155,7 @@ class Snapshot:
             if self._replication.replicas and self._replication.scomm is None:
                 self._replication.setup()
         t0 = time.perf_counter()
-        self._persistence.join_if_writing(self._buffers.next_slot())
-        self._buffers.stage(self._replication.gate())
+        self._buffers.stage(self._replication.gate(), self._persistence.join_if_writing)
         self.stats["stage_ms"] = 1e3 * (time.perf_counter() - t0)
         if epoch is not None:
             self._committer.submit(epoch)

@@ -15,11 +15,11 @@ from typing import Any
 from mpi4py import MPI
 
 from dpmpi.comm import _warm_up, keep_forever
-from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
+from dpmpi.errors import ProcFailedError, from_mpi
 import dpmpi.snapshot.plan as plan
 from dpmpi.snapshot.layout import Entry, from_signature, signature, total
 from dpmpi.snapshot.native import Codes, Slot
-from dpmpi.snapshot.replicator import Replicator, bind_mpi
+from dpmpi.snapshot.replicator import Replicator, bind_mpi, job_failure
 
 
 class Replication:
@@ -174,18 +174,7 @@ class Replication:
         repl.ops = []
 
     def raise_peer_failure(self, what: str) -> None:
-        cls = MPI.ERR_PROC_FAILED
-        if self.repl is not None:
-            self.repl.wait(0.0)
-            cls = self.repl.error or cls
-        if cls == Codes.abandoned():  # a repair on this process stopped it
-            raise ProcFailedError(f"{what} was stopped by a repair on this process; call snap.restore() after it",
-                                  MPI.ERR_PROC_FAILED)
-        if cls not in PEER_FAILURE_CLASSES:
-            raise DpmpiError(f"MPI error class {cls} during {what}", cls)
-        raise ProcFailedError(
-            f"a peer process failed during {what} (MPI error class {cls}). Repair the communicator "
-            f"(comm.Respawn()), then call snap.restore().", cls)
+        raise job_failure(self.repl, what)
 
     def stop(self, revoke: bool, grace: float = 0.0) -> None:
         """End the running job: let it finish for ``grace`` seconds, then revoke the snapshot

@@ -13,7 +13,8 @@ from typing import Any
 from mpi4py import MPI
 
 from dpmpi import _guard
-from dpmpi.snapshot.native import cext
+from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError
+from dpmpi.snapshot.native import Codes, cext
 
 _MPI_BOUND = False
 
@@ -82,3 +83,20 @@ class Replicator:
         ok = cext().lib.dpmpi_repl_free(self.raw, timeout) == 0
         self.raw = None
         return ok
+
+
+def job_failure(repl: Replicator | None, what: str) -> DpmpiError:
+    """The error for a replication job (``what``) that failed: a peer failed, or a repair on
+    this process abandoned it."""
+    cls = MPI.ERR_PROC_FAILED
+    if repl is not None:
+        repl.wait(0.0)
+        cls = repl.error or cls
+    if cls == Codes.abandoned():  # a repair on this process stopped it
+        return ProcFailedError(f"{what} was stopped by a repair on this process; call snap.restore() after it",
+                               MPI.ERR_PROC_FAILED)
+    if cls not in PEER_FAILURE_CLASSES:
+        return DpmpiError(f"MPI error class {cls} during {what}", cls)
+    return ProcFailedError(
+        f"a peer process failed during {what} (MPI error class {cls}). Repair the communicator "
+        f"(comm.Respawn()), then call snap.restore().", cls)
