@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 SOURCES := $(shell find dpmpi cext -type f -name '*.py' -o -type f -name '*.c' -o -type f -name '*.h' -o -type f -name '*.pyi') meson.build pyproject.toml
 
-.PHONY: demo test test-logic test-mpi test-faults test-peer bench peer clean
+.PHONY: demo docs test test-logic test-mpi test-faults test-peer bench peer clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,7 @@ test: $(VENV)/.installed
 # Tier 1: pure logic, and tier 3: fault and hot-swap tests (each a dpmpi-run child with a hard
 # timeout).
 test-logic:
-	$(BIN)/pytest -q tests/test_logic.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py
+	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py
 test-faults:
 	$(BIN)/pytest -q tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py
 
@@ -52,6 +52,10 @@ test-mpi:
 # `make peer`.
 test-peer:
 	$(BIN)/python bench/peer_mpi4py.py --quick
+
+# docs/configuration.md is generated from dpmpi/config.py (tests/test_config.py checks it)
+docs: $(VENV)/.installed
+	cd / && $(abspath $(BIN))/python -c 'import sys, dpmpi.config as c; sys.stdout.write(c.markdown())' > $(CURDIR)/docs/configuration.md
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/stress_kill.py

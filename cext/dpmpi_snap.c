@@ -99,15 +99,23 @@ __attribute__((target("avx2"))) static void lanes_avx2(lanes_t *c, char *dst, co
 }
 #endif
 
+/* Settings from Python (dpmpi_snap_configure). Written by the main thread before the first copy
+ * job starts a thread; only read afterwards. */
+static int cfg_nice = 19, cfg_simd = 1;
+
+void dpmpi_snap_configure(int nice_value, int simd) {
+    cfg_nice = nice_value < 0 ? 0 : nice_value > 19 ? 19 : nice_value;
+    cfg_simd = simd != 0;
+}
+
 static int have_avx2(void) {
 #if defined(__x86_64__)
     static int cached = -1;
     if (cached < 0) {
         __builtin_cpu_init();
         cached = __builtin_cpu_supports("avx2") ? 1 : 0;
-        if (getenv("DPMPI_NO_SIMD")) cached = 0;
     }
-    return cached;
+    return cached && cfg_simd;
 #else
     return 0;
 #endif
@@ -231,8 +239,7 @@ int dpmpi_mpi_bind(const char *libmpi_path) {
  * on a busy core the program's own thread keeps the CPU. When the program waits for a copy
  * (commit), it copies the rest itself, at its own priority. */
 static int snapshot_nice(void) {
-    const char *env = getenv("DPMPI_SNAPSHOT_NICE");
-    return env ? atoi(env) : 19;
+    return cfg_nice;
 }
 
 static void lower_priority(void) {

@@ -20,10 +20,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from dpmpi import _guard
+from dpmpi import _guard, config
 from dpmpi._version import __version__
 
 _guard.install()
+if _guard.rank_process() and config.is_set("DPMPI_FAULTS"):  # a plan for this job's ranks
+    from dpmpi import faults as _faults
+
+    _faults.load_env()
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpmpi import faults

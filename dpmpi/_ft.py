@@ -7,7 +7,7 @@ import os
 
 from mpi4py import MPI
 
-from dpmpi import _guard
+from dpmpi import _guard, config
 
 from dpmpi.errors import FaultToleranceUnavailableError
 
@@ -68,7 +68,7 @@ def require(comm: MPI.Comm) -> None:
     A one-process communicator (e.g. a singleton run without mpirun) is always allowed: there
     is no peer whose failure could need tolerating."""
     global _checked
-    if _checked or os.environ.get(ENV_REQUIRE_FT, "1") == "0":
+    if _checked or not config.get(ENV_REQUIRE_FT):
         return
     if MPI.COMM_WORLD.Get_size() == 1 and comm.Get_size() == 1:
         return

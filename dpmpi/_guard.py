@@ -30,6 +30,8 @@ import os
 import sys
 from typing import Any
 
+from dpmpi import config
+
 ENV_STATUS = "DPMPI_STATUS"
 ENV_FINALIZE_TIMEOUT = "DPMPI_FINALIZE_TIMEOUT"
 ENV_STALL_TIMEOUT = "DPMPI_STALL_TIMEOUT"
@@ -51,29 +53,6 @@ def world_rank_from_env() -> int:
         if value is not None and value.isdigit():
             return int(value)
     return -1
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number of seconds; set it to e.g. {name}=10") from None
-    if value < 0:
-        raise ValueError(f"{name}={raw!r} is negative; set it to a number of seconds >= 0")
-    return value
-
-
-def env_int(name: str, default: int, meaning: str) -> int:
-    """An int from the environment (empty or unset: ``default``), or a ValueError that says how
-    to set it."""
-    raw = os.environ.get(name, "") or str(default)
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an int; set it to {meaning}") from None
 
 
 def _mpi() -> Any:
@@ -114,7 +93,7 @@ def _tell_c_about_mpi() -> bool:
     world = _lib.ffi.cast("void *", MPI._handleof(MPI.COMM_WORLD)) if multi else _lib.ffi.NULL
     # Every live rank has passed the exit agreement before Finalize, so a hung Finalize (seen
     # here after two ranks died together) holds nothing worth waiting long for.
-    timeout = _env_float(ENV_FINALIZE_TIMEOUT, 2.0 + 0.002 * MPI.COMM_WORLD.Get_size())
+    timeout = config.get(ENV_FINALIZE_TIMEOUT, default=2.0 + 0.002 * MPI.COMM_WORLD.Get_size())
     _lib.lib.dpmpi_exit_set_mpi(path.encode(), world, int(_owns_finalize), timeout)
     return multi
 
@@ -162,7 +141,7 @@ def exit_after_agreement(status: int) -> None:
 def set_record_rank(rank: int) -> None:
     """The rank this process's status record names (a spawned replacement: its job-wide id)."""
     if _lib is not None:
-        _lib.lib.dpmpi_exit_set_record(int(os.environ.get(ENV_STATUS) == "1"), rank)
+        _lib.lib.dpmpi_exit_set_record(int(config.get(ENV_STATUS)), rank)
         from dpmpi import heartbeat
 
         heartbeat.set_rank(rank)
@@ -256,7 +235,7 @@ def install() -> None:
     from dpmpi import heartbeat
 
     hb_timeout = heartbeat.timeout_from_env() if rank >= 0 else 0.0  # a bad value fails here
-    _lib.lib.dpmpi_exit_set_record(int(os.environ.get(ENV_STATUS) == "1"), rank)
+    _lib.lib.dpmpi_exit_set_record(int(config.get(ENV_STATUS)), rank)
     os._exit = _os_exit
     sys.exit = _sys_exit
     sys.excepthook = _excepthook
@@ -269,15 +248,16 @@ def install() -> None:
     # of registration does not matter.
     _lib.lib.dpmpi_exit_register()
     if rank < 0:
-        return  # not an MPI rank (e.g. dpmpi-run itself): no watchdog, no fault plan from the env
-    stall = _env_float(ENV_STALL_TIMEOUT, 0.0)
+        return  # not an MPI rank (e.g. dpmpi-run itself): no watchdog (nor a fault plan: dpmpi/__init__)
+    stall = config.get(ENV_STALL_TIMEOUT)
     if stall > 0:
         from dpmpi import _hooks
 
         _lib.lib.dpmpi_stall_start(stall)
         _hooks.enable_stall(_lib.lib.dpmpi_stall_enter, _lib.lib.dpmpi_stall_leave)
-    if os.environ.get("DPMPI_FAULTS"):
-        from dpmpi import faults
 
-        faults.load_env()
+
+def rank_process() -> bool:
+    """Whether this process is an MPI rank (not e.g. dpmpi-run itself)."""
+    return world_rank_from_env() >= 0
 

@@ -13,6 +13,7 @@ _stall_enter: Callable[[], None] | None = None
 _stall_leave: Callable[[], None] | None = None
 _watch_enter: Callable[[], None] | None = None
 _watch_leave: Callable[[], bool] | None = None
+_watch_failure: Callable[[], BaseException | None] | None = None
 
 
 def _update() -> None:
@@ -32,9 +33,11 @@ def enable_stall(enter: Callable[[], None], leave: Callable[[], None]) -> None:
     _update()
 
 
-def enable_watch(enter: Callable[[], None], leave: Callable[[], bool]) -> None:
-    global _watch_enter, _watch_leave
-    _watch_enter, _watch_leave = enter, leave
+def enable_watch(enter: Callable[[], None], leave: Callable[[], bool],
+                 failure: Callable[[], BaseException | None]) -> None:
+    """The failure watcher's marks, and ``failure()``: the exception to raise for its notice."""
+    global _watch_enter, _watch_leave, _watch_failure
+    _watch_enter, _watch_leave, _watch_failure = enter, leave, failure
     _update()
 
 
@@ -54,10 +57,23 @@ def leave() -> bool:
     return _watch_leave() if _watch_leave is not None else False
 
 
+def watching() -> bool:
+    """Whether the failure watcher's marks are on (for calls that skip the other hooks)."""
+    return _watch_enter is not None
+
+
+def watch_enter() -> None:
+    if _watch_enter is not None:
+        _watch_enter()
+
+
+def watch_leave() -> bool:
+    """True when the caller must raise the watcher's error once its result is safe."""
+    return _watch_leave() if _watch_leave is not None else False
+
+
 def interrupt() -> None:
     """Raise the failure the watcher noticed while a dpmpi call ran (see dpmpi.watcher)."""
-    from dpmpi import watcher
-
-    w = watcher.current()
-    if w is not None:
-        raise w.failure()
+    exc = _watch_failure() if _watch_failure is not None else None
+    if exc is not None:
+        raise exc

@@ -319,9 +319,9 @@ class Comm:
 
     def _call(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
         # (no fault points here; the failure watcher's marks only, as around every call)
-        watch = _hooks._watch_enter is not None
+        watch = _hooks.watching()
         if watch:
-            _hooks._watch_enter()
+            _hooks.watch_enter()
         due = False
         try:
             try:
@@ -331,7 +331,7 @@ class Comm:
             out = result if result is None else _convert(op, result, self._comm)
         finally:
             if watch:
-                due = _hooks._watch_leave()
+                due = _hooks.watch_leave()
         if due:
             _hooks.interrupt()
         return out

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, NoReturn
 
-from dpmpi import _guard, _hooks
+from dpmpi import _guard, _hooks, config
 
 ENV_FAULTS = "DPMPI_FAULTS"
 #: set to "1" in processes that replace a failed rank (they never re-fail)
@@ -137,7 +137,7 @@ _deferred: Fault | None = None  # a time fault that must act in the main thread
 
 
 def first_life() -> bool:
-    return os.environ.get(ENV_REPLACEMENT) != "1"
+    return not config.get(ENV_REPLACEMENT)
 
 
 def my_rank() -> int:
@@ -178,7 +178,7 @@ def clear() -> None:
 
 def load_env() -> list[Fault]:
     """Load the plan from ``DPMPI_FAULTS`` (a bad spec raises ValueError naming it)."""
-    spec = os.environ.get(ENV_FAULTS, "")
+    spec = config.raw(ENV_FAULTS)
     try:
         return plan(parse(spec))
     except ValueError as exc:

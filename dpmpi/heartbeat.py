@@ -12,15 +12,14 @@ Started by ``dpmpi._guard.install`` (that is, ``import dpmpi``) in processes tha
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 import sys
 from typing import Mapping
 
+from dpmpi import config
+
 ENV_HEARTBEAT_TIMEOUT = "DPMPI_HEARTBEAT_TIMEOUT"
-DEFAULT_TIMEOUT = 10.0
-MIN_TIMEOUT = 1.0
 SHM_ROOT = "/dev/shm"
 DIR_PREFIX = "dpmpi-hb-"
 # where the launcher names the job: PMIx's namespace (Open MPI 5: "prterun-HOST-PID@1"; a job
@@ -33,25 +32,7 @@ _started = False
 def timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
     """``DPMPI_HEARTBEAT_TIMEOUT`` in seconds: unset or empty gives 10, ``0`` disables (0.0);
     anything else must be a finite number >= 1 (a ValueError names the variable)."""
-    env = os.environ if environ is None else environ
-    raw = env.get(ENV_HEARTBEAT_TIMEOUT, "").strip()
-    if raw == "":
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(
-            f"{ENV_HEARTBEAT_TIMEOUT}={raw!r} is not a number of seconds; set it to e.g. "
-            f"{ENV_HEARTBEAT_TIMEOUT}=10 (at least {MIN_TIMEOUT:g}), or 0 to turn the hung-rank detector off"
-        ) from None
-    if value == 0:
-        return 0.0
-    if not math.isfinite(value) or value < MIN_TIMEOUT:
-        raise ValueError(
-            f"{ENV_HEARTBEAT_TIMEOUT}={raw!r}: the hung-rank timeout must be at least {MIN_TIMEOUT:g} s "
-            f"(a finite number of seconds), or 0 to turn the detector off"
-        )
-    return value
+    return float(config.get(ENV_HEARTBEAT_TIMEOUT, environ))
 
 
 def job_id_from_env(environ: Mapping[str, str] | None = None) -> str | None:

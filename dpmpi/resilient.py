@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, faults, watcher
+from dpmpi import _guard, config, faults, watcher
 from dpmpi.comm import Comm, _warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
 
@@ -56,7 +56,6 @@ ENV_SPARE_POLL = "DPMPI_SPARE_POLL"
 ENV_REPAIR_TIMEOUT = "DPMPI_REPAIR_TIMEOUT"  # seconds a Respawn may take before the process gives up
 ENV_SPAWNED = "DPMPI_SPAWNED"  # set for the processes that policy "respawn" starts
 POLICIES = ("shrink", "abort", "respawn")
-DEFAULT_POLICY = "shrink"
 _WAKE_TAG = 31_337
 _MAX_ATTEMPTS = 64
 
@@ -655,7 +654,7 @@ def _spawn_env() -> dict[str, str]:
     env = {ENV_SPAWNED: "1", faults.ENV_REPLACEMENT: "1"}
     for key in ("PYTHONPATH", "DPMPI_STATUS", ENV_EVENTS, "DPMPI_SPARE_POLL", ENV_ON_DEPLETED, watcher.ENV_WATCH,
                 watcher.ENV_ULFM, watcher.ENV_PIDFD, watcher.ENV_POLL, watcher.ENV_SIGNAL):
-        if os.environ.get(key):
+        if os.environ.get(key):  # passed on untouched (validated where they are read)
             env[key] = os.environ[key]
     return env
 
@@ -716,14 +715,7 @@ def _join_spawned() -> _State:
 
 
 def _repair_timeout() -> float:
-    raw = os.environ.get(ENV_REPAIR_TIMEOUT, "") or "60"
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_REPAIR_TIMEOUT}={raw!r} is not a number of seconds; set e.g. {ENV_REPAIR_TIMEOUT}=60") from None
-    if not value > 0:
-        raise ValueError(f"{ENV_REPAIR_TIMEOUT}={raw!r}: the repair deadline must be > 0 seconds")
-    return value
+    return float(config.get(ENV_REPAIR_TIMEOUT))
 
 
 class _Watchdog:
@@ -835,7 +827,7 @@ def _revoke(comm: MPI.Comm) -> None:
 
 
 def _log_line(record: dict) -> None:
-    path = os.environ.get(ENV_EVENTS)
+    path = config.raw(ENV_EVENTS)
     if not path:
         return
     line = (json.dumps(record) + "\n").encode()
@@ -851,7 +843,7 @@ _STATE: _State | None = None
 
 def _spares_from(value: int | None, size: int) -> int:
     if value is None:
-        value = _guard.env_int(ENV_SPARES, 0, "the number of spare ranks")
+        value = config.get(ENV_SPARES)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"spares must be an int, got {type(value).__name__}")
     if value < 0 or value >= size:
@@ -860,7 +852,7 @@ def _spares_from(value: int | None, size: int) -> int:
 
 
 def _policy_from(value: str | None) -> str:
-    value = value if value is not None else os.environ.get(ENV_ON_DEPLETED, DEFAULT_POLICY)
+    value = value if value is not None else config.get(ENV_ON_DEPLETED)
     if value not in POLICIES:
         raise ValueError(f"on_depleted must be one of {POLICIES}, got {value!r}")
     return value
@@ -880,17 +872,13 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     global _STATE
     if _STATE is not None:
         raise RuntimeError("dpmpi.init() was already called in this process; use the communicator it returned")
-    if os.environ.get(ENV_SPAWNED) == "1" and MPI.Comm.Get_parent() != MPI.COMM_NULL:
+    if config.get(ENV_SPAWNED) and MPI.Comm.Get_parent() != MPI.COMM_NULL:
         _STATE = _join_spawned()
         return _STATE.active
     size = MPI.COMM_WORLD.Get_size()
     n_spares = _spares_from(spares, size)
     policy = _policy_from(on_depleted)
-    poll_raw = os.environ.get(ENV_SPARE_POLL, "0.005")
-    try:
-        poll = float(poll_raw)
-    except ValueError:
-        raise ValueError(f"{ENV_SPARE_POLL}={poll_raw!r} is not a number of seconds") from None
+    poll = float(config.get(ENV_SPARE_POLL))
     Comm(MPI.COMM_WORLD)  # checks that the job is fault tolerant
     try:
         world = MPI.COMM_WORLD.Dup()

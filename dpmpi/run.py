@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmpi import heartbeat
+from dpmpi import config
 
 ENV_MPIRUN = "DPMPI_MPIRUN"
 # mpirun's message when its PMIx server could not start (a transient start-up failure)
@@ -75,7 +75,7 @@ def parse_args(argv: list[str]) -> Options:
     cut = argv.index("--")
     head, program = argv[:cut], argv[cut + 1 :]
     n: int | None = None
-    spares = int(os.environ.get("DPMPI_SPARES", "0") or 0)
+    spares = config.get("DPMPI_SPARES")
     dry = False
     rest: list[str] = []
     i = 0
@@ -111,7 +111,7 @@ def parse_args(argv: list[str]) -> Options:
 
 
 def find_mpirun() -> str:
-    override = os.environ.get(ENV_MPIRUN)
+    override = config.raw(ENV_MPIRUN)
     if override:
         return override
     beside = Path(sys.executable).parent / "mpirun"
@@ -308,7 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts = parse_args(argv)
         mpirun = find_mpirun()
-        heartbeat.timeout_from_env()  # a bad DPMPI_HEARTBEAT_TIMEOUT: said once, before any rank starts
+        config.check_all()  # a bad DPMPI_* value: said once, before any rank starts
+        for name in config.unknown():
+            sys.stderr.write(f"dpmpi-run: warning: {name} is not a dpmpi setting (a typo?); the settings are "
+                             f"listed in docs/configuration.md\n")
     except ValueError as exc:
         sys.stderr.write(f"dpmpi-run: {exc}\n")
         return 2

@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterator, NamedTuple, TypeVar
 
 from mpi4py import MPI
 
+from dpmpi import config
 from dpmpi.errors import ProcFailedError, RevokedError
 
 ENV_WATCH = "DPMPI_WATCH"  # 0: no watcher at all
@@ -50,7 +51,6 @@ ENV_PIDFD = "DPMPI_WATCH_PIDFD"  # 0: no pidfds (ULFM only, e.g. to measure it)
 ENV_ULFM = "DPMPI_WATCH_ULFM"  # auto | 1 | 0
 ENV_POLL = "DPMPI_WATCH_POLL"  # seconds between tests of the ULFM receive
 ENV_SIGNAL = "DPMPI_WATCH_SIGNAL"  # the signal sent to the main thread
-DEFAULT_POLL = 0.01
 _TAG = 31_338
 _PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h: PIDFD_THREAD (Linux >= 6.9)
 _THREAD_FD = 1 << 24  # added to a process id in the C thread's table: the fd is its watcher thread's
@@ -105,11 +105,7 @@ def identity() -> Ident:
 
 
 def _enabled_by_env(environ: Any = None) -> bool:
-    env = os.environ if environ is None else environ
-    raw = env.get(ENV_WATCH, "1").strip().lower() or "1"
-    if raw not in ("0", "1", "on", "off", "yes", "no", "true", "false"):
-        raise ValueError(f"{ENV_WATCH}={raw!r}: use 1 (the failure watcher, the default) or 0 (none)")
-    return raw in ("1", "on", "yes", "true")
+    return bool(config.get(ENV_WATCH, environ))
 
 
 def _start_thread() -> int:
@@ -172,33 +168,12 @@ class Mode(NamedTuple):
 def mode_from_env(procs: dict[int, Ident], environ: Any = None) -> Mode:
     env = os.environ if environ is None else environ
     enabled = _enabled_by_env(env)
-    ulfm = env.get(ENV_ULFM, "auto").strip().lower() or "auto"
-    if ulfm not in ("auto", "0", "1", "on", "off", "yes", "no", "true", "false"):
-        raise ValueError(f"{ENV_ULFM}={ulfm!r}: use auto (the default), 1 or 0")
+    ulfm = config.get(ENV_ULFM, env)
     return Mode(enabled, enabled and ulfm_needed(procs, ulfm))
 
 
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number of seconds") from None
-    if not 0.0005 <= value <= 10:
-        raise ValueError(f"{name}={raw!r}: between 0.0005 and 10 seconds")
-    return value
-
-
 def _signal_number() -> int:
-    raw = os.environ.get(ENV_SIGNAL, "").strip()
-    if not raw:
-        return int(signal.SIGRTMIN) + 6
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_SIGNAL}={raw!r}: a signal number, e.g. {int(signal.SIGRTMIN) + 6}") from None
+    return int(config.get(ENV_SIGNAL))
 
 
 # ---- the main thread's state (touched only by the main thread) ---------------------------------
@@ -207,6 +182,7 @@ _arm = 0  # depth of regions where the program asked to be interrupted
 _defer = 0  # depth of dpmpi's own code inside them: no interruption there
 _noticed: Any = None  # cffi int* to the C notice word (None: no watcher)
 _W: Watcher | None = None
+_initialised = False  # dpmpi.init ran in this process (start() was called, watcher on or off)
 _signo: int | None = None  # the signal sent to the main thread (0: none; None: not set up yet)
 _get_ident = threading.get_ident
 
@@ -310,9 +286,7 @@ def interrupt_on_failure() -> Iterator[None]:
 
 
 def _state_missing() -> bool:
-    from dpmpi import resilient
-
-    return resilient._STATE is None
+    return not _initialised
 
 
 def current() -> Watcher | None:
@@ -333,8 +307,8 @@ class Watcher:
     def __init__(self, state: Any, mode: Mode) -> None:
         self.state = state
         self.mode = mode
-        self.use_pidfd = os.environ.get(ENV_PIDFD, "1").strip() not in ("0", "off", "no", "false")
-        self.period = _env_seconds(ENV_POLL, DEFAULT_POLL)
+        self.use_pidfd = bool(config.get(ENV_PIDFD))
+        self.period = float(config.get(ENV_POLL))
         self.signo = 0
         self.interrupts = 0  # failures raised in the main thread by the watcher
         self.peers: list[int] = []  # the process ids watched through pidfds in this generation
@@ -488,7 +462,8 @@ class Watcher:
 
 def start(state: Any, mode: Mode) -> Watcher | None:
     """Create and start the process's watcher (from dpmpi.init); None when turned off."""
-    global _W
+    global _W, _initialised
+    _initialised = True
     if not mode.enabled or _W is not None:
         return _W
     w = Watcher(state, mode)
@@ -497,7 +472,7 @@ def start(state: Any, mode: Mode) -> Watcher | None:
     state.listeners.add(w)
     from dpmpi import _hooks
 
-    _hooks.enable_watch(defer_enter, defer_leave)
+    _hooks.enable_watch(defer_enter, defer_leave, lambda: w.failure())
     return w
 
 

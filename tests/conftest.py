@@ -34,7 +34,7 @@ class Job:
 
 def run_cmd(cmd, cwd, env=None, timeout=90):
     """Run a command in its own session; on timeout kill the whole session (a hang fails).
-    With DPMPI_TEST_TRACE=path, each job's command, exit code and stderr tail are appended there."""
+    With DPMPITEST_TRACE=path, each job's command, exit code and stderr tail are appended there."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -45,8 +45,8 @@ def run_cmd(cmd, cwd, env=None, timeout=90):
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         pytest.fail(f"hang: {cmd} did not finish in {timeout} s\nstdout:\n{out}\nstderr:\n{err}")
-    if os.environ.get("DPMPI_TEST_TRACE"):
-        with open(os.environ["DPMPI_TEST_TRACE"], "a") as f:
+    if os.environ.get("DPMPITEST_TRACE"):
+        with open(os.environ["DPMPITEST_TRACE"], "a") as f:
             f.write(json.dumps({"cmd": cmd, "rc": proc.returncode, "stderr": err[-3000:]}) + "\n")
     events = []
     for line in out.splitlines():

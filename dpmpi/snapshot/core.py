@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import _guard
+from dpmpi import config
 from dpmpi.comm import Comm, keep_forever
 from dpmpi.resilient import Role
 import dpmpi.snapshot.persistence as persistence
@@ -52,7 +52,7 @@ def _int_arg(name: str, value: Any, minimum: int) -> int:
 
 def _threads_from(value: int | None) -> int:
     if value is None:
-        value = _guard.env_int(ENV_THREADS, 1, "the number of copy threads")
+        value = config.get(ENV_THREADS)
     value = _int_arg("threads", value, 1)
     if value > 64:
         raise ValueError(f"threads={value}: at most 64 copy threads")

@@ -8,15 +8,22 @@ forever, see ``dpmpi.comm.keep_forever``).
 """
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from typing import Any
 
+from dpmpi import config
 
+
+@functools.cache
 def cext() -> Any:
-    """The compiled module (imported late: ``dpmpi`` installs its exit guard first)."""
+    """The compiled module (imported late: ``dpmpi`` installs its exit guard first), with the
+    engine's settings given to it once (validated by dpmpi.config; the C code reads no
+    environment)."""
     from dpmpi import _cext
 
+    _cext.lib.dpmpi_snap_configure(config.get("DPMPI_SNAPSHOT_NICE"), int(not config.get("DPMPI_NO_SIMD")))
     return _cext
 
 

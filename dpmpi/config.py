@@ -1,0 +1,217 @@
+"""Every ``DPMPI_*`` environment variable, declared once: its type, default, validation and one
+line of documentation. The rest of dpmpi reads its settings only through :func:`get` (or
+:func:`raw` for a value passed through untouched), so a bad value gives one clear error that
+names the variable, wherever it is read. ``docs/configuration.md`` is generated from this table
+(``make docs``; a test keeps the two equal).
+
+The C code gets its values from here too (the snapshot engine's settings are passed in by
+Python), except in ``libdpmpi_guard.so``, which is preloaded into programs that may not be
+Python: it reads ``DPMPI_STATUS`` and ``DPMPI_FINALIZE_TIMEOUT`` itself, and ``dpmpi-run``
+validates both here before it starts the job.
+
+Pure: imports only the standard library (the boot hook imports it before anything else)."""
+from __future__ import annotations
+
+import math
+import os
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_TRUE = ("1", "on", "yes", "true")
+_FALSE = ("0", "off", "no", "false")
+
+
+def _sigrtmin6() -> int:
+    return int(getattr(signal, "SIGRTMIN", 34)) + 6
+
+
+class ConfigError(ValueError):
+    """A ``DPMPI_*`` variable holds a value dpmpi cannot use; the message says how to set it."""
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    kind: str  # "bool", "int", "seconds", "choice", "text"
+    default: Any  # the value when unset or empty: a value, a function giving it, or None (decided
+    #               where it is read, see doc)
+    doc: str
+    audience: str = "user"  # "user": set by people; "internal": set by dpmpi for its own processes
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    zero_ok: bool = False  # "seconds": 0 is allowed below ``minimum`` (it turns the feature off)
+    read_by: str = "python"  # "python", "c" (the engine, values passed from Python), "preload"
+
+    def parse(self, text: str) -> Any:
+        """The value of ``text`` (non-empty), or a ConfigError."""
+        value = text.strip()
+        if self.kind == "bool":
+            low = value.lower()
+            if low in _TRUE or low in _FALSE:
+                return low in _TRUE
+            raise ConfigError(f"{self.name}={text!r}: use 1 or 0 ({self.name}: {self.doc})")
+        if self.kind == "choice":
+            if value.lower() in self.choices:
+                return value.lower()
+            raise ConfigError(f"{self.name}={text!r}: use one of {', '.join(self.choices)} ({self.name}: {self.doc})")
+        if self.kind == "text":
+            return text
+        try:
+            number: float = int(value) if self.kind == "int" else float(value)
+        except ValueError:
+            what = "an integer" if self.kind == "int" else "a number of seconds"
+            raise ConfigError(f"{self.name}={text!r} is not {what}: {self.hint()}") from None
+        if self.kind == "seconds" and not math.isfinite(number):
+            raise ConfigError(f"{self.name}={text!r} is not finite: {self.hint()}")
+        if self.zero_ok and number == 0:
+            return number
+        if (self.minimum is not None and number < self.minimum) or (self.maximum is not None and number > self.maximum):
+            raise ConfigError(f"{self.name}={text!r} is out of range: {self.hint()}")
+        return number
+
+    def range(self) -> str:
+        lo, hi = self.minimum, self.maximum
+        unit = " s" if self.kind == "seconds" else ""
+        if lo is not None and hi is not None:
+            rng = f"between {lo:g} and {hi:g}{unit}"
+        elif lo is not None:
+            rng = f"at least {lo:g}{unit}"
+        elif hi is not None:
+            rng = f"at most {hi:g}{unit}"
+        else:
+            rng = "any number" + unit
+        return rng + (", or 0 to turn it off" if self.zero_ok else "")
+
+    def hint(self) -> str:
+        return f"use {self.range()} ({self.name}: {self.doc})"
+
+
+VARS: tuple[Var, ...] = (
+    # -- spares and repairs --
+    Var("DPMPI_SPARES", "int", 0, "spare ranks: the last S processes of the job wait as spares "
+        "(dpmpi-run --spares S sets it; dpmpi.init(spares=) overrides)", minimum=0),
+    Var("DPMPI_ON_DEPLETED", "choice", "shrink", "what a repair does when spares run out: continue "
+        "with fewer ranks, raise SparesDepletedError, or start new processes", choices=("shrink", "abort", "respawn")),
+    Var("DPMPI_REPAIR_TIMEOUT", "seconds", 60.0, "a Respawn that has not committed after this long "
+        "ends the process (no hang)", minimum=0.001),
+    Var("DPMPI_SPARE_POLL", "seconds", 0.005, "how often an idle spare tests whether it is called in",
+        minimum=0.0001, maximum=10),
+    Var("DPMPI_EVENTS", "text", "", "a file: one JSON line per repair and per watcher interruption "
+        "(appended by every process)"),
+    # -- failure detection --
+    Var("DPMPI_WATCH", "bool", True, "the failure watcher thread (0: none; deaths are then noticed "
+        "at the next MPI call)"),
+    Var("DPMPI_WATCH_PIDFD", "bool", True, "the watcher's pidfds on processes of the same node (0: "
+        "ULFM only, e.g. to measure it)"),
+    Var("DPMPI_WATCH_ULFM", "choice", "auto", "the watcher's receive on a dedicated communicator (auto: "
+        "when some pair of processes cannot watch each other with pidfds)",
+        choices=("auto", "1", "0", "on", "off", "yes", "no", "true", "false")),
+    Var("DPMPI_WATCH_POLL", "seconds", 0.01, "how often the watcher tests its ULFM receive",
+        minimum=0.0005, maximum=10),
+    Var("DPMPI_WATCH_SIGNAL", "int", _sigrtmin6, "the signal the watcher sends to the main thread "
+        "(default SIGRTMIN+6)", minimum=1, maximum=64),
+    Var("DPMPI_HEARTBEAT_TIMEOUT", "seconds", 10.0, "the hung-rank detector: a rank whose heartbeat "
+        "stops this long (e.g. SIGSTOP) is killed by a rank on its node", minimum=1, zero_ok=True),
+    Var("DPMPI_STALL_TIMEOUT", "seconds", 0.0, "a C watchdog ends a rank that makes no progress "
+        "outside MPI calls for this long", minimum=0),
+    Var("DPMPI_FINALIZE_TIMEOUT", "seconds", None, "MPI_Finalize runs under this watchdog (default "
+        "2 s + 2 ms per process)", minimum=0, read_by="preload"),
+    Var("DPMPI_REQUIRE_FT", "bool", True, "refuse to run on an MPI without fault tolerance "
+        "(0 allows it)"),
+    # -- snapshots --
+    Var("DPMPI_COPY_THREADS", "int", 1, "C copy threads per Snapshot (Snapshot(threads=) overrides)",
+        minimum=1, maximum=64),
+    Var("DPMPI_SNAPSHOT_NICE", "int", 19, "the nice value of the snapshot threads (0: the program's "
+        "priority)", minimum=0, maximum=19, read_by="c"),
+    Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)", read_by="c"),
+    # -- launching and testing --
+    Var("DPMPI_MPIRUN", "text", "", "the mpirun that dpmpi-run starts (default: the one beside "
+        "Python, else on PATH)"),
+    Var("DPMPI_FAULTS", "text", "", "planned faults, RANK:POINT@COUNT:KIND,... (see Fault "
+        "injection)"),
+    # -- set by dpmpi for its own processes --
+    Var("DPMPI_STATUS", "bool", False, "write a status record per rank for dpmpi-run (set by "
+        "dpmpi-run)", audience="internal", read_by="preload"),
+    Var("DPMPI_BOOT", "bool", False, "install the exit guard in every Python rank, even one that "
+        "never imports dpmpi (set by dpmpi-run)", audience="internal"),
+    Var("DPMPI_REPLACEMENT", "bool", False, "this process replaces a failed one: planned faults do "
+        "not strike it again (set by repairs)", audience="internal"),
+    Var("DPMPI_SPAWNED", "bool", False, "this process was started by a repair under policy "
+        "respawn (set by the repair)", audience="internal"),
+    Var("DPMPI_RANK_PID", "int", None, "the pid of the process that is the rank, so that its "
+        "children record nothing (set by the exit guard)", audience="internal", read_by="c"),
+)
+_BY_NAME: dict[str, Var] = {v.name: v for v in VARS}
+
+
+def var(name: str) -> Var:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"{name} is not a dpmpi setting (dpmpi/config.py declares them all)") from None
+
+
+def raw(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The variable's text as set ("" when unset); for values passed on untouched."""
+    var(name)
+    env = os.environ if environ is None else environ
+    return env.get(name, "")
+
+
+def get(name: str, environ: Mapping[str, str] | None = None, default: Any = None) -> Any:
+    """The variable's value: parsed and validated (ConfigError otherwise), or its default when
+    unset or empty (``default`` replaces a declared default of None)."""
+    v = var(name)
+    text = raw(name, environ)
+    if text.strip() == "":
+        if callable(v.default):
+            return v.default()
+        return v.default if v.default is not None else default
+    return v.parse(text)
+
+
+def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    return raw(name, environ).strip() != ""
+
+
+def check_all(environ: Mapping[str, str] | None = None,
+              include: Callable[[Var], bool] = lambda v: True) -> None:
+    """Validate every variable that is set (dpmpi-run does this before it starts a job): a
+    ConfigError for the first bad one."""
+    env = os.environ if environ is None else environ
+    for v in VARS:
+        if include(v) and env.get(v.name, "").strip():
+            v.parse(env[v.name])
+
+
+def unknown(environ: Mapping[str, str] | None = None) -> list[str]:
+    """``DPMPI_*`` names in the environment that dpmpi does not know (a typo, most often)."""
+    env = os.environ if environ is None else environ
+    return sorted(k for k in env if k.startswith("DPMPI_") and k not in _BY_NAME)
+
+
+def markdown() -> str:
+    """docs/configuration.md: the table of every variable."""
+    lines = ["# Configuration", "",
+             "Generated from `dpmpi/config.py` by `make docs`. "
+             "An unset or empty variable takes its default; a bad value stops the program with an "
+             "error that names the variable.", ""]
+    for audience, title in (("user", "Settings"), ("internal", "Set by dpmpi for its own processes")):
+        lines += [f"## {title}", "", "| variable | type | default | meaning |", "|---|---|---|---|"]
+        for v in VARS:
+            if v.audience != audience:
+                continue
+            kind = " / ".join(v.choices) if v.kind == "choice" else v.kind
+            if v.kind in ("int", "seconds") and (v.minimum is not None or v.maximum is not None):
+                kind += f" ({v.range()})"
+            default = "see meaning" if v.default is None or callable(v.default) else ("unset" if v.default == "" else
+                                                              ("1" if v.default is True else
+                                                               "0" if v.default is False else f"{v.default:g}"
+                                                               if isinstance(v.default, float) else str(v.default)))
+            lines.append(f"| `{v.name}` | {kind} | {default} | {v.doc} |")
+        lines.append("")
+    return "\n".join(lines)
+
