@@ -264,7 +264,7 @@ static void deadline_after(struct timespec *ts, double seconds) {
 }
 
 /* ---------------------------------------------------------------- replicator */
-#define CHUNK ((size_t)1 << 30) /* MPI counts are ints: messages of at most 1 GiB */
+#define CHUNK ((size_t)DPMPI_CHUNK)
 
 /* A replication job is a small state machine (post the sends and receives, test them, post the
  * barrier, test it, finish) that any thread holding `poll_mu` may advance one step at a time:

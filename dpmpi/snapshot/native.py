@@ -47,6 +47,10 @@ class Codes:
         lib = cext().lib
         return lib.DPMPI_TAG_HDR, lib.DPMPI_TAG_DATA
 
+    @staticmethod
+    def chunk() -> int:  # the largest message (MPI counts are ints)
+        return cext().lib.DPMPI_CHUNK
+
 
 _LOCK_WARNED = False
 
@@ -82,6 +86,10 @@ class Slot:
 
     def header_buffer(self) -> Any:
         return cext().ffi.buffer(self.hdr)
+
+    @property
+    def header_bytes(self) -> int:
+        return cext().ffi.sizeof(self.hdr)
 
     def seal_header(self, owner: int | None = None) -> None:
         """Write this slot's epoch, length and checksum (and owner) into the header it is sent with."""

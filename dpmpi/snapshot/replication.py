@@ -123,7 +123,7 @@ class Replication:
         ops, meaning = [], []
         for dest in plan.buddies(rank, size, self.replicas):
             if dests is None or dest in dests:
-                ops += [(dest, tag_hdr, 1, mine.hdr, 32), (dest, tag_data, 1, mine.ptr, mine.nbytes)]
+                ops += [(dest, tag_hdr, 1, mine.hdr, mine.header_bytes), (dest, tag_data, 1, mine.ptr, mine.nbytes)]
                 meaning += [None, None]
         for owner in plan.owners(rank, size, self.replicas):
             if froms is not None and owner not in froms:
@@ -132,7 +132,7 @@ class Replication:
             newest = max(pair, key=lambda s: s.epoch)
             slot = pair[1] if newest is pair[0] else pair[0]  # never the newest replica
             slot.epoch = -1
-            ops += [(owner, tag_hdr, 0, slot.hdr, 32), (owner, tag_data, 0, slot.ptr, slot.nbytes)]
+            ops += [(owner, tag_hdr, 0, slot.hdr, slot.header_bytes), (owner, tag_data, 0, slot.ptr, slot.nbytes)]
             meaning += [("hdr", owner, slot, epoch), ("data", owner, slot, epoch)]
         self.repl = self.repl or Replicator()
         self.repl.start(self.scomm, ops, meaning, barrier=True)

@@ -20,12 +20,9 @@ from dpmpi.snapshot.buffers import Buffers
 from dpmpi.snapshot.committer import Committer
 from dpmpi.snapshot.errors import SnapshotLostError
 from dpmpi.snapshot.layout import signature
-from dpmpi.snapshot.native import Codes, Slot, cext
+from dpmpi.snapshot.native import Codes, Slot
 from dpmpi.snapshot.persistence import Persistence
 from dpmpi.snapshot.replication import Replication
-
-CHUNK = 1 << 30  # MPI counts are ints: messages of at most 1 GiB
-
 
 def waitall(reqs: list, comm: MPI.Comm, op: str) -> None:
     """Waitall whose failure is reported as the error of the request that failed (not as
@@ -43,10 +40,11 @@ def post_slot(post: Any, peer: int, slot: Slot) -> list:
     """A slot's header and data as non-blocking messages (``post``: comm.Isend or comm.Irecv),
     in chunks of at most 1 GiB."""
     tag_hdr, tag_data = Codes.tags()
-    reqs = [post([cext().ffi.buffer(slot.hdr), MPI.BYTE], peer, tag_hdr)]
+    chunk = Codes.chunk()
+    reqs = [post([slot.header_buffer(), MPI.BYTE], peer, tag_hdr)]
     data = slot.buffer()
-    for off in range(0, max(slot.nbytes, 1), CHUNK):
-        reqs.append(post([data[off:off + CHUNK], MPI.BYTE], peer, tag_data))
+    for off in range(0, max(slot.nbytes, 1), chunk):
+        reqs.append(post([data[off:off + chunk], MPI.BYTE], peer, tag_data))
     return reqs
 
 
