@@ -125,7 +125,7 @@ def micro(tmp):
     """Per-call costs in one process (a singleton job), with and without the watcher."""
     code = r"""
 import json, time, dpmpi
-from dpmpi import watcher
+from dpmpi import interrupts
 comm = dpmpi.init()
 n = 200000
 t = time.perf_counter()
@@ -134,7 +134,7 @@ for _ in range(n):
 call = (time.perf_counter() - t) / n
 t = time.perf_counter()
 for _ in range(n):
-    with watcher.armed():
+    with interrupts.armed():
         pass
 arm = (time.perf_counter() - t) / n
 print(json.dumps({"comm_call_ns": call * 1e9, "arm_ns": arm * 1e9}))

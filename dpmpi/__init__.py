@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from dpmpi.runtime import Recovery, Runtime
     from dpmpi.snapshot import Snapshot, SnapshotCopyError, SnapshotLostError
-    from dpmpi.watcher import interrupt_on_failure
+    from dpmpi.interrupts import interrupt_on_failure
     from dpmpi.errors import (
         DpmpiError,
         FaultToleranceUnavailableError,
@@ -70,7 +70,7 @@ _LAZY = {
     "Snapshot": "dpmpi.snapshot",
     "SnapshotLostError": "dpmpi.snapshot",
     "SnapshotCopyError": "dpmpi.snapshot",
-    "interrupt_on_failure": "dpmpi.watcher",
+    "interrupt_on_failure": "dpmpi.interrupts",
 }
 
 # the public names: those above, plus COMM_WORLD, faults and __version__

@@ -1,7 +1,7 @@
 """The exit guard: every way a rank can end is either a clean, fault-tolerant end of MPI or a
 death the other ranks notice.
 
-Measured with Open MPI 5.0.11 + ULFM over shared memory (../shared/ulfm-facts.md, re-measured):
+Measured with Open MPI 5.0.11 + ULFM over shared memory (docs/mpi-facts.md, re-measured):
 survivors notice a rank that dies by a signal or by exit(0) without MPI_Finalize, but not one
 that exits with a non-zero status; and a rank that ends with an uncaught exception or
 ``sys.exit(1)`` never ends at all, because mpi4py's exit hook calls MPI_Finalize, which waits for

@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, config, faults, watcher
+from dpmpi import _guard, config, faults, interrupts, watcher
 from dpmpi.comm import Comm, _warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, DpmpiError, ProcFailedError, from_mpi
 
@@ -268,7 +268,7 @@ class ResilientComm(_Tracked):
         """The number of active ranks (on a waiting spare too: the size it will join)."""
         return len(self._state.plan.actives)
 
-    @watcher.uninterrupted
+    @interrupts.uninterrupted
     def Await(self) -> ResilientComm:
         """On a spare from ``dpmpi.init(wait=False)``: wait (without spinning) until this process
         takes a failed rank's place, then return this communicator, now active
@@ -295,7 +295,7 @@ class ResilientComm(_Tracked):
             raise TypeError(f"on_repair() takes a callable(event), got {type(callback).__name__}")
         self._state.callbacks.append(callback)
 
-    @watcher.uninterrupted
+    @interrupts.uninterrupted
     def Respawn(self) -> ResilientComm:
         """Repair after a ProcFailedError/RevokedError: a spare takes each failed rank's place.
 

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import faults, resilient, watcher
+from dpmpi import faults, interrupts, resilient
 from dpmpi.errors import ProcFailedError, RevokedError
 from dpmpi.snapshot import Snapshot
 
@@ -195,7 +195,7 @@ class Runtime:
                         if self._catching_up is not None and self.step >= self._catching_up.failed_step:
                             self._caught_up()
                         self._updates = 0
-                        with watcher.armed(self.interrupt):  # dpmpi calls inside are never interrupted
+                        with interrupts.armed(self.interrupt):  # dpmpi calls inside are never interrupted
                             step_fn(self.step)
                         if self._updates != 1:
                             raise RuntimeError(

@@ -32,18 +32,16 @@ before dpmpi's exit agreement. See docs/threads.md.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import functools
 import os
 import signal
 import threading
 import time
 import warnings
-from typing import Any, Callable, Iterator, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import config
+from dpmpi import config, interrupts
 from dpmpi.errors import ProcFailedError, RevokedError
 
 ENV_WATCH = "DPMPI_WATCH"  # 0: no watcher at all
@@ -56,7 +54,6 @@ _PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h: PIDFD_THREAD (Linux >= 6.9)
 _THREAD_FD = 1 << 24  # added to a process id in the C thread's table: the fd is its watcher thread's
 SOURCES = {1: "pidfd", 2: "ulfm"}
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 # ---- who is where ------------------------------------------------------------------------------
@@ -115,21 +112,21 @@ def _start_thread() -> int:
     ext = _cext()
     if _signo is None:
         _signo = 0
-        if _get_ident() == _MAIN:
+        if threading.get_ident() == interrupts.MAIN:
             signo = _signal_number()
             old = signal.getsignal(signo)
-            if old not in (signal.SIG_DFL, None, _on_signal):
+            if old not in (signal.SIG_DFL, None, interrupts.on_signal):
                 warnings.warn(f"dpmpi: signal {signo} already has a handler; the failure watcher will not "
                               f"interrupt steps (set {ENV_SIGNAL} to a free signal)", RuntimeWarning, stacklevel=4)
             else:
-                signal.signal(signo, _on_signal)
+                signal.signal(signo, interrupts.on_signal)
                 # a mask inherited from the parent process must not hold it back
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signo})
                 _signo = signo
                 # the interpreter's end resets the handler to SIG_DFL (which ends the process on
                 # this signal) while peers that end normally are still being noticed
                 atexit.register(ext.lib.dpmpi_watch_stop_signals)
-    rc = ext.lib.dpmpi_watch_start(_MAIN if _signo else 0, _signo)
+    rc = ext.lib.dpmpi_watch_start(interrupts.MAIN if _signo else 0, _signo)
     if rc < 0:
         raise OSError(-rc, f"dpmpi: cannot start the failure watcher thread: {os.strerror(-rc)}")
     info = ext.ffi.new("dpmpi_watch_info *")
@@ -176,117 +173,9 @@ def _signal_number() -> int:
     return int(config.get(ENV_SIGNAL))
 
 
-# ---- the main thread's state (touched only by the main thread) ---------------------------------
-_MAIN = threading.main_thread().ident
-_arm = 0  # depth of regions where the program asked to be interrupted
-_defer = 0  # depth of dpmpi's own code inside them: no interruption there
-_noticed: Any = None  # cffi int* to the C notice word (None: no watcher)
-_W: Watcher | None = None
-_initialised = False  # dpmpi.init ran in this process (start() was called, watcher on or off)
+# ---- the watcher ---------------------------------------------------------------------------------
+_W: Watcher | None = None  # the process's watcher (main thread: set once by start())
 _signo: int | None = None  # the signal sent to the main thread (0: none; None: not set up yet)
-_get_ident = threading.get_ident
-
-
-def _due() -> bool:
-    return _arm > 0 and _defer == 0 and _noticed is not None and bool(_noticed[0])
-
-
-def defer_enter() -> None:
-    """dpmpi code starts (main thread): no interruption until defer_leave."""
-    global _defer
-    if _get_ident() == _MAIN:
-        _defer += 1
-
-
-def defer_leave() -> bool:
-    """dpmpi code ends; True when the caller must raise ``current().failure()`` now (armed, a
-    notice arrived meanwhile)."""
-    global _defer
-    if _get_ident() != _MAIN:
-        return False
-    _defer -= 1
-    return _defer == 0 and _arm > 0 and _noticed is not None and bool(_noticed[0])
-
-
-def uninterrupted(fn: F) -> F:
-    """Decorator for dpmpi's own entry points (repairs, snapshot calls): never interrupted inside;
-    a failure noticed meanwhile is raised when they return to an armed program."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        defer_enter()
-        try:
-            result = fn(*args, **kwargs)
-        finally:
-            due = defer_leave()
-        if due:
-            raise _W.failure()  # type: ignore[union-attr]
-        return result
-
-    return wrapper  # type: ignore[return-value]
-
-
-class _Armed:
-    """``with armed():`` the main thread is interrupted by a peer's death (see the module)."""
-
-    __slots__ = ("on",)
-
-    def __init__(self, on: bool) -> None:
-        self.on = on and _W is not None and _get_ident() == _MAIN
-
-    def __enter__(self) -> None:
-        global _arm
-        if not self.on:
-            return
-        _arm += 1
-        if _defer == 0 and _noticed[0]:  # noticed before: raise at once
-            _arm -= 1
-            self.on = False
-            raise _W.failure()  # type: ignore[union-attr]
-
-    def __exit__(self, *exc: Any) -> None:
-        global _arm
-        if self.on:
-            _arm -= 1
-
-
-def armed(on: bool = True) -> _Armed:
-    return _Armed(on)
-
-
-# the handler never raises inside these: they keep the counters consistent
-_SKIP = {f.__code__ for f in (defer_enter, defer_leave, _due)} | {
-    _Armed.__enter__.__code__, _Armed.__exit__.__code__, _Armed.__init__.__code__}
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    if frame is not None and frame.f_code in _SKIP:
-        # inside the bookkeeping above: once it has returned, handle the signal again
-        if _due():
-            signal.pthread_kill(_MAIN, signum)
-        return
-    if _due():
-        raise _W.failure()  # type: ignore[union-attr]
-
-
-@contextlib.contextmanager
-def interrupt_on_failure() -> Iterator[None]:
-    """Opt in (programs using the primitives; ``Runtime.run`` does it around each step): inside
-    the block, a peer's death raises ``ProcFailedError`` in the main thread at the next Python
-    instruction, and ``time.sleep`` or a lock/``Event`` wait returns early with it. dpmpi's own
-    calls inside the block are never interrupted (the failure is raised when they return). A
-    failure noticed before the block raises at its start. Needs ``dpmpi.init()``; without a
-    watcher (``DPMPI_WATCH=0``, another thread than the main one) the block runs uninterrupted
-    and failures surface at the next MPI call, as without it."""
-    if _W is None and _state_missing():
-        raise RuntimeError("dpmpi.interrupt_on_failure() needs dpmpi.init() first (the watcher learns the job's "
-                           "processes there)")
-    with armed():
-        yield
-
-
-def _state_missing() -> bool:
-    return not _initialised
 
 
 def current() -> Watcher | None:
@@ -294,7 +183,6 @@ def current() -> Watcher | None:
     return _W
 
 
-# ---- the watcher ---------------------------------------------------------------------------------
 def _cext() -> Any:
     from dpmpi import _cext
 
@@ -320,7 +208,6 @@ class Watcher:
 
     # -- start --
     def start(self) -> None:
-        global _noticed
         ext = _cext()
         _start_thread()  # (already started by identity(), normally)
         self.signo = _signo or 0
@@ -330,7 +217,7 @@ class Watcher:
             path = _guard.libmpi_path()
             if path is None or ext.lib.dpmpi_watch_bind_mpi(path.encode()) != 0:
                 raise RuntimeError(f"dpmpi: cannot bind MPI for the failure watcher (libmpi: {path})")
-        _noticed = ext.lib.dpmpi_watch_noticed_ptr()
+        interrupts.attach(ext.lib.dpmpi_watch_noticed_ptr(), self.failure)
 
     def _pidfds(self, wid: int) -> list[int]:
         """The peer's process pidfd and, when it can be had, one on its watcher thread."""
@@ -462,8 +349,8 @@ class Watcher:
 
 def start(state: Any, mode: Mode) -> Watcher | None:
     """Create and start the process's watcher (from dpmpi.init); None when turned off."""
-    global _W, _initialised
-    _initialised = True
+    global _W
+    interrupts.initialised()
     if not mode.enabled or _W is not None:
         return _W
     w = Watcher(state, mode)
@@ -472,7 +359,7 @@ def start(state: Any, mode: Mode) -> Watcher | None:
     state.listeners.add(w)
     from dpmpi import _hooks
 
-    _hooks.enable_watch(defer_enter, defer_leave, lambda: w.failure())
+    _hooks.enable_watch(interrupts.defer_enter, interrupts.defer_leave, w.failure)
     return w
 
 
@@ -492,4 +379,4 @@ def thread_cpu_seconds(tid: int) -> float:
         return -1.0
 
 
-__all__ = ["interrupt_on_failure", "current", "Watcher", "Ident", "identity", "local_peers", "ulfm_needed"]
+__all__ = ["current", "Watcher", "Ident", "identity", "local_peers", "ulfm_needed"]

@@ -48,7 +48,7 @@ def test_mode_from_the_environment():
 SINGLETON = textwrap.dedent("""
     import dataclasses, json, os, subprocess, sys, time
     import dpmpi
-    from dpmpi import resilient, watcher
+    from dpmpi import interrupts, resilient, watcher
     from dpmpi.comm import _KEPT
     import numpy as np
 
@@ -100,7 +100,7 @@ SINGLETON = textwrap.dedent("""
     # 3. dpmpi's own code is never interrupted: the failure is raised when it returns
     done = []
 
-    @watcher.uninterrupted
+    @interrupts.uninterrupted
     def repair_like(child):
         child.kill()
         assert noticed()
@@ -157,7 +157,7 @@ def test_interruption_only_where_armed_and_never_inside_dpmpi_code(tmp_path):
 AFTER_PYTHON = textwrap.dedent("""
     import ctypes, dataclasses, subprocess
     import dpmpi
-    from dpmpi import resilient, watcher
+    from dpmpi import interrupts, resilient, watcher
     comm = dpmpi.init()
     st = resilient._STATE
     child = subprocess.Popen(["sleep", "0.3"])  # a "peer" that ends while this process ends

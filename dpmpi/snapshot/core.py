@@ -22,7 +22,7 @@ from dpmpi.snapshot.layout import layout
 from dpmpi.snapshot.native import Codes
 from dpmpi.snapshot.persistence import Persistence
 from dpmpi.snapshot.replication import Replication
-from dpmpi.watcher import uninterrupted
+from dpmpi.interrupts import uninterrupted
 
 ENV_THREADS = "DPMPI_COPY_THREADS"
 _OPEN: weakref.WeakSet = weakref.WeakSet()  # Snapshots not closed yet

@@ -1,0 +1,141 @@
+"""Where the failure watcher may interrupt the main thread, and where it may not.
+
+The program opts in around a region (``Runtime.run``'s steps, ``with
+dpmpi.interrupt_on_failure():``): inside it, a peer's death noticed by the watcher (dpmpi.watcher)
+raises ``ProcFailedError`` in the main thread at the next Python instruction. dpmpi's own code
+(decorated with ``uninterrupted``, and every ``dpmpi.Comm`` call through ``dpmpi._hooks``) defers
+it until it returns to the program.
+
+Owner and lifetime: all the state here belongs to the main thread and is touched only by it (the
+signal handler runs in the main thread too). ``attach`` is called once, by the watcher's start in
+``dpmpi.init``, with the C thread's notice word and the function that builds the exception.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import signal
+import threading
+from typing import Any, Callable, Iterator, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+MAIN = threading.main_thread().ident
+_arm = 0  # depth of regions where the program asked to be interrupted
+_defer = 0  # depth of dpmpi's own code inside them: no interruption there
+_noticed: Any = None  # cffi int* to the C notice word (None: no watcher)
+_failure: Callable[[], BaseException] | None = None  # the exception for the current notice
+_initialised = False  # dpmpi.init ran in this process (with or without a watcher)
+_get_ident = threading.get_ident
+
+
+def initialised() -> None:
+    """dpmpi.init ran (interrupt_on_failure is allowed from now on, watcher or not)."""
+    global _initialised
+    _initialised = True
+
+
+def attach(noticed: Any, failure: Callable[[], BaseException]) -> None:
+    """The watcher started: its C notice word (``noticed[0]`` non-zero once a death is noticed)
+    and the function that makes the exception to raise."""
+    global _noticed, _failure
+    _noticed, _failure = noticed, failure
+
+
+def _due() -> bool:
+    return _arm > 0 and _defer == 0 and _noticed is not None and bool(_noticed[0])
+
+
+def defer_enter() -> None:
+    """dpmpi code starts (main thread): no interruption until defer_leave."""
+    global _defer
+    if _get_ident() == MAIN:
+        _defer += 1
+
+
+def defer_leave() -> bool:
+    """dpmpi code ends; True when the caller must raise ``current().failure()`` now (armed, a
+    notice arrived meanwhile)."""
+    global _defer
+    if _get_ident() != MAIN:
+        return False
+    _defer -= 1
+    return _defer == 0 and _arm > 0 and _noticed is not None and bool(_noticed[0])
+
+
+def uninterrupted(fn: F) -> F:
+    """Decorator for dpmpi's own entry points (repairs, snapshot calls): never interrupted inside;
+    a failure noticed meanwhile is raised when they return to an armed program."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        defer_enter()
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            due = defer_leave()
+        if due:
+            raise _failure()  # type: ignore[misc]
+        return result
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _Armed:
+    """``with armed():`` the main thread is interrupted by a peer's death (see the module)."""
+
+    __slots__ = ("on",)
+
+    def __init__(self, on: bool) -> None:
+        self.on = on and _failure is not None and _get_ident() == MAIN
+
+    def __enter__(self) -> None:
+        global _arm
+        if not self.on:
+            return
+        _arm += 1
+        if _defer == 0 and _noticed[0]:  # noticed before: raise at once
+            _arm -= 1
+            self.on = False
+            raise _failure()  # type: ignore[misc]
+
+    def __exit__(self, *exc: Any) -> None:
+        global _arm
+        if self.on:
+            _arm -= 1
+
+
+def armed(on: bool = True) -> _Armed:
+    return _Armed(on)
+
+
+# the handler never raises inside these: they keep the counters consistent
+_SKIP = {f.__code__ for f in (defer_enter, defer_leave, _due)} | {
+    _Armed.__enter__.__code__, _Armed.__exit__.__code__, _Armed.__init__.__code__}
+
+
+def on_signal(signum: int, frame: Any) -> None:
+    """The handler of the watcher's signal (installed by dpmpi.watcher in the main thread)."""
+    if frame is not None and frame.f_code in _SKIP:
+        # inside the bookkeeping above: once it has returned, handle the signal again
+        if _due():
+            signal.pthread_kill(MAIN, signum)
+        return
+    if _due():
+        raise _failure()  # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def interrupt_on_failure() -> Iterator[None]:
+    """Opt in (programs using the primitives; ``Runtime.run`` does it around each step): inside
+    the block, a peer's death raises ``ProcFailedError`` in the main thread at the next Python
+    instruction, and ``time.sleep`` or a lock/``Event`` wait returns early with it. dpmpi's own
+    calls inside the block are never interrupted (the failure is raised when they return). A
+    failure noticed before the block raises at its start. Needs ``dpmpi.init()``; without a
+    watcher (``DPMPI_WATCH=0``, another thread than the main one) the block runs uninterrupted
+    and failures surface at the next MPI call, as without it."""
+    if not _initialised:
+        raise RuntimeError("dpmpi.interrupt_on_failure() needs dpmpi.init() first (the watcher learns the job's "
+                           "processes there)")
+    with armed():
+        yield
