@@ -242,3 +242,22 @@ def test_background_commit_with_stage_epoch():
         assert snap.restore() == 2 and same(arrays, state(51))
         with pytest.raises(ValueError, match="epochs must grow"):
             snap.stage(2)
+
+
+def test_a_dropped_snapshot_is_freed_at_once():
+    """No reference cycle among a Snapshot's parts: one dropped without close() (nothing
+    running) frees its memory at once, not at some later garbage collection."""
+    import gc
+    import weakref
+
+    a = np.zeros(1000)
+    gc.disable()
+    try:
+        snap = dpmpi.Snapshot(MPI.COMM_SELF, {"a": a})
+        snap.stage()
+        snap.commit(1)
+        ref = weakref.ref(snap)
+        del snap
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -14,10 +14,9 @@ from typing import Callable
 
 
 class Committer:
-    """Runs ``commit(epoch)`` in the background, one epoch at a time."""
+    """Runs commits in the background, one epoch at a time."""
 
-    def __init__(self, commit: Callable[[int], None]) -> None:
-        self._commit = commit
+    def __init__(self) -> None:
         self._thread: threading.Thread | None = None
         self._queue: queue.SimpleQueue | None = None
         self.pending: tuple[int, threading.Event] | None = None  # the epoch being committed
@@ -27,23 +26,25 @@ class Committer:
     def started(self) -> bool:
         return self._thread is not None
 
-    def submit(self, epoch: int) -> None:
+    def submit(self, epoch: int, commit: Callable[[int], None]) -> None:
+        """Run ``commit(epoch)`` in the background. The thread, started by the first call, keeps
+        that ``commit`` (and what it belongs to) alive until ``close``."""
         if self._thread is None:
             self._queue = queue.SimpleQueue()
-            self._thread = threading.Thread(target=self._run, name="dpmpi-commit", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(commit,), name="dpmpi-commit", daemon=True)
             self._thread.start()
         done = threading.Event()
         self.pending = (epoch, done)
         self._queue.put((epoch, done))
 
-    def _run(self) -> None:
+    def _run(self, commit: Callable[[int], None]) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
             epoch, done = item
             try:
-                self._commit(epoch)
+                commit(epoch)
             except BaseException as exc:  # given to the program by join()
                 self._error = exc
             finally:

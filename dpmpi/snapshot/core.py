@@ -103,7 +103,7 @@ class Snapshot:
         self._buffers = Buffers(arrays, entries, threads, bool(lock_memory))
         self._replication = Replication(self._comm, entries, n, bool(lock_memory), n if waiting else 0)
         self._persistence = Persistence(directory, every)
-        self._committer = Committer(self._commit_now)
+        self._committer = Committer()
         self._closed = False
         self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self.nbytes)}
         self.last_restore: dict[str, Any] = {}
@@ -158,7 +158,7 @@ class Snapshot:
         self._buffers.stage(self._replication.gate(), self._persistence.join_if_writing)
         self.stats["stage_ms"] = 1e3 * (time.perf_counter() - t0)
         if epoch is not None:
-            self._committer.submit(epoch)
+            self._committer.submit(epoch, self._commit_now)
 
     def busy(self) -> bool:
         """Whether a staging copy or a replication is still running (local, does not block)."""
