@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import array
 import ctypes
-import sys
 from typing import Any, Callable
 
 from mpi4py import MPI
@@ -50,7 +49,7 @@ def _raw_all(obj: Any) -> Any:
     return _raw(obj)
 
 
-def _warm_up(comm: MPI.Comm, op: str) -> None:
+def warm_up(comm: MPI.Comm, op: str) -> None:
     """One Allreduce on a new communicator: no process returns from it before every process of
     the communicator (both groups of an intercommunicator) has entered it, so has finished
     creating the communicator; only then may anyone revoke it."""
@@ -68,11 +67,23 @@ def _warm_up(comm: MPI.Comm, op: str) -> None:
             raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
 
 
+# Gives the job's protocol communicator, set by ``dpmpi.init`` (dpmpi.resilient, which imports
+# this module); None before. Set once, from the main thread.
+_job_world: Callable[[], MPI.Comm] | None = None
+
+
+def set_job_world(get: Callable[[], MPI.Comm]) -> None:
+    """Called by ``dpmpi.init``: ``get()`` returns the job's protocol communicator (the live
+    processes, replacements that a repair spawned included), which each repair replaces."""
+    global _job_world
+    _job_world = get
+
+
 def _job_comm() -> MPI.Comm:
-    """The processes of this job: after ``dpmpi.init``, its protocol communicator (the live
-    processes, replacements that a repair spawned included), else MPI_COMM_WORLD."""
-    state = getattr(sys.modules.get("dpmpi.resilient"), "_STATE", None)  # (resilient imports this module)
-    return state.world if state is not None and state.world != MPI.COMM_NULL else MPI.COMM_WORLD
+    """The processes of this job: after ``dpmpi.init``, its protocol communicator, else
+    MPI_COMM_WORLD."""
+    world = _job_world() if _job_world is not None else MPI.COMM_NULL
+    return world if world != MPI.COMM_NULL else MPI.COMM_WORLD
 
 
 def _within_job(comm: MPI.Comm) -> bool:
@@ -94,7 +105,7 @@ def _convert(op: str, result: Any, raw: MPI.Comm | None = None) -> Any:
         if result == MPI.COMM_NULL:
             return result
         if op in _WARM_UP and _within_job(result):
-            _warm_up(result, op)
+            warm_up(result, op)
         return Comm(result)
     if isinstance(result, MPI.Request):
         return Request(result, raw)
@@ -335,6 +346,14 @@ class Comm:
         if due:
             _hooks.interrupt()
         return out
+
+
+def rebind(comm: Comm, raw: MPI.Comm) -> None:
+    """Point ``comm`` at ``raw`` in place (a repair rebuilds a communicator and the program's
+    handles stay valid); the methods cached for the old communicator are dropped."""
+    keep = {k: v for k, v in comm.__dict__.items() if k.startswith("_")}  # not the cached methods
+    comm.__dict__.clear()
+    comm.__dict__.update(keep, _comm=raw)
 
 
 def _dropped_world_ranks(old: MPI.Comm, new: MPI.Comm) -> list[int]:

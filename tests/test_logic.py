@@ -158,37 +158,40 @@ def test_the_users_placement_is_left_alone(monkeypatch, placement):
 
 
 def test_a_replacement_takes_the_failed_places_cpus():
-    from dpmpi import resilient
+    from dpmpi.resilient.plan import Plan, cpus_of_place, inherit_places
 
-    base = resilient.Plan(3, (0, 1, 2), (3,), 5)
+    base = Plan(3, (0, 1, 2), (3,), 5)
     places = {0: ("a", (0,)), 1: ("a", (1,)), 2: ("b", (0,)), 3: ("a", (0, 1))}
+    before = dict(places)
     # a spare and a respawned process (not known to the parents: assumed on the failed rank's node)
     filled = {1: Filled("spare", 3), 2: Filled("respawn", 5)}
-    assert resilient._cpus_of_place(places, base, filled, 3) == (1,)
-    assert resilient._cpus_of_place(places, base, filled, 5) == (0,)
-    assert resilient._cpus_of_place(places, base, filled, 0) is None  # a survivor keeps its CPUs
-    assert resilient._cpus_of_place({**places, 5: ("c", (0, 1))}, base, filled, 5) is None  # another node
-    assert resilient._cpus_of_place(places, base, {1: Filled("dropped", -1)}, 3) is None
-    resilient._inherit_cpus(places, base, filled)
-    assert places[3] == ("a", (1,)) and places[5] == ("b", (0,))  # a later replacement of them gets these
-    assert places[0] == ("a", (0,))
+    assert cpus_of_place(places, base, filled, 3) == (1,)
+    assert cpus_of_place(places, base, filled, 5) == (0,)
+    assert cpus_of_place(places, base, filled, 0) is None  # a survivor keeps its CPUs
+    assert cpus_of_place({**places, 5: ("c", (0, 1))}, base, filled, 5) is None  # another node
+    assert cpus_of_place(places, base, {1: Filled("dropped", -1)}, 3) is None
+    after = inherit_places(places, base, filled)
+    assert after[3] == ("a", (1,)) and after[5] == ("b", (0,))  # a later replacement of them gets these
+    assert after[0] == ("a", (0,))
+    assert places == before  # pure: the argument is left as it was
     other = {1: ("a", (1,)), 3: ("c", (0, 1))}
-    resilient._inherit_cpus(other, base, {1: Filled("spare", 3)})
-    assert other[3] == ("c", (0, 1))  # a spare on another node keeps its own
+    # a spare on another node keeps its own
+    assert inherit_places(other, base, {1: Filled("spare", 3)})[3] == ("c", (0, 1))
+    assert inherit_places(places, base, {1: Filled("dropped", -1)}) == places  # nobody took the place
 
 
 def test_a_spare_called_in_takes_the_failed_ranks_cpus(monkeypatch):
-    from dpmpi import resilient
+    from dpmpi.resilient import affinity
 
     calls = []
-    monkeypatch.setattr(resilient.os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(resilient.os, "sched_setaffinity", lambda tid, cpus: calls.append((tid, tuple(cpus))))
-    resilient._adopt_cpus((1,))
+    monkeypatch.setattr(affinity.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", lambda tid, cpus: calls.append((tid, tuple(cpus))))
+    affinity.adopt_cpus((1,))
     assert calls and all(cpus == (1,) for _tid, cpus in calls)
     assert os.getpid() in {tid for tid, _c in calls}
     calls.clear()
-    resilient._adopt_cpus((0, 1))  # already there
-    resilient._adopt_cpus(())  # unknown
+    affinity.adopt_cpus((0, 1))  # already there
+    affinity.adopt_cpus(())  # unknown
     assert not calls
 
 
@@ -284,10 +287,12 @@ def test_plan_fills_failed_ranks_from_spares_in_order():
 
 def test_plan_skips_dead_spares_and_shrinks_when_they_run_out():
     from dpmpi.resilient import plan_repair
+    from dpmpi.resilient.plan import dropped_ranks
 
     new, failed, filled, renumber = plan_repair(_plan(), {0, 3, 5}, "shrink")
     assert new.actives == (0, 5, 3) and new.spares == ()
     assert filled == {1: Filled("spare", 5), 2: Filled("dropped", -1)} and renumber == {0: 0, 1: 1, 3: 2}
+    assert dropped_ranks(filled) == [2] and dropped_ranks({1: Filled("spare", 5)}) == []
 
 
 def test_plan_abort_policy_raises():
@@ -302,11 +307,45 @@ def test_plan_respawn_policy_gives_new_ids_and_adopts_unknown_processes():
 
     new, failed, filled, renumber = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 3}, "respawn")
     assert filled == {1: Filled("respawn", 5), 2: Filled("respawn", 6)}
-    assert new.actives == (0, 5, 6, 3) and new.spares == () and new.next_wid == 7
+    assert new.actives == (0, 5, 6, 3) and new.spares == () and new.next_process_id == 7
     assert renumber == {0: 0, 1: 1, 2: 2, 3: 3}
     # a process spawned by an attempt that did not commit (id 5) is alive but unknown: a spare now
     again, _f, filled2, _r = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 2, 3, 5}, "respawn")
-    assert filled2 == {1: Filled("spare", 5)} and again.actives == (0, 5, 2, 3) and again.next_wid == 6
+    assert filled2 == {1: Filled("spare", 5)} and again.actives == (0, 5, 2, 3) and again.next_process_id == 6
+
+
+def test_plan_names_the_logical_rank_of_a_process():
+    from dpmpi.resilient import Plan
+
+    plan = Plan(2, (0, 5, 2), (4,), 6)
+    assert [plan.logical(p) for p in (0, 5, 2, 4, 1, 99)] == [0, 1, 2, -1, -1, -1]  # a spare, the dead: -1
+
+
+def test_recipes_follow_the_renumbering_of_a_shrink():
+    from dpmpi.resilient.plan import Recipe
+
+    renumber = {0: 0, 1: 1, 3: 2}  # rank 2 dropped, 3 became 2
+    split = Recipe("Split", -1, {0: (0, 0), 1: (1, 0), 2: (0, 1), 3: (1, 1)})
+    assert split.renumbered(renumber) == Recipe("Split", -1, {0: (0, 0), 1: (1, 0), 2: (1, 1)})
+    group = Recipe("Create_group", 0, {-1: ((1, 2, 3), 7)})
+    assert group.renumbered(renumber) == Recipe("Create_group", 0, {-1: ((1, 2), 7)})
+    dup = Recipe("Dup", 1, {})
+    assert dup.renumbered(renumber) == dup and dup.renumbered(renumber) is not dup
+    assert split.args[2] == (0, 1)  # the original is left as it was
+    same = {0: 0, 1: 1, 2: 2, 3: 3}  # a repair that filled every place: nothing changes
+    assert split.renumbered(same) == split and group.renumbered(same) == Recipe("Create_group", 0, {-1: ((1, 2, 3), 7)})
+
+
+def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():
+    from dpmpi.resilient.plan import Plan, Recipe, View, newest_view
+
+    old, new = Plan(1, (0, 1, 2), (3, 4)), Plan(2, (0, 3, 2), (4,))
+    recipes = [Recipe("Dup", -1, {})]
+    # spare 4 holds an older plan (a process can miss a commit); active ranks bring recipes, spares None
+    views = [View(4, old, None), View(0, new, recipes), View(2, new, recipes)]
+    alive, base, got = newest_view(views)
+    assert alive == {0, 2, 4} and base == new and got == recipes
+    assert newest_view([View(4, old, None), View(5, new, None)]) == ({4, 5}, new, [])  # no active rank left
 
 
 # ---- snapshot planning (pure) ------------------------------------------------------------------
@@ -623,12 +662,13 @@ def test_a_repair_stuck_past_its_deadline_ends_the_process(monkeypatch):
     # watchdog ends the process as a failure instead (here: the stand-in for _guard.die is called)
     import threading
 
-    from dpmpi import resilient
+    from dpmpi import _guard
+    from dpmpi.resilient.watchdog import Watchdog
 
     fired = threading.Event()
     causes = []
-    monkeypatch.setattr(resilient._guard, "die", lambda status, cause: (causes.append((status, cause)), fired.set()))
-    dog = resilient._Watchdog()
+    monkeypatch.setattr(_guard, "die", lambda status, cause: (causes.append((status, cause)), fired.set()))
+    dog = Watchdog()
     with dog.armed(0.05, "Respawn"):
         assert fired.wait(10)
     assert causes[0][0] == 1 and "Respawn did not complete within 0.05 s" in causes[0][1]
@@ -636,14 +676,14 @@ def test_a_repair_stuck_past_its_deadline_ends_the_process(monkeypatch):
 
 @pytest.mark.parametrize("raw, ok", [("", 60.0), ("2.5", 2.5), ("0", None), ("-1", None), ("soon", None)])
 def test_repair_timeout_setting(monkeypatch, raw, ok):
-    from dpmpi import resilient
+    from dpmpi.resilient import settings
 
     monkeypatch.setenv("DPMPI_REPAIR_TIMEOUT", raw)
     if ok is None:
         with pytest.raises(ValueError, match="DPMPI_REPAIR_TIMEOUT"):
-            resilient._repair_timeout()
+            settings.repair_timeout()
     else:
-        assert resilient._repair_timeout() == ok
+        assert settings.repair_timeout() == ok
 
 
 def test_repair_listeners_are_weak_ordered_and_unique():
@@ -666,3 +706,68 @@ def test_repair_listeners_are_weak_ordered_and_unique():
     ls.discard(b)
     ls.discard(b)  # no error
     assert ls.snapshot() == []
+
+
+# ---- the packages' structure (dpmpi/resilient/, dpmpi/snapshot/) --------------------------------
+PACKAGES = ["dpmpi.resilient", "dpmpi.snapshot"]
+
+
+def _package_sources(package):
+    import ast
+    import importlib
+    import pathlib
+
+    root = pathlib.Path(importlib.import_module(package).__file__).parent
+    return {f"{package}.{p.stem}" if p.stem != "__init__" else package: (p, ast.parse(p.read_text()))
+            for p in sorted(root.glob("*.py"))}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_modules_import_in_one_direction_and_use_no_private_names(package):
+    import ast
+
+    sources = _package_sources(package)
+    edges, private = {}, []
+    for name, (_p, tree) in sources.items():
+        modules = {}  # local name -> the dpmpi module it stands for
+        edges[name] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):  # import dpmpi.x.y as y
+                for a in node.names:
+                    if a.name in sources and a.name != name:
+                        edges[name].add(a.name)
+                    if a.name.startswith("dpmpi"):
+                        modules[a.asname or a.name] = a.name
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dpmpi"):
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    target = full if full in sources else node.module
+                    if target in sources and target != name:
+                        edges[name].add(target)
+                    if full in sources or node.module == "dpmpi":  # a module imported by name
+                        modules[a.asname or a.name] = full
+                    elif a.name.startswith("_"):
+                        private.append(f"{name}: from {node.module} import {a.name}")
+        for node in ast.walk(tree):  # dpmpi modules may be private (_guard); their _names are not for others
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                private.append(f"{name}: {modules[node.value.id]}.{node.attr}")
+    assert not private, private
+    # importing a submodule runs the package's __init__ first; the submodules never need it
+    assert all(package not in deps for mod, deps in edges.items() if mod != package), edges
+    done: set = set()
+    while len(done) < len(edges):  # peel off the modules whose imports are all done: no circle
+        ready = {m for m, deps in edges.items() if m not in done and deps <= done}
+        assert ready, f"import circle among {sorted(set(edges) - done)}"
+        done |= ready
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_modules_and_classes_are_small(package):
+    import ast
+
+    for name, (path, tree) in _package_sources(package).items():
+        assert len(path.read_text().splitlines()) <= 400, name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                assert node.end_lineno - node.lineno + 1 <= 250, f"{name}.{node.name}"

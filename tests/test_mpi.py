@@ -158,8 +158,8 @@ def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
     from dpmpi import comm as dcomm
 
     warmed = []
-    real = dcomm._warm_up
-    monkeypatch.setattr(dcomm, "_warm_up", lambda c, op: (warmed.append((op, c.Is_inter())), real(c, op)))
+    real = dcomm.warm_up
+    monkeypatch.setattr(dcomm, "warm_up", lambda c, op: (warmed.append((op, c.Is_inter())), real(c, op)))
     inter, color = _intercomm(comm)
     assert isinstance(inter, dpmpi.Comm) and inter.Is_inter()
     half = comm.Get_size() // 2

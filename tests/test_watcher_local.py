@@ -53,7 +53,7 @@ SINGLETON = textwrap.dedent("""
     import numpy as np
 
     comm = dpmpi.init()
-    st = resilient._STATE
+    st = resilient.current()
     w = watcher.current()
     out = {"started": w is not None}
 
@@ -159,7 +159,7 @@ AFTER_PYTHON = textwrap.dedent("""
     import dpmpi
     from dpmpi import interrupts, resilient, watcher
     comm = dpmpi.init()
-    st = resilient._STATE
+    st = resilient.current()
     child = subprocess.Popen(["sleep", "0.3"])  # a "peer" that ends while this process ends
     st.procs[1] = watcher.identity()._replace(pid=child.pid, start=watcher._start_ticks(child.pid), wtid=0)
     st.plan = dataclasses.replace(st.plan, actives=(0, 1))
@@ -176,3 +176,38 @@ def test_a_peer_that_ends_after_python_ended_does_not_kill_this_process(tmp_path
     # fix: "Real-time signal 6", exit status 128 + 40)
     p = subprocess.run([sys.executable, "-c", AFTER_PYTHON], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert (p.returncode, p.stdout.strip()) == (0, "ending"), p.stderr
+
+
+def test_a_signal_inside_the_regions_bookkeeping_never_leaves_the_thread_armed(monkeypatch):
+    """The watcher's signal handled while ``armed().__exit__`` starts (its frame is skipped): the
+    region must still end with the count back to 0, and nothing raised. CPython runs a handler
+    again at once when it sends itself a signal; before, the handler re-sent it, the nested call
+    raised inside __exit__ and the thread stayed armed, so a later notice was raised inside the
+    runtime's recovery."""
+    import signal
+    from types import SimpleNamespace
+
+    from dpmpi import interrupts
+
+    class Failure(Exception):
+        pass
+
+    def immediate(tid, signum):  # what signal.pthread_kill does to the calling thread
+        interrupts.on_signal(signum, SimpleNamespace(f_code=interrupts.on_signal.__code__))
+
+    monkeypatch.setattr(signal, "pthread_kill", immediate)
+    monkeypatch.setattr(interrupts, "_noticed", [1])  # a death was noticed
+    monkeypatch.setattr(interrupts, "_failure", lambda: Failure("peer died"))
+    region = interrupts.armed()
+    with pytest.raises(Failure):  # noticed before the region: raised at its start, not armed after
+        region.__enter__()
+    assert interrupts._arm == 0
+    monkeypatch.setattr(interrupts, "_noticed", [0])
+    region = interrupts.armed()
+    region.__enter__()
+    assert interrupts._arm == 1
+    monkeypatch.setattr(interrupts, "_noticed", [1])  # noticed while the step ran; handled as __exit__ starts
+    interrupts.on_signal(signal.SIGUSR1, SimpleNamespace(f_code=type(region).__exit__.__code__))
+    region.__exit__(None, None, None)
+    assert interrupts._arm == 0
+    interrupts.on_signal(signal.SIGUSR1, SimpleNamespace(f_code=test_a_signal_inside_the_regions_bookkeeping_never_leaves_the_thread_armed.__code__))  # not armed: no raise

@@ -14,8 +14,8 @@ from mpi4py import MPI
 from dpmpi import config
 from dpmpi.comm import Comm, keep_forever
 from dpmpi.resilient import Role
-import dpmpi.snapshot.persistence as persistence
-import dpmpi.snapshot.restore as restore
+from dpmpi.snapshot import persistence
+from dpmpi.snapshot import restore
 from dpmpi.snapshot.buffers import Buffers
 from dpmpi.snapshot.committer import Committer
 from dpmpi.snapshot.layout import layout

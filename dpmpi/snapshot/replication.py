@@ -14,9 +14,9 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi.comm import _warm_up, keep_forever
+from dpmpi.comm import keep_forever, warm_up
 from dpmpi.errors import ProcFailedError, from_mpi
-import dpmpi.snapshot.plan as plan
+from dpmpi.snapshot import plan
 from dpmpi.snapshot.layout import Entry, from_signature, signature, total
 from dpmpi.snapshot.native import Codes, Slot
 from dpmpi.snapshot.replicator import Replicator, bind_mpi, job_failure
@@ -54,7 +54,7 @@ class Replication:
             scomm = comm.Dup()
         except MPI.Exception as exc:
             raise from_mpi(exc, comm, op) from exc
-        _warm_up(scomm, op)
+        warm_up(scomm, op)
         self.scomm = scomm
         add = getattr(self.comm, "add_repair_listener", None)
         if add is not None:  # a dpmpi resilient communicator (or one derived from it)

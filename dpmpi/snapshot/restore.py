@@ -15,7 +15,7 @@ from mpi4py import MPI
 
 from dpmpi.comm import cause_of, keep_pending
 from dpmpi.errors import from_mpi
-import dpmpi.snapshot.plan as plan
+from dpmpi.snapshot import plan
 from dpmpi.snapshot.buffers import Buffers
 from dpmpi.snapshot.committer import Committer
 from dpmpi.snapshot.errors import SnapshotLostError
