@@ -270,7 +270,7 @@ class Watcher:
                 ids.append(proc + (_THREAD_FD if i else 0))
         comm = None
         if self.mode.ulfm and me >= 0 and st.active is not None:
-            from dpmpi.comm import warm_up
+            from dpmpi.mpicall import warm_up
             from dpmpi.errors import from_mpi
 
             raw = st.active.mpi

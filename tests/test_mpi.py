@@ -155,7 +155,7 @@ def _intercomm(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
-    from dpmpi import comm as dcomm
+    from dpmpi import comm as dcomm  # the name dpmpi.Comm's methods call
 
     warmed = []
     real = dcomm.warm_up
@@ -174,9 +174,9 @@ def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
 
 
 def test_communicators_of_this_job_are_within_it():
-    from dpmpi import comm as dcomm
+    from dpmpi import mpicall
 
-    assert dcomm._within_job(MPI.COMM_WORLD) and dcomm._within_job(MPI.COMM_SELF)
+    assert mpicall.within_job(MPI.COMM_WORLD) and mpicall.within_job(MPI.COMM_SELF)
 
 
 @pytest.mark.mpi(min_size=2)

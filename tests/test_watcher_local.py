@@ -49,7 +49,7 @@ SINGLETON = textwrap.dedent("""
     import dataclasses, json, os, subprocess, sys, time
     import dpmpi
     from dpmpi import interrupts, resilient, watcher
-    from dpmpi.comm import _KEPT
+    from dpmpi.mpicall import _KEPT
     import numpy as np
 
     comm = dpmpi.init()

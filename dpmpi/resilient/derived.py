@@ -8,7 +8,8 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi.comm import Comm, rebind, warm_up
+from dpmpi.comm import Comm, rebind
+from dpmpi.mpicall import warm_up
 from dpmpi.errors import from_mpi
 from dpmpi.resilient.plan import Recipe
 from dpmpi.resilient.state import State

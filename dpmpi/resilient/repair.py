@@ -10,7 +10,8 @@ from typing import NamedTuple
 from mpi4py import MPI
 
 from dpmpi import _guard, faults
-from dpmpi.comm import rebind, warm_up
+from dpmpi.comm import rebind
+from dpmpi.mpicall import warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.resilient import derived, settings
 from dpmpi.resilient.affinity import adopt_cpus

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from mpi4py import MPI
 
 from dpmpi import eventlog, faults, watcher
-from dpmpi.comm import warm_up
+from dpmpi.mpicall import warm_up
 from dpmpi.resilient import settings
 from dpmpi.resilient.plan import Filled, Place, Plan, Recipe
 from dpmpi.resilient.state import State

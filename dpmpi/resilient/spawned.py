@@ -8,7 +8,7 @@ from dataclasses import asdict
 from mpi4py import MPI
 
 from dpmpi import _guard, watcher
-from dpmpi.comm import warm_up
+from dpmpi.mpicall import warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
 from dpmpi.resilient import derived, repair
 from dpmpi.resilient.affinity import adopt_cpus, my_place

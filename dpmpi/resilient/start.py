@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from dpmpi import _guard, comm, watcher
+from dpmpi import _guard, mpicall, watcher
+from dpmpi.comm import Comm
 from dpmpi.errors import from_mpi
 from dpmpi.resilient import settings, spawned
 from dpmpi.resilient.affinity import my_place
@@ -24,7 +25,7 @@ def current() -> State | None:
 def _adopt(state: State) -> None:
     global _STATE
     _STATE = state
-    comm.set_job_world(lambda: state.world)
+    mpicall.set_job_world(lambda: state.world)
 
 
 def init(spares: int | None = None, on_depleted: str | None = None, *, wait: bool = True) -> ResilientComm:
@@ -49,12 +50,12 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     n_spares = settings.spares_from(spares, size)
     policy = settings.policy_from(on_depleted)
     poll = settings.spare_poll()
-    comm.Comm(MPI.COMM_WORLD)  # checks that the job is fault tolerant
+    Comm(MPI.COMM_WORLD)  # checks that the job is fault tolerant
     try:
         world = MPI.COMM_WORLD.Dup()
     except MPI.Exception as exc:
         raise from_mpi(exc, MPI.COMM_WORLD, "init") from exc
-    comm.warm_up(world, "init")
+    mpicall.warm_up(world, "init")
     try:
         table = world.allgather((my_place(), watcher.identity()))
     except MPI.Exception as exc:
@@ -74,7 +75,7 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     except MPI.Exception as exc:
         raise from_mpi(exc, world, "init") from exc
     if me >= 0:
-        comm.warm_up(raw, "init")
+        mpicall.warm_up(raw, "init")
         state.active = ResilientComm(raw, state)
         if state.watcher is not None:  # collective over the active ranks when ULFM is watched
             state.watcher.rearm()

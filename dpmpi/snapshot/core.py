@@ -12,7 +12,8 @@ from typing import Any, Mapping
 from mpi4py import MPI
 
 from dpmpi import config
-from dpmpi.comm import Comm, keep_forever
+from dpmpi.comm import Comm
+from dpmpi.mpicall import keep_forever
 from dpmpi.resilient import Role
 from dpmpi.snapshot import persistence
 from dpmpi.snapshot import restore

@@ -4,7 +4,7 @@ engine, and the constants the C module defines (read from it, never copied here)
 Ownership: a ``Slot``'s memory is freed by cffi's garbage collector when the last reference to
 it goes; while a copy job or a replication may still write it, its owner keeps it (``Engine``
 keeps a job's pointers until the job ends; a replication that a failure interrupted is kept
-forever, see ``dpmpi.comm.keep_forever``).
+forever, see ``dpmpi.mpicall.keep_forever``).
 """
 from __future__ import annotations
 

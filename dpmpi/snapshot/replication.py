@@ -14,7 +14,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi.comm import keep_forever, warm_up
+from dpmpi.mpicall import keep_forever, warm_up
 from dpmpi.errors import ProcFailedError, from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.layout import Entry, from_signature, signature, total
