@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 SOURCES := $(shell find dpmpi cext -type f -name '*.py' -o -type f -name '*.c' -o -type f -name '*.h' -o -type f -name '*.pyi') meson.build pyproject.toml
 
-.PHONY: demo docs test test-logic test-mpi test-faults test-peer bench peer clean
+.PHONY: demo docs test test-logic test-mpi test-faults test-peer bench bench-quick peer clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,7 @@ test: $(VENV)/.installed
 # Tier 1: pure logic, and tier 3: fault and hot-swap tests (each a dpmpi-run child with a hard
 # timeout).
 test-logic:
-	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py
+	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py
 test-faults:
 	$(BIN)/pytest -q tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py
 
@@ -59,6 +59,12 @@ docs: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/stress_kill.py
+
+# The bench suite, short (minutes here): every dpmpi-bench subcommand but the watcher's, then
+# bench/results/report.md with its plots (PNG; skipped, and said so, without matplotlib: pip
+# install ".[bench]"). The long series: dpmpi-bench all, or one subcommand (dpmpi-bench --help).
+bench-quick: $(VENV)/.installed
+	$(BIN)/dpmpi-bench all --quick
 
 # Peer tier (a bench: tens of minutes here): mpi4py 4.1.2's own test suite (tests/peer/mpi4py)
 # under plain mpirun --with-ft ulfm and under dpmpi-run at 1, 2 and 4 ranks, compared test by
