@@ -108,7 +108,7 @@ def test_snapshot_of_fake_device_arrays_round_trip(monkeypatch):
     """Device arrays in a Snapshot: staged through pinned mirrors on the backend's own stream,
     restored to the device; host arrays beside them as before; the mirrors are unregistered."""
     import dpmpi
-    from dpmpi.gpu import backend as gb
+    from dpmpi.gpu import select as gb
 
     monkeypatch.setenv(settings.ENV_BACKEND, "fake")
     monkeypatch.setattr(gb, "_BACKEND", None)

@@ -348,6 +348,94 @@ def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():
     assert newest_view([View(4, old, None), View(5, new, None)]) == ({4, 5}, new, [])  # no active rank left
 
 
+# ---- snapshot planning (pure) ------------------------------------------------------------------
+def test_buddies_and_owners_are_one_relation():
+    from dpmpi.snapshot import buddies, owners
+
+    assert buddies(0, 4, 1) == (1,) and owners(0, 4, 1) == (3,)
+    assert buddies(3, 4, 2) == (0, 1) and owners(0, 4, 2) == (3, 2)
+    assert buddies(0, 2, 5) == (1,) and buddies(0, 1, 1) == () and owners(0, 1, 1) == ()  # never itself
+    for size, replicas in [(1, 0), (2, 1), (5, 1), (5, 2), (5, 4), (7, 3)]:
+        for r in range(size):
+            assert all(r in buddies(o, size, replicas) for o in owners(r, size, replicas))
+            assert all(r in owners(b, size, replicas) for b in buddies(r, size, replicas))
+            assert len(buddies(r, size, replicas)) == min(replicas, size - 1)
+
+
+def _ring(epochs, size, gone=()):
+    """What each rank holds with one ring buddy, every rank having committed ``epochs``; the
+    ranks in ``gone`` are replacements that hold nothing."""
+    return {r: {} if r in gone else {r: set(epochs), (r - 1) % size: set(epochs)} for r in range(size)}
+
+
+def test_plan_restore_nothing_committed():
+    from dpmpi.snapshot import plan_restore
+
+    assert plan_restore({0: {}, 1: {}}, 2) == (-1, {}, ())
+    assert plan_restore({0: {0: set()}}, 1) == (-1, {}, ())
+
+
+def test_plan_restore_without_failure_restores_the_newest_common_epoch_locally():
+    from dpmpi.snapshot import plan_restore
+
+    assert plan_restore(_ring({4, 5}, 4), 4) == (5, {}, ())
+
+
+def test_plan_restore_a_replacement_gets_its_copy_from_its_buddy():
+    from dpmpi.snapshot import plan_restore
+
+    assert plan_restore(_ring({4, 5}, 4, gone={1}), 4) == (5, {1: 2}, ())
+    # two replacements, each with a live buddy
+    assert plan_restore(_ring({4, 5}, 4, gone={0, 2}), 4) == (5, {0: 1, 2: 3}, ())
+
+
+def test_plan_restore_the_lowest_holder_sends():
+    from dpmpi.snapshot import plan_restore
+
+    held = {0: {}, 1: {1: {5}, 0: {5}}, 2: {2: {5}, 0: {5}, 1: {5}}, 3: {3: {5}, 1: {5}, 2: {5}}}
+    assert plan_restore(held, 4) == (5, {0: 1}, ())
+
+
+def test_plan_restore_one_rank_lost_with_its_buddy():
+    from dpmpi.snapshot import plan_restore
+
+    # rank 1 and rank 2, which held rank 1's copies, were both replaced: rank 1's state is gone
+    assert plan_restore(_ring({4, 5}, 4, gone={1, 2}), 4) == (-1, {}, (1,))
+
+
+def test_plan_restore_survivors_at_different_epochs():
+    from dpmpi.snapshot import plan_restore
+
+    # rank 1 never got epoch 6 (the failure came during its commit): epoch 5 is common
+    held = _ring({5, 6}, 3)
+    held[1][1] = {4, 5}
+    held[2][1] = {4, 5}
+    assert plan_restore(held, 3) == (5, {}, ())
+    # a replacement takes the common epoch from its buddy, which holds a newer one too
+    held = _ring({5, 6}, 3, gone={2})
+    held[1][1] = {4, 5}
+    assert plan_restore(held, 3) == (5, {2: 0}, ())
+    # no common epoch (no replicas): the rank behind the newest is the one whose state is lost
+    assert plan_restore({0: {0: {6}}, 1: {1: {4}}, 2: {2: {6}}}, 3) == (-1, {}, (1,))
+
+
+def test_plan_restore_ignores_copies_of_ranks_beyond_the_size():
+    from dpmpi.snapshot import plan_restore
+
+    # after a shrink to 2 ranks: a copy of (renumbered away) rank 2 is nobody's
+    held = {0: {0: {5}, 2: {7}}, 1: {1: {5}, 0: {5}}}
+    assert plan_restore(held, 2) == (5, {}, ())
+
+
+def test_missing_copies_after_a_restore():
+    from dpmpi.snapshot.plan import missing_copies
+
+    held = _ring({5}, 4, gone={1})  # rank 1 was replaced: it holds neither its copy nor rank 0's
+    assert missing_copies(1, 4, 1, 5, held) == (set(), {0})  # rank 2 still holds its copy
+    assert missing_copies(0, 4, 1, 5, held) == ({1}, set())
+    assert missing_copies(2, 4, 1, 5, held) == (set(), set())
+
+
 def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
     """mpirun sometimes fails before starting anything ("The PMIx server's listener thread failed to
     start"): dpmpi-run launches it again, and the program runs once."""
@@ -618,58 +706,3 @@ def test_repair_listeners_are_weak_ordered_and_unique():
     ls.discard(b)
     ls.discard(b)  # no error
     assert ls.snapshot() == []
-
-
-# ---- the hot-swap package's structure (dpmpi/resilient/) --------------------------------------
-def _resilient_sources():
-    import ast
-    import pathlib
-
-    import dpmpi.resilient
-
-    root = pathlib.Path(dpmpi.resilient.__file__).parent
-    return {f"dpmpi.resilient.{p.stem}" if p.stem != "__init__" else "dpmpi.resilient": (p, ast.parse(p.read_text()))
-            for p in sorted(root.glob("*.py"))}
-
-
-def test_resilient_modules_import_in_one_direction_and_use_no_private_names():
-    import ast
-
-    sources = _resilient_sources()
-    edges, private = {}, []
-    for name, (_p, tree) in sources.items():
-        modules = {}  # local name -> the dpmpi module it stands for
-        edges[name] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dpmpi"):
-                for a in node.names:
-                    full = f"{node.module}.{a.name}"
-                    target = full if full in sources else node.module
-                    if target in sources and target != name:
-                        edges[name].add(target)
-                    if full in sources or node.module == "dpmpi":  # a module imported by name
-                        modules[a.asname or a.name] = full
-                    elif a.name.startswith("_"):
-                        private.append(f"{name}: from {node.module} import {a.name}")
-        for node in ast.walk(tree):  # dpmpi modules may be private (_guard); their _names are not for others
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
-                    and node.attr.startswith("_") and not node.attr.startswith("__")):
-                private.append(f"{name}: {modules[node.value.id]}.{node.attr}")
-    assert not private, private
-    # importing a submodule runs the package's __init__ first; the submodules never need it
-    assert all("dpmpi.resilient" not in deps for mod, deps in edges.items() if mod != "dpmpi.resilient"), edges
-    done: set = set()
-    while len(done) < len(edges):  # peel off the modules whose imports are all done: no circle
-        ready = {m for m, deps in edges.items() if m not in done and deps <= done}
-        assert ready, f"import circle among {sorted(set(edges) - done)}"
-        done |= ready
-
-
-def test_resilient_modules_and_classes_are_small():
-    import ast
-
-    for name, (path, tree) in _resilient_sources().items():
-        assert len(path.read_text().splitlines()) <= 400, name
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef):
-                assert node.end_lineno - node.lineno + 1 <= 250, f"{name}.{node.name}"

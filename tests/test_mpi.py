@@ -132,9 +132,10 @@ def test_snapshot_buddies_hold_the_neighbours_copy_and_restore_is_exact(comm):
         snap.stage()
         snap.commit(epoch)
     snap.wait()
-    digests = comm.allgather(snap._own[snap._committed].digest)
+    assert set(snap.holdings()[r]) == {2, 3}  # its own two slots
+    digests = comm.allgather(snap.holdings()[r][3])
     if n > 1:  # the ring neighbour's copies of the last two epochs, with its checksum
-        held = {s.epoch: s.digest for s in snap._held[(r - 1) % n]}
+        held = snap.holdings()[(r - 1) % n]
         assert set(held) == {2, 3} and held[3] == digests[(r - 1) % n]
     a[:] = -1
     assert snap.restore() == 3

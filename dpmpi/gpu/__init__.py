@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpmpi.gpu.backend import get as get_backend
+from dpmpi.gpu.select import get as get_backend
 from dpmpi.gpu.nccl import NcclComm
 
 __all__ = ["NcclComm", "get_backend", "is_device_array"]

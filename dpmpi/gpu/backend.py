@@ -162,23 +162,3 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def unregister_host(self, handle: Any) -> None:
         """cudaHostUnregister (before the memory is freed)."""
-
-
-_BACKEND: Backend | None = None
-
-
-def get() -> Backend:
-    """The process's backend (``DPMPI_GPU_BACKEND``: cupy by default, or fake), made once."""
-    global _BACKEND
-    if _BACKEND is None:
-        from dpmpi.gpu import settings
-
-        if settings.backend_name() == "fake":
-            from dpmpi.gpu.fake import FakeBackend
-
-            _BACKEND = FakeBackend()
-        else:
-            from dpmpi.gpu.cupy_backend import CupyBackend
-
-            _BACKEND = CupyBackend()
-    return _BACKEND

@@ -41,7 +41,8 @@ from dpmpi.interrupts import uninterrupted
 from dpmpi.comm import Comm
 from dpmpi.mpicall import keep_forever
 from dpmpi.errors import ProcFailedError
-from dpmpi.gpu.backend import check_array, check_pair, get as get_backend, op_name
+from dpmpi.gpu.backend import check_array, check_pair, op_name
+from dpmpi.gpu.select import get as get_backend
 from dpmpi.gpu import poll, settings
 
 
