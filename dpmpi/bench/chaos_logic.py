@@ -11,6 +11,8 @@ import re
 import signal
 from dataclasses import dataclass, field
 
+from dpmpi.bench.common import json_lines
+
 VERDICTS = ("ok", "wrong", "hang", "crash", "dirty-exit", "late-kill")
 SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "SEGV": signal.SIGSEGV, "STOP": signal.SIGSTOP,
            "ABRT": signal.SIGABRT, "INT": signal.SIGINT}
@@ -212,16 +214,7 @@ def run_seed(seed: int, workload: str, kills: int, index: int) -> int:
 
 
 # ---- pure: outcomes ----------------------------------------------------------------------------
-def events(stdout: str) -> list[dict]:
-    out = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
+events = json_lines  # the ranks' JSON lines of a job's output
 
 
 def final_digests(stdout: str, n_active: int, steps: int | None = None) -> dict[int, str] | None:
