@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 SOURCES := $(shell find dpmpi cext -type f -name '*.py' -o -type f -name '*.c' -o -type f -name '*.h' -o -type f -name '*.pyi') meson.build pyproject.toml
 
-.PHONY: demo docs test test-logic test-mpi test-faults test-peer bench peer clean
+.PHONY: demo docs test test-logic test-mpi test-faults test-peer bench bench-quick peer clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,9 @@ test: $(VENV)/.installed
 # timeout; test_cluster.py: node failures on a simulated 2-node cluster of namespaces, ~15 s,
 # skipped without root).
 test-logic:
-	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_placement.py tests/test_run_nodes.py
+	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py
 test-faults:
-	$(BIN)/pytest -q tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py tests/test_cluster.py
+	$(BIN)/pytest -q tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py tests/test_gpu_fake.py tests/test_cluster.py
 
 # Tier 2: fault-free MPI tests under pytest-mpi at 1, 2 and 4 ranks. Launched by dpmpi-run,
 # whose exit code is exact (mpirun --with-ft ulfm returns 0 even when ranks die, e.g. when
@@ -60,6 +60,12 @@ docs: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/stress_kill.py
+
+# The bench suite, short (minutes here): every dpmpi-bench subcommand but the watcher's, then
+# bench/results/report.md with its plots (PNG; skipped, and said so, without matplotlib: pip
+# install ".[bench]"). The long series: dpmpi-bench all, or one subcommand (dpmpi-bench --help).
+bench-quick: $(VENV)/.installed
+	$(BIN)/dpmpi-bench all --quick
 
 # Peer tier (a bench: tens of minutes here): mpi4py 4.1.2's own test suite (tests/peer/mpi4py)
 # under plain mpirun --with-ft ulfm and under dpmpi-run at 1, 2 and 4 ranks, compared test by

@@ -8,9 +8,9 @@
  *   - status == 0: the rank completed. It waits (without spinning) in a fault-tolerant agreement
  *     on COMM_WORLD until every live rank has completed, then calls MPI_Finalize under a watchdog
  *     (Finalize can hang after a failure; open-mpi/ompi#11404).
- * MPI is reached through dlsym on the libmpi that mpi4py already loaded, so the module does not
- * link against any MPI at build time. Handles follow the Open MPI ABI (pointers), the only MPI
- * with working ULFM that dpmpi supports.
+ * MPI is reached through the one binding of the libmpi that the process already loaded
+ * (dpmpi_mpi.h), so the module does not link against any MPI at build time. Handles follow the
+ * Open MPI ABI (pointers), the only MPI with working ULFM that dpmpi supports.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "dpmpi_c.h"
+#include "dpmpi_mpi.h"
 #include "dpmpi_util.h"
 
 #ifndef DPMPI_C_VERSION /* set by meson.build from its project() version */
@@ -37,13 +38,6 @@
 #endif
 
 const char *dpmpi_c_version(void) { return DPMPI_C_VERSION; }
-
-typedef int (*fn_int_void)(void);
-typedef int (*fn_flag)(int *);
-typedef int (*fn_comm)(void *);
-typedef int (*fn_iagree)(void *, int *, void **);
-typedef int (*fn_test)(void **, int *, void *);
-typedef int (*fn_set_errhandler)(void *, void *);
 
 static struct {
     int registered;
@@ -64,13 +58,8 @@ static struct {
     void *world;
     int owns_finalize;
     double finalize_timeout;
-    fn_flag initialized, finalized;
-    fn_int_void finalize;
-    fn_iagree iagree;
-    fn_test test;
-    fn_comm failure_ack;
-    fn_set_errhandler set_errhandler;
-    void *errors_return; /* MPI_ERRORS_RETURN (Open MPI ABI: the address of a predefined object) */
+    const dpmpi_mpi_api *mpi; /* NULL until dpmpi_exit_set_mpi bound it */
+    int ulfm;                 /* the library has the agreement (MPIX_Comm_iagree, failure_ack) */
     void *adopted_request; /* a pending exit agreement posted from Python (spares) */
     int agreed;            /* the exit agreement is already done */
 } g = {.rank = -1, .cause = "null", .lock = PTHREAD_MUTEX_INITIALIZER, .finalize_timeout = 2.0};
@@ -86,9 +75,9 @@ static void sleep_seconds(double s) {
 
 static int mpi_active(void) {
     int init = 0, fin = 0;
-    if (!g.initialized || !g.finalized) return 0;
-    if (g.initialized(&init) != 0 || !init) return 0;
-    if (g.finalized(&fin) != 0 || fin) return 0;
+    if (!g.mpi) return 0;
+    if (g.mpi->initialized(&init) != 0 || !init) return 0;
+    if (g.mpi->finalized(&fin) != 0 || fin) return 0;
     return 1;
 }
 
@@ -259,32 +248,33 @@ static void *finalize_watchdog(void *arg) {
 static int end_mpi(void) {
     static int flag;
     /* a C program's COMM_WORLD aborts on errors by default: the agreement must see them instead */
-    if (g.world && g.set_errhandler && g.errors_return) g.set_errhandler(g.world, g.errors_return);
-    for (int attempt = 0; !g.agreed && g.world && g.iagree && attempt < 1000; attempt++) {
+    if (g.world && g.mpi->comm_set_errhandler && g.mpi->errors_return)
+        g.mpi->comm_set_errhandler(g.world, g.mpi->errors_return);
+    for (int attempt = 0; !g.agreed && g.world && g.ulfm && attempt < 1000; attempt++) {
         void *req = NULL;
         int done = 0, rc = 0;
         flag = 1;
         if (attempt == 0 && g.adopted_request) /* the agreement this process posted earlier */
             req = g.adopted_request;
         else
-            rc = g.iagree(g.world, &flag, &req);
+            rc = g.mpi->iagree(g.world, &flag, &req);
         while (rc == 0 && !done) {
-            rc = g.test(&req, &done, NULL);
+            rc = g.mpi->test(&req, &done, NULL);
             if (rc == 0 && !done) sleep_seconds(0.0005);
         }
         if (rc == 0) break;
-        g.failure_ack(g.world); /* a peer failed: acknowledge it and agree again */
+        g.mpi->failure_ack(g.world); /* a peer failed: acknowledge it and agree again */
     }
     pthread_t t;
     if (pthread_create(&t, NULL, finalize_watchdog, NULL) == 0) pthread_detach(t);
-    int rc = g.finalize();
+    int rc = g.mpi->finalize();
     atomic_store(&finalize_returned, 1);
     return rc;
 }
 
 int dpmpi_exit_finalize(void) {
-    if (!g.finalize) return -1;
-    if (!mpi_active()) return g.finalize();
+    if (!g.mpi) return -1;
+    if (!mpi_active()) return g.mpi->finalize();
     return end_mpi();
 }
 
@@ -327,25 +317,16 @@ int dpmpi_exit_register(void) {
 }
 
 int dpmpi_exit_set_mpi(const char *libmpi_path, void *world, int owns_finalize, double finalize_timeout) {
-    void *h = dlopen(libmpi_path, RTLD_NOW | RTLD_NOLOAD);
-    if (!h) h = dlopen(libmpi_path, RTLD_NOW);
-    if (!h) return -1;
-    g.initialized = (fn_flag)dlsym(h, "MPI_Initialized");
-    g.finalized = (fn_flag)dlsym(h, "MPI_Finalized");
-    g.finalize = (fn_int_void)dlsym(h, "MPI_Finalize");
-    g.test = (fn_test)dlsym(h, "MPI_Test");
-    g.iagree = (fn_iagree)dlsym(h, "MPIX_Comm_iagree");
-    g.failure_ack = (fn_comm)dlsym(h, "MPIX_Comm_failure_ack");
-    if (!g.initialized || !g.finalized || !g.finalize || !g.test) return -2;
-    if (!g.iagree || !g.failure_ack) g.iagree = NULL; /* no ULFM: Finalize plainly */
-    g.set_errhandler = (fn_set_errhandler)dlsym(h, "MPI_Comm_set_errhandler");
-    g.errors_return = dlsym(RTLD_DEFAULT, "ompi_mpi_errors_return"); /* a program's copy first */
-    if (!g.errors_return) g.errors_return = dlsym(h, "ompi_mpi_errors_return");
+    const dpmpi_mpi_api *mpi = dpmpi_mpi_open(libmpi_path);
+    if (!mpi) return -1;
+    if (!mpi->initialized || !mpi->finalized || !mpi->finalize || !mpi->test) return -2;
+    g.ulfm = mpi->iagree && mpi->failure_ack; /* no ULFM: Finalize plainly */
+    g.mpi = mpi;
     g.mpi_seen = 1;
     g.world = world;
     g.owns_finalize = owns_finalize;
     if (finalize_timeout > 0) g.finalize_timeout = finalize_timeout;
-    return g.iagree ? 1 : 0;
+    return g.ulfm;
 }
 
 #define OWNER_ENV "DPMPI_RANK_PID"

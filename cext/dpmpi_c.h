@@ -45,11 +45,15 @@ void dpmpi_stall_leave(void);
 /* ---- fault injection ---- */
 void dpmpi_segv(void);
 
-/* ---- snapshots (dpmpi_snap.c; see dpmpi/snapshot.py) ---- */
+/* ---- snapshots (dpmpi_snap.c; see dpmpi/snapshot/) ---- */
 #define DPMPI_UNIT 1048576            /* bytes per copy/checksum unit */
 #define DPMPI_ENGINE_INJECTED 1       /* the test hook stopped the copy half-way */
 #define DPMPI_ENGINE_GATE_FAILED 2    /* the replication this copy waited for failed */
 #define DPMPI_REPL_ABANDONED 100000   /* a replication job's "error class" when it was abandoned */
+#define DPMPI_TAG_HDR 7101            /* replication and restore messages: a slot's header */
+#define DPMPI_TAG_DATA 7102           /* ... its data */
+#define DPMPI_TAG_BARRIER 7103        /* ... the replication's barrier (+ its round) */
+#define DPMPI_CHUNK 1073741824        /* MPI counts are ints: snapshot messages of at most 1 GiB */
 
 typedef struct dpmpi_engine dpmpi_engine;
 typedef struct dpmpi_repl dpmpi_repl;

@@ -10,14 +10,13 @@
  * - Replicator: one thread that posts a list of non-blocking sends and receives, then (when
  *   they all succeeded) a dissemination barrier of 1-byte messages, and polls them with short sleeps: no core spins, and
  *   Python is never needed to make progress (MPI_THREAD_MULTIPLE). MPI is reached through
- *   dlsym on the libmpi that mpi4py loaded; handles follow the Open MPI ABI (pointers).
+ *   the one binding of the libmpi that mpi4py loaded (dpmpi_mpi.h).
  *
  * Checksum: Fletcher-style sums modulo 2^64 in 8 lanes of 64-bit words over 64-byte blocks
  * (a += word; b += a), folded with a 64-bit mixer. Any change to one word changes lane a; a
  * swap of words changes lane b. It is not cryptographic: it detects corruption, not attacks.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,6 +33,7 @@
 #endif
 
 #include "dpmpi_c.h"
+#include "dpmpi_mpi.h"
 
 /* ---------------------------------------------------------------- checksum kernels */
 typedef struct {
@@ -223,37 +223,15 @@ void dpmpi_mem_free(void *p, size_t nbytes, int locked) {
     munmap(p, size);
 }
 
-/* ---------------------------------------------------------------- MPI (dlsym) */
-typedef int (*fn_isend)(const void *, int, void *, int, int, void *, void **);
-typedef int (*fn_irecv)(void *, int, void *, int, int, void *, void **);
-typedef int (*fn_test)(void **, int *, void *);
-typedef int (*fn_error_class)(int, int *);
-typedef int (*fn_iprobe)(int, int, void *, int *, void *);
-typedef int (*fn_comm_int)(void *, int *);
-
-static struct {
-    fn_isend isend;
-    fn_irecv irecv;
-    fn_test test;
-    fn_error_class error_class;
-    fn_iprobe iprobe;
-    fn_comm_int comm_rank, comm_size;
-} mpi;
+/* ---------------------------------------------------------------- MPI (dpmpi_mpi.h) */
+static const dpmpi_mpi_api *mpi; /* set once by dpmpi_mpi_bind, before any replication job */
 
 int dpmpi_mpi_bind(const char *libmpi_path) {
-    void *h = dlopen(libmpi_path, RTLD_NOW | RTLD_NOLOAD);
-    if (!h) h = dlopen(libmpi_path, RTLD_NOW);
-    if (!h) return -1;
-    mpi.isend = (fn_isend)dlsym(h, "MPI_Isend");
-    mpi.irecv = (fn_irecv)dlsym(h, "MPI_Irecv");
-    mpi.test = (fn_test)dlsym(h, "MPI_Test");
-    mpi.error_class = (fn_error_class)dlsym(h, "MPI_Error_class");
-    mpi.iprobe = (fn_iprobe)dlsym(h, "MPI_Iprobe");
-    mpi.comm_rank = (fn_comm_int)dlsym(h, "MPI_Comm_rank");
-    mpi.comm_size = (fn_comm_int)dlsym(h, "MPI_Comm_size");
-    if (!mpi.isend || !mpi.irecv || !mpi.test || !mpi.error_class || !mpi.iprobe || !mpi.comm_rank ||
-        !mpi.comm_size)
+    const dpmpi_mpi_api *api = dpmpi_mpi_open(libmpi_path);
+    if (!api) return -1;
+    if (!api->isend || !api->irecv || !api->test || !api->error_class || !api->comm_rank || !api->comm_size)
         return -2;
+    mpi = api;
     return 0;
 }
 
@@ -286,7 +264,7 @@ static void deadline_after(struct timespec *ts, double seconds) {
 }
 
 /* ---------------------------------------------------------------- replicator */
-#define CHUNK ((size_t)1 << 30) /* MPI counts are ints: messages of at most 1 GiB */
+#define CHUNK ((size_t)DPMPI_CHUNK)
 
 /* A replication job is a small state machine (post the sends and receives, test them, post the
  * barrier, test it, finish) that any thread holding `poll_mu` may advance one step at a time:
@@ -301,7 +279,6 @@ static void deadline_after(struct timespec *ts, double seconds) {
  * `poll_mu` guards the job's progress state (requests); MPI is called only with `poll_mu` held,
  * so one thread at a time tests these requests. */
 enum { PH_POST, PH_DATA, PH_BARRIER, PH_DONE };
-#define BARRIER_TAG 7103 /* + the round; dpmpi/snapshot.py uses 7101 and 7102 */
 
 struct dpmpi_repl {
     pthread_mutex_t mu;
@@ -330,7 +307,7 @@ struct dpmpi_repl {
 /* The MPI error class of a return code. */
 static int err_class(int rc) {
     int cls = rc;
-    mpi.error_class(rc, &cls);
+    mpi->error_class(rc, &cls);
     return cls;
 }
 
@@ -362,8 +339,8 @@ static void job_post(dpmpi_repl *r) {
         size_t off = 0;
         do {
             size_t n = op->len - off < CHUNK ? op->len - off : CHUNK;
-            int rc = op->send ? mpi.isend((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k])
-                              : mpi.irecv((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k]);
+            int rc = op->send ? mpi->isend((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k])
+                              : mpi->irecv((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k]);
             if (rc != 0) {
                 int cls = err_class(rc);
                 r->failed = cls;
@@ -386,7 +363,7 @@ static int job_test_data(dpmpi_repl *r) {
     for (int i = 0; i < r->nreq; i++) {
         if (r->rdone[i]) continue;
         int flag = 0;
-        int rc = mpi.test(&r->reqs[i], &flag, NULL);
+        int rc = mpi->test(&r->reqs[i], &flag, NULL);
         if (rc != 0) {
             int cls = err_class(rc);
             if (!r->failed) r->failed = cls;
@@ -416,9 +393,9 @@ static int barrier_post(dpmpi_repl *r) {
         return 1;
     }
     int d = 1 << r->bround;
-    int rc = mpi.irecv(&r->brecv, 1, r->dtype, (r->brank - d + r->bsize) % r->bsize, BARRIER_TAG + r->bround, r->comm,
+    int rc = mpi->irecv(&r->brecv, 1, r->dtype, (r->brank - d + r->bsize) % r->bsize, DPMPI_TAG_BARRIER + r->bround, r->comm,
                        &r->breq[0]);
-    if (rc == 0) rc = mpi.isend(&r->bsend, 1, r->dtype, (r->brank + d) % r->bsize, BARRIER_TAG + r->bround, r->comm,
+    if (rc == 0) rc = mpi->isend(&r->bsend, 1, r->dtype, (r->brank + d) % r->bsize, DPMPI_TAG_BARRIER + r->bround, r->comm,
                                 &r->breq[1]);
     if (rc != 0) {
         job_finish(r, err_class(rc));
@@ -448,8 +425,8 @@ static int job_step(dpmpi_repl *r) {
             return 1;
         }
         r->bround = 0;
-        mpi.comm_rank(r->comm, &r->brank);
-        mpi.comm_size(r->comm, &r->bsize);
+        mpi->comm_rank(r->comm, &r->brank);
+        mpi->comm_size(r->comm, &r->bsize);
         r->phase = PH_BARRIER;
         return barrier_post(r);
     }
@@ -462,7 +439,7 @@ static int job_step(dpmpi_repl *r) {
     for (int i = 0; i < 2; i++) {
         if (r->brdone[i]) continue;
         int flag = 0;
-        int rc = mpi.test(&r->breq[i], &flag, NULL);
+        int rc = mpi->test(&r->breq[i], &flag, NULL);
         if (rc != 0) {
             job_finish(r, err_class(rc));
             return 1;
@@ -540,7 +517,7 @@ dpmpi_repl *dpmpi_repl_new(void) {
 }
 
 int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier) {
-    if (!mpi.test) return -2;
+    if (!mpi) return -2;
     pthread_mutex_lock(&r->poll_mu);
     pthread_mutex_lock(&r->mu);
     if (r->running) {

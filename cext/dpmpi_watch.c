@@ -37,7 +37,6 @@
  *    exit agreement.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -52,15 +51,13 @@
 #include <unistd.h>
 
 #include "dpmpi_c.h"
+#include "dpmpi_mpi.h"
 
 #define WATCH_MAX 1024
 #define SRC_PIDFD 1
 #define SRC_ULFM 2
 #define OMPI_ANY_SOURCE (-1) /* Open MPI's MPI_ANY_SOURCE */
 
-typedef int (*fn_irecv)(void *, int, void *, int, int, void *, void **);
-typedef int (*fn_test)(void **, int *, void *);
-typedef int (*fn_error_class)(int, int *);
 
 static struct {
     pthread_mutex_t mu; /* the configuration and the notice */
@@ -82,9 +79,7 @@ static struct {
     pthread_mutex_t mpi_mu;
     int mpi_ok;
     unsigned long mpi_gen;
-    fn_irecv irecv;
-    fn_test test;
-    fn_error_class error_class;
+    const dpmpi_mpi_api *mpi; /* NULL until dpmpi_watch_bind_mpi */
     /* counters */
     atomic_long wakeups, tests, signals;
     atomic_int tid;
@@ -190,17 +185,17 @@ static void *watch_main(void *arg) {
             if (w.mpi_ok && w.mpi_gen == gen) {
                 int code;
                 if (!posted) {
-                    code = w.irecv(recv_buf, 1, byte_type, OMPI_ANY_SOURCE, tag, comm, &req);
+                    code = w.mpi->irecv(recv_buf, 1, byte_type, OMPI_ANY_SOURCE, tag, comm, &req);
                     if (code == 0) posted = 1;
                 } else {
                     int flag = 0;
                     atomic_fetch_add(&w.tests, 1);
-                    code = w.test(&req, &flag, NULL);
+                    code = w.mpi->test(&req, &flag, NULL);
                     if (code == 0 && flag) posted = 0; /* a message (nobody sends one): post again */
                 }
                 if (code != 0) {
                     int cls = code;
-                    w.error_class(code, &cls);
+                    w.mpi->error_class(code, &cls);
                     ulfm_done = 1;
                     pthread_mutex_unlock(&w.mpi_mu);
                     notice(gen, SRC_ULFM, cls);
@@ -269,17 +264,11 @@ int dpmpi_watch_start(unsigned long target, int signo) {
 }
 
 int dpmpi_watch_bind_mpi(const char *libmpi_path) {
-    void *h = dlopen(libmpi_path, RTLD_NOW | RTLD_NOLOAD);
-    if (!h) h = dlopen(libmpi_path, RTLD_NOW);
-    if (!h) return -1;
-    fn_irecv irecv = (fn_irecv)dlsym(h, "MPI_Irecv");
-    fn_test test = (fn_test)dlsym(h, "MPI_Test");
-    fn_error_class error_class = (fn_error_class)dlsym(h, "MPI_Error_class");
-    if (!irecv || !test || !error_class) return -2;
+    const dpmpi_mpi_api *api = dpmpi_mpi_open(libmpi_path);
+    if (!api) return -1;
+    if (!api->irecv || !api->test || !api->error_class) return -2;
     pthread_mutex_lock(&w.mpi_mu);
-    w.irecv = irecv;
-    w.test = test;
-    w.error_class = error_class;
+    w.mpi = api;
     pthread_mutex_unlock(&w.mpi_mu);
     return 0;
 }
@@ -291,7 +280,7 @@ int dpmpi_watch_set(int n, const int *fds, const int *ids, void *comm, void *byt
         pthread_mutex_unlock(&w.mu);
         return -ESRCH;
     }
-    if (comm != NULL && (w.closed || !w.test)) comm = NULL; /* exiting, or MPI not bound */
+    if (comm != NULL && (w.closed || !w.mpi)) comm = NULL; /* exiting, or MPI not bound */
     /* the gate first: the thread may be testing the previous generation's request */
     pthread_mutex_lock(&w.mpi_mu);
     w.mpi_ok = comm != NULL;

@@ -9,15 +9,13 @@ wrapped (``dpmpi.Comm``, ``dpmpi.Request``); ``.mpi`` gives the raw mpi4py objec
 """
 from __future__ import annotations
 
-import array
-import ctypes
-import sys
 from typing import Any, Callable
 
 from mpi4py import MPI
 
 from dpmpi import _ft, _guard, _hooks
-from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
+from dpmpi.errors import from_mpi
+from dpmpi.mpicall import cause_of, dropped_world_ranks, keep_forever, keep_pending, sendrecv, warm_up, within_job
 
 # Methods that create a communicator, collectively over its members, on which dpmpi sends one
 # small collective before handing it out (intracommunicators and intercommunicators): with Open
@@ -50,51 +48,12 @@ def _raw_all(obj: Any) -> Any:
     return _raw(obj)
 
 
-def _warm_up(comm: MPI.Comm, op: str) -> None:
-    """One Allreduce on a new communicator: no process returns from it before every process of
-    the communicator (both groups of an intercommunicator) has entered it, so has finished
-    creating the communicator; only then may anyone revoke it."""
-    one = array.array("i", [1])
-    try:
-        if comm.Is_inter():  # no IN_PLACE; each group receives the other group's sum
-            comm.Allreduce(one, array.array("i", [0]), MPI.SUM)
-        else:
-            comm.Allreduce(MPI.IN_PLACE, one, MPI.SUM)
-    except MPI.Exception as exc:
-        # A peer may already have finished this collective and revoked the new communicator, or
-        # a peer died: hand the communicator out anyway (its next operation reports that, and
-        # it can be shrunk); raising here would lose the only handle to it.
-        if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
-            raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
-
-
-def _job_comm() -> MPI.Comm:
-    """The processes of this job: after ``dpmpi.init``, its protocol communicator (the live
-    processes, replacements that a repair spawned included), else MPI_COMM_WORLD."""
-    state = getattr(sys.modules.get("dpmpi.resilient"), "_STATE", None)  # (resilient imports this module)
-    return state.world if state is not None and state.world != MPI.COMM_NULL else MPI.COMM_WORLD
-
-
-def _within_job(comm: MPI.Comm) -> bool:
-    """Whether every process of ``comm`` (both groups of an intercommunicator) belongs to this
-    job. Those run this program, so they create ``comm`` through dpmpi too and take part in its
-    warm-up; a process of another job (spawned by the program, or connected) may run anything,
-    and would leave the warm-up hanging. Every member finds the same answer."""
-    job = _job_comm().Get_group()
-    groups = [comm.Get_group()] + ([comm.Get_remote_group()] if comm.Is_inter() else [])
-    try:
-        return all(MPI.UNDEFINED not in MPI.Group.Translate_ranks(g, list(range(g.Get_size())), job) for g in groups)
-    finally:
-        for g in (job, *groups):
-            g.Free()
-
-
 def _convert(op: str, result: Any, raw: MPI.Comm | None = None) -> Any:
     if isinstance(result, MPI.Comm):
         if result == MPI.COMM_NULL:
             return result
-        if op in _WARM_UP and _within_job(result):
-            _warm_up(result, op)
+        if op in _WARM_UP and within_job(result):
+            warm_up(result, op)
         return Comm(result)
     if isinstance(result, MPI.Request):
         return Request(result, raw)
@@ -143,57 +102,42 @@ def _translating(op: str, fn: Callable[..., Any], raw: MPI.Comm | None,
     return call
 
 
-# What MPI may still use and so must never be freed: requests left pending by a failed wait,
-# with the buffers they hold (mpi4py keeps a pending request's buffer alive as long as the request
-# object lives), and memory and threads of snapshot replications that a failure interrupted. The
-# list itself is never freed, not even when the interpreter tears modules down (the exit guard
-# ends MPI after that).
-_KEPT: list = []
-ctypes.pythonapi.Py_IncRef(ctypes.py_object(_KEPT))
+def _wrapped(owner: Any, name: str, get: Callable[[], Any], raw: MPI.Comm | None) -> Any:
+    """``owner.name`` for a name ``owner`` does not define: ``get()``, the wrapped mpi4py object's
+    attribute; a method is wrapped by ``_translating`` and cached on ``owner``, so later look-ups
+    skip ``__getattr__``. Private names are not looked up."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    attr = get()
+    if not callable(attr):
+        return attr
+    wrapped = _translating(name, attr, raw)
+    owner.__dict__[name] = wrapped
+    return wrapped
 
 
-def keep_forever(obj: Any) -> None:
-    """Keep ``obj`` (and what it references) alive for the life of the process."""
-    _KEPT.append(obj)
+class _Wrapper:
+    """What dpmpi.Comm and dpmpi.Request share about the mpi4py object they wrap (``mpi``), as
+    mpi4py's: false once freed (MPI.COMM_NULL), equal to what wraps or is the same handle
+    (MPI.COMM_NULL included), unhashable (the handle changes when freed or repaired), and its
+    public names in ``dir()``."""
+
+    __slots__ = ()
+    mpi: Any
+
+    def __bool__(self) -> bool:
+        return bool(self.mpi)
+
+    def __eq__(self, other: object) -> bool:
+        return self.mpi == _raw(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {n for n in dir(self.mpi) if not n.startswith("_")})
 
 
-def keep_pending(requests: list) -> None:
-    """Keep the requests of a failed wait (and their buffers) for the life of the process."""
-    _KEPT.extend(r for r in requests if r)
-
-
-def cause_of(exc: MPI.Exception, statuses: list[MPI.Status]) -> MPI.Exception:
-    """The error of a failed Waitall: for ERR_IN_STATUS, the first status that failed (not the
-    ones still pending: seen, a peer's death reported as ERR_PENDING became a plain DpmpiError)."""
-    if exc.Get_error_class() != MPI.ERR_IN_STATUS:
-        return exc
-    codes = [st.Get_error() for st in statuses if st.Get_error() not in (MPI.SUCCESS, MPI.ERR_PENDING)]
-    return MPI.Exception(codes[0]) if codes else exc
-
-
-def _sendrecv(raw: MPI.Comm) -> Callable[..., None]:
-    """``Sendrecv`` as Irecv + Isend + Waitall. Open MPI 5.0.x's MPI_Sendrecv cancels an
-    uninitialised request when ``source`` is MPI_PROC_NULL and the send fails with an error
-    other than ERR_PROC_FAILED (ERR_REVOKED, after a peer's failure): a segfault, seen here in a
-    halo exchange at the edge of a decomposition. Same signature and semantics as mpi4py's."""
-
-    def Sendrecv(sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = MPI.ANY_SOURCE,
-                 recvtag: int = MPI.ANY_TAG, status: MPI.Status | None = None) -> None:
-        if recvbuf is None:
-            raise TypeError("Sendrecv needs a recvbuf (use sendrecv() for Python objects)")
-        reqs = [raw.Irecv(recvbuf, source, recvtag), raw.Isend(sendbuf, dest, sendtag)]
-        statuses = [status if status is not None else MPI.Status(), MPI.Status()]
-        try:
-            MPI.Request.Waitall(reqs, statuses)
-        except MPI.Exception as exc:
-            keep_pending(reqs)
-            raise cause_of(exc, statuses) from exc
-
-    Sendrecv.__doc__ = MPI.Comm.Sendrecv.__doc__
-    return Sendrecv
-
-
-class Comm:
+class Comm(_Wrapper):
     """A communicator whose failures raise ``ProcFailedError`` / ``RevokedError``.
 
     ``Comm(MPI.COMM_WORLD)`` wraps (it does not duplicate) an mpi4py communicator. Creating one
@@ -219,33 +163,14 @@ class Comm:
         return self._comm
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        attr = _sendrecv(self._comm) if name == "Sendrecv" else getattr(self._comm, name)
-        if not callable(attr):
-            return attr
-        wrapped = _translating(name, attr, self._comm)
-        self.__dict__[name] = wrapped  # later look-ups skip __getattr__
-        return wrapped
+        return _wrapped(self, name, lambda: sendrecv(self._comm) if name == "Sendrecv" else getattr(self._comm, name),
+                        self._comm)
 
     def __repr__(self) -> str:
         try:
             return f"<dpmpi.Comm rank {self._comm.Get_rank()} of {self._comm.Get_size()}>"
         except MPI.Exception:
             return "<dpmpi.Comm (unusable)>"
-
-    # as mpi4py's: false once freed (MPI.COMM_NULL), equal to what wraps or is the same handle
-    # (MPI.COMM_NULL included), unhashable (the handle changes when freed or repaired)
-    def __bool__(self) -> bool:
-        return bool(self._comm)
-
-    def __eq__(self, other: object) -> bool:
-        return self._comm == _raw(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | {n for n in dir(self._comm) if not n.startswith("_")})
 
     def __reduce__(self) -> tuple:
         # mpi4py pickles the predefined communicators and refuses the others (ValueError)
@@ -276,7 +201,7 @@ class Comm:
                 "Shrink of an intercommunicator: Open MPI 5.0.x with ULFM never returns from it (upstream: "
                 "open-mpi/ompi#12260); shrink the intracommunicators it was made from and call Create_intercomm again")
         new = self._call("Shrink", self._comm.Shrink)
-        _guard.note_recovered(_dropped_world_ranks(self._comm, new.mpi))
+        _guard.note_recovered(dropped_world_ranks(self._comm, new.mpi))
         return new
 
     def Agree(self, flag: int) -> int:
@@ -337,21 +262,15 @@ class Comm:
         return out
 
 
-def _dropped_world_ranks(old: MPI.Comm, new: MPI.Comm) -> list[int]:
-    old_g, new_g, world_g = old.Get_group(), new.Get_group(), MPI.COMM_WORLD.Get_group()
-    try:
-        gone = MPI.Group.Difference(old_g, new_g)
-        try:
-            ranks = MPI.Group.Translate_ranks(gone, list(range(gone.Get_size())), world_g)
-            return [r for r in ranks if r != MPI.UNDEFINED]
-        finally:
-            gone.Free()
-    finally:
-        for g in (old_g, new_g, world_g):
-            g.Free()
+def rebind(comm: Comm, raw: MPI.Comm) -> None:
+    """Point ``comm`` at ``raw`` in place (a repair rebuilds a communicator and the program's
+    handles stay valid); the methods cached for the old communicator are dropped."""
+    keep = {k: v for k, v in comm.__dict__.items() if k.startswith("_")}  # not the cached methods
+    comm.__dict__.clear()
+    comm.__dict__.update(keep, _comm=raw)
 
 
-class Request:
+class Request(_Wrapper):
     """An mpi4py request whose completion errors are dpmpi exceptions.
 
     Behaves as the mpi4py request it wraps: every method passes through (errors translated),
@@ -376,20 +295,11 @@ class Request:
         return self._req
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        attr = getattr(self._req, name)
-        if not callable(attr):
-            return attr
-        wrapped = _translating(name, attr, self._comm)
-        self.__dict__[name] = wrapped
-        return wrapped
+        return _wrapped(self, name, lambda: getattr(self._req, name), self._comm)
 
     def __repr__(self) -> str:
         return f"<dpmpi.Request {self._req!r}>"
 
-    def __bool__(self) -> bool:
-        return bool(self._req)
 
     def __del__(self) -> None:
         # Dropped while MPI may still use it (e.g. a step interrupted by the failure watcher
@@ -401,13 +311,6 @@ class Request:
         except Exception:
             pass
 
-    def __eq__(self, other: object) -> bool:
-        return self._req == _raw(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | {n for n in dir(self._req) if not n.startswith("_")})
 
     def __reduce__(self) -> tuple:
         return Request, (self._req,)  # mpi4py refuses a pending request (ValueError)

@@ -127,6 +127,16 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_SNAPSHOT_NICE", "int", 19, "the nice value of the snapshot threads (0: the program's "
         "priority)", minimum=0, maximum=19, read_by="c"),
     Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)", read_by="c"),
+    # -- the GPU path (dpmpi.gpu) --
+    Var("DPMPI_GPU_BACKEND", "choice", "cupy", "the GPU path's backend: cupy (NCCL through CuPy) or fake "
+        "(host arrays stand in for device arrays, MPI carries the collectives: machines without a GPU)",
+        choices=("cupy", "fake")),
+    Var("DPMPI_GPU_TIMEOUT", "seconds", 300.0, "an NCCL operation or device copy not completed after this "
+        "long counts as failed (no hang)", minimum=0.001),
+    Var("DPMPI_GPU_REBUILD_TIMEOUT", "seconds", 30.0, "an NCCL init, warm-up or abort taking longer fails; "
+        "an init or abort (which cannot be polled) then ends the process as a failure", minimum=0.001),
+    Var("DPMPI_GPU_FAKE_FAULTS", "text", "", "faults of the fake GPU backend, RANK:POINT@COUNT:KIND,... "
+        "(collective: HANG or ASYNC_ERROR; abort: HANG)"),
     # -- launching and testing --
     Var("DPMPI_MPIRUN", "text", "", "the mpirun that dpmpi-run starts (default: the one beside "
         "Python, else on PATH)"),

@@ -42,6 +42,7 @@ from mpi4py import MPI
 
 from dpmpi import faults, interrupts, resilient
 from dpmpi.errors import ProcFailedError, RevokedError
+from dpmpi.eventlog import log_event
 from dpmpi.snapshot import Snapshot
 
 _RECOVERABLE = (ProcFailedError, RevokedError)
@@ -106,15 +107,15 @@ class Runtime:
     before the state changes, wait until the last snapshot is also held by the buddies, so a
     failure loses at most ``snapshot_every`` steps plus the one in progress; False lets the
     replication run on into the next step (less waiting, and up to one more step lost).
-    ``interrupt`` (default False, opt in): while a step runs, a peer's death noticed by dpmpi's
-    failure watcher interrupts it at once (``ProcFailedError`` at the next Python instruction, or
-    out of a ``time.sleep``/lock wait) instead of at the step's next MPI call; see
-    ``dpmpi.watcher``. Off by default: under load the interruption sometimes escaped into the
-    recovery (README, Known limitations). The other keyword arguments go to ``dpmpi.Snapshot``."""
+    ``interrupt`` (default True): while a step runs, a peer's death noticed by dpmpi's failure
+    watcher interrupts it at once (``ProcFailedError`` at the next Python instruction, or out of a
+    ``time.sleep``/lock wait) instead of at the step's next MPI call; see ``dpmpi.watcher`` and
+    ``dpmpi.interrupts``. False: the watcher never interrupts the steps. The other keyword
+    arguments go to ``dpmpi.Snapshot``."""
 
     def __init__(self, comm: Any, state: Mapping[str, Any], *, snapshot_every: int = 1, replicas: int = 1,
                  threads: int | None = None, persist_dir: Any = None, persist_every: int = 0,
-                 bounded_loss: bool = True, interrupt: bool = False) -> None:
+                 bounded_loss: bool = True, interrupt: bool = True) -> None:
         if not isinstance(comm, resilient.ResilientComm):
             raise TypeError("Runtime needs the communicator returned by dpmpi.init() (it repairs it with "
                             f"Respawn); got {type(comm).__name__}")
@@ -144,7 +145,7 @@ class Runtime:
 
     def _emit(self, event: str, **fields: Any) -> None:
         record = {"event": event, "rank": self.comm.Get_rank(), "time": time.time(), **fields}
-        resilient._log_line({"source": "runtime", **record})
+        log_event({"source": "runtime", **record})
         for cb in list(self._callbacks):
             cb(record)
 

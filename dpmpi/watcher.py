@@ -43,6 +43,7 @@ from mpi4py import MPI
 
 from dpmpi import config, interrupts
 from dpmpi.errors import ProcFailedError, RevokedError
+from dpmpi.eventlog import log_event
 
 ENV_WATCH = "DPMPI_WATCH"  # 0: no watcher at all
 ENV_PIDFD = "DPMPI_WATCH_PIDFD"  # 0: no pidfds (ULFM only, e.g. to measure it)
@@ -134,12 +135,12 @@ def _start_thread() -> int:
     return int(info.tid)
 
 
-def local_peers(procs: dict[int, Ident], me: int, wids: list[int] | tuple[int, ...]) -> list[int]:
-    """The processes among ``wids`` (not ``me``) that ``me`` can watch with a pidfd. Pure."""
+def local_peers(procs: dict[int, Ident], me: int, process_ids: list[int] | tuple[int, ...]) -> list[int]:
+    """The processes among ``process_ids`` (not ``me``) that ``me`` can watch with a pidfd. Pure."""
     mine = procs.get(me)
     if mine is None or not mine.pidfd:
         return []
-    return [w for w in wids if w != me and w in procs and procs[w].kernel == mine.kernel
+    return [w for w in process_ids if w != me and w in procs and procs[w].kernel == mine.kernel
             and tuple(procs[w].pidns) == tuple(mine.pidns)]
 
 
@@ -200,7 +201,7 @@ class Watcher:
         self.signo = 0
         self.interrupts = 0  # failures raised in the main thread by the watcher
         self.peers: list[int] = []  # the process ids watched through pidfds in this generation
-        self._fds: dict[int, list[int]] = {}  # wid -> its pidfds; never closed (the C thread polls them)
+        self._fds: dict[int, list[int]] = {}  # process id -> its pidfds; never closed (the C thread polls them)
         self._comm: MPI.Comm | None = None  # the ULFM receive's communicator (this generation)
         self._kept: list = []  # older ones: a receive stays pending on each, forever
         self._gen = 0
@@ -219,11 +220,11 @@ class Watcher:
                 raise RuntimeError(f"dpmpi: cannot bind MPI for the failure watcher (libmpi: {path})")
         interrupts.attach(ext.lib.dpmpi_watch_noticed_ptr(), self.failure)
 
-    def _pidfds(self, wid: int) -> list[int]:
+    def _pidfds(self, proc: int) -> list[int]:
         """The peer's process pidfd and, when it can be had, one on its watcher thread."""
-        if wid in self._fds:
-            return self._fds[wid]
-        ident = self.state.procs.get(wid)
+        if proc in self._fds:
+            return self._fds[proc]
+        ident = self.state.procs.get(proc)
         if ident is None:
             return []
         try:
@@ -247,7 +248,7 @@ class Watcher:
                     os.close(tfd)
             except OSError:
                 pass  # an older kernel: the process pidfd alone
-        self._fds[wid] = fds
+        self._fds[proc] = fds
         return fds
 
     # -- each generation --
@@ -257,19 +258,19 @@ class Watcher:
         st = self.state
         me = st.logical()
         actives = list(st.plan.actives) if me >= 0 else []
-        peers = local_peers(st.procs, st.wid, actives) if self.use_pidfd else []
+        peers = local_peers(st.procs, st.process_id, actives) if self.use_pidfd else []
         fds, ids = [], []
         self.peers = []
-        for wid in peers:
-            mine = self._pidfds(wid)
+        for proc in peers:
+            mine = self._pidfds(proc)
             if mine:
-                self.peers.append(wid)
+                self.peers.append(proc)
             for i, fd in enumerate(mine):
                 fds.append(fd)
-                ids.append(wid + (_THREAD_FD if i else 0))
+                ids.append(proc + (_THREAD_FD if i else 0))
         comm = None
         if self.mode.ulfm and me >= 0 and st.active is not None:
-            from dpmpi.comm import _warm_up
+            from dpmpi.mpicall import warm_up
             from dpmpi.errors import from_mpi
 
             raw = st.active.mpi
@@ -277,7 +278,7 @@ class Watcher:
                 comm = raw.Dup()
             except MPI.Exception as exc:
                 raise from_mpi(exc, raw, "failure watcher (Dup)") from exc
-            _warm_up(comm, "failure watcher")
+            warm_up(comm, "failure watcher")
             if self._comm is not None:
                 self._kept.append(self._comm)
             self._comm = comm
@@ -324,11 +325,11 @@ class Watcher:
         st = self.state
         self.interrupts += 1
         if info["source"].startswith("pidfd"):
-            wid = info["id"] % _THREAD_FD
-            lr = st.plan.actives.index(wid) if wid in st.plan.actives else -1
-            pid = st.procs[wid].pid if wid in st.procs else -1
+            proc = info["id"] % _THREAD_FD
+            lr = st.plan.logical(proc)
+            pid = st.procs[proc].pid if proc in st.procs else -1
             exc: ProcFailedError | RevokedError = ProcFailedError(
-                f"a peer process failed: rank {lr} (process {wid}, pid {pid}) ended; noticed by dpmpi's failure "
+                f"a peer process failed: rank {lr} (process {proc}, pid {pid}) ended; noticed by dpmpi's failure "
                 f"watcher ({info['source']}) while this rank computed. Repair the communicator (comm.Respawn()).",
                 MPI.ERR_PROC_FAILED, (lr,) if lr >= 0 else ())
         elif info["id"] == MPI.ERR_REVOKED:
@@ -340,10 +341,8 @@ class Watcher:
                                   f"(comm.Respawn()).", MPI.ERR_PROC_FAILED)
         exc.noticed_by = info["source"]  # type: ignore[union-attr]
         exc.noticed_at = info["at"]  # type: ignore[union-attr]
-        from dpmpi import resilient
-
-        resilient._log_line({"event": "watch-interrupt", "wid": st.wid, "source": info["source"], "id": info["id"],
-                             "noticed_at": info["at"], "raised_at": time.time()})
+        log_event({"event": "watch-interrupt", "process_id": st.process_id, "source": info["source"], "id": info["id"],
+                   "noticed_at": info["at"], "raised_at": time.time()})
         return exc
 
 

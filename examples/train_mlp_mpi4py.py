@@ -3,7 +3,7 @@
     mpirun -n 4 python examples/train_mlp_mpi4py.py --steps 40 --checkpoint-dir ckpt --checkpoint-every 10
 
 When a rank dies, mpirun ends the whole job; the way back is to launch it again, and with
---checkpoint-dir it resumes from the newest checkpoint every rank wrote (bench/e2e.py measures
+--checkpoint-dir it resumes from the newest checkpoint every rank wrote (dpmpi-bench e2e measures
 that as the baseline). The math is the same as train_mlp.py's, bit for bit.
 """
 from mpi4py import MPI

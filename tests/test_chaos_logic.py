@@ -1,14 +1,11 @@
-"""The chaos harness's pure logic (bench/chaos.py): process-tree parsing, kill plans, digests and
+"""The chaos harness's pure logic (dpmpi/bench/chaos_logic.py): process-tree parsing, kill plans, digests and
 verdicts. No MPI, no processes started."""
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import chaos  # noqa: E402
-from chaos import Proc  # noqa: E402
+from dpmpi.bench import chaos
+from dpmpi.bench.chaos import Proc
 
 
 # ---- /proc parsing -------------------------------------------------------------------------------

@@ -1,16 +1,13 @@
-"""A short chaos smoke through bench/chaos.py's Python API: two runs with fixed seeds, one
+"""A short chaos smoke through dpmpi-bench chaos's Python API (dpmpi.bench.chaos): two runs with fixed seeds, one
 SIGKILL each from outside at a seeded random time, on the primitives workload (init, Respawn,
 Snapshot) and on a Runtime workload (Jacobi). Every run must end ``ok``: exit code 0, every
 rank's final state bit for bit a failure-free run's, and no error on stderr that the victim
 did not cause. Each job has a hard timeout (a hang is a verdict, and the job's session is
 killed); the whole test has one too."""
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import chaos  # noqa: E402
+from dpmpi.bench import chaos
 
 # (workload, its arguments: short runs, about 1 s of steps here, plan duration s, run seeds)
 CASES = [

@@ -158,37 +158,40 @@ def test_the_users_placement_is_left_alone(monkeypatch, placement):
 
 
 def test_a_replacement_takes_the_failed_places_cpus():
-    from dpmpi import resilient
+    from dpmpi.resilient.plan import Plan, cpus_of_place, inherit_places
 
-    base = resilient.Plan(3, (0, 1, 2), (3,), 5)
+    base = Plan(3, (0, 1, 2), (3,), 5)
     places = {0: ("a", (0,)), 1: ("a", (1,)), 2: ("b", (0,)), 3: ("a", (0, 1))}
+    before = dict(places)
     # a spare and a respawned process (not known to the parents: assumed on the failed rank's node)
     filled = {1: Filled("spare", 3), 2: Filled("respawn", 5)}
-    assert resilient._cpus_of_place(places, base, filled, 3) == (1,)
-    assert resilient._cpus_of_place(places, base, filled, 5) == (0,)
-    assert resilient._cpus_of_place(places, base, filled, 0) is None  # a survivor keeps its CPUs
-    assert resilient._cpus_of_place({**places, 5: ("c", (0, 1))}, base, filled, 5) is None  # another node
-    assert resilient._cpus_of_place(places, base, {1: Filled("dropped", -1)}, 3) is None
-    resilient._inherit_cpus(places, base, filled)
-    assert places[3] == ("a", (1,)) and places[5] == ("b", (0,))  # a later replacement of them gets these
-    assert places[0] == ("a", (0,))
+    assert cpus_of_place(places, base, filled, 3) == (1,)
+    assert cpus_of_place(places, base, filled, 5) == (0,)
+    assert cpus_of_place(places, base, filled, 0) is None  # a survivor keeps its CPUs
+    assert cpus_of_place({**places, 5: ("c", (0, 1))}, base, filled, 5) is None  # another node
+    assert cpus_of_place(places, base, {1: Filled("dropped", -1)}, 3) is None
+    after = inherit_places(places, base, filled)
+    assert after[3] == ("a", (1,)) and after[5] == ("b", (0,))  # a later replacement of them gets these
+    assert after[0] == ("a", (0,))
+    assert places == before  # pure: the argument is left as it was
     other = {1: ("a", (1,)), 3: ("c", (0, 1))}
-    resilient._inherit_cpus(other, base, {1: Filled("spare", 3)})
-    assert other[3] == ("c", (0, 1))  # a spare on another node keeps its own
+    # a spare on another node keeps its own
+    assert inherit_places(other, base, {1: Filled("spare", 3)})[3] == ("c", (0, 1))
+    assert inherit_places(places, base, {1: Filled("dropped", -1)}) == places  # nobody took the place
 
 
 def test_a_spare_called_in_takes_the_failed_ranks_cpus(monkeypatch):
-    from dpmpi import resilient
+    from dpmpi.resilient import affinity
 
     calls = []
-    monkeypatch.setattr(resilient.os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(resilient.os, "sched_setaffinity", lambda tid, cpus: calls.append((tid, tuple(cpus))))
-    resilient._adopt_cpus((1,))
+    monkeypatch.setattr(affinity.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", lambda tid, cpus: calls.append((tid, tuple(cpus))))
+    affinity.adopt_cpus((1,))
     assert calls and all(cpus == (1,) for _tid, cpus in calls)
     assert os.getpid() in {tid for tid, _c in calls}
     calls.clear()
-    resilient._adopt_cpus((0, 1))  # already there
-    resilient._adopt_cpus(())  # unknown
+    affinity.adopt_cpus((0, 1))  # already there
+    affinity.adopt_cpus(())  # unknown
     assert not calls
 
 
@@ -284,10 +287,12 @@ def test_plan_fills_failed_ranks_from_spares_in_order():
 
 def test_plan_skips_dead_spares_and_shrinks_when_they_run_out():
     from dpmpi.resilient import plan_repair
+    from dpmpi.resilient.plan import dropped_ranks
 
     new, failed, filled, renumber = plan_repair(_plan(), {0, 3, 5}, "shrink")
     assert new.actives == (0, 5, 3) and new.spares == ()
     assert filled == {1: Filled("spare", 5), 2: Filled("dropped", -1)} and renumber == {0: 0, 1: 1, 3: 2}
+    assert dropped_ranks(filled) == [2] and dropped_ranks({1: Filled("spare", 5)}) == []
 
 
 def test_plan_abort_policy_raises():
@@ -302,11 +307,133 @@ def test_plan_respawn_policy_gives_new_ids_and_adopts_unknown_processes():
 
     new, failed, filled, renumber = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 3}, "respawn")
     assert filled == {1: Filled("respawn", 5), 2: Filled("respawn", 6)}
-    assert new.actives == (0, 5, 6, 3) and new.spares == () and new.next_wid == 7
+    assert new.actives == (0, 5, 6, 3) and new.spares == () and new.next_process_id == 7
     assert renumber == {0: 0, 1: 1, 2: 2, 3: 3}
     # a process spawned by an attempt that did not commit (id 5) is alive but unknown: a spare now
     again, _f, filled2, _r = plan_repair(Plan(0, (0, 1, 2, 3), (4,), 5), {0, 2, 3, 5}, "respawn")
-    assert filled2 == {1: Filled("spare", 5)} and again.actives == (0, 5, 2, 3) and again.next_wid == 6
+    assert filled2 == {1: Filled("spare", 5)} and again.actives == (0, 5, 2, 3) and again.next_process_id == 6
+
+
+def test_plan_names_the_logical_rank_of_a_process():
+    from dpmpi.resilient import Plan
+
+    plan = Plan(2, (0, 5, 2), (4,), 6)
+    assert [plan.logical(p) for p in (0, 5, 2, 4, 1, 99)] == [0, 1, 2, -1, -1, -1]  # a spare, the dead: -1
+
+
+def test_recipes_follow_the_renumbering_of_a_shrink():
+    from dpmpi.resilient.plan import Recipe
+
+    renumber = {0: 0, 1: 1, 3: 2}  # rank 2 dropped, 3 became 2
+    split = Recipe("Split", -1, {0: (0, 0), 1: (1, 0), 2: (0, 1), 3: (1, 1)})
+    assert split.renumbered(renumber) == Recipe("Split", -1, {0: (0, 0), 1: (1, 0), 2: (1, 1)})
+    group = Recipe("Create_group", 0, {-1: ((1, 2, 3), 7)})
+    assert group.renumbered(renumber) == Recipe("Create_group", 0, {-1: ((1, 2), 7)})
+    dup = Recipe("Dup", 1, {})
+    assert dup.renumbered(renumber) == dup and dup.renumbered(renumber) is not dup
+    assert split.args[2] == (0, 1)  # the original is left as it was
+    same = {0: 0, 1: 1, 2: 2, 3: 3}  # a repair that filled every place: nothing changes
+    assert split.renumbered(same) == split and group.renumbered(same) == Recipe("Create_group", 0, {-1: ((1, 2, 3), 7)})
+
+
+def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():
+    from dpmpi.resilient.plan import Plan, Recipe, View, newest_view
+
+    old, new = Plan(1, (0, 1, 2), (3, 4)), Plan(2, (0, 3, 2), (4,))
+    recipes = [Recipe("Dup", -1, {})]
+    # spare 4 holds an older plan (a process can miss a commit); active ranks bring recipes, spares None
+    views = [View(4, old, None), View(0, new, recipes), View(2, new, recipes)]
+    alive, base, got = newest_view(views)
+    assert alive == {0, 2, 4} and base == new and got == recipes
+    assert newest_view([View(4, old, None), View(5, new, None)]) == ({4, 5}, new, [])  # no active rank left
+
+
+# ---- snapshot planning (pure) ------------------------------------------------------------------
+def test_buddies_and_owners_are_one_relation():
+    from dpmpi.snapshot import buddies, owners
+
+    assert buddies(0, 4, 1) == (1,) and owners(0, 4, 1) == (3,)
+    assert buddies(3, 4, 2) == (0, 1) and owners(0, 4, 2) == (3, 2)
+    assert buddies(0, 2, 5) == (1,) and buddies(0, 1, 1) == () and owners(0, 1, 1) == ()  # never itself
+    for size, replicas in [(1, 0), (2, 1), (5, 1), (5, 2), (5, 4), (7, 3)]:
+        for r in range(size):
+            assert all(r in buddies(o, size, replicas) for o in owners(r, size, replicas))
+            assert all(r in owners(b, size, replicas) for b in buddies(r, size, replicas))
+            assert len(buddies(r, size, replicas)) == min(replicas, size - 1)
+
+
+def _ring(epochs, size, gone=()):
+    """What each rank holds with one ring buddy, every rank having committed ``epochs``; the
+    ranks in ``gone`` are replacements that hold nothing."""
+    return {r: {} if r in gone else {r: set(epochs), (r - 1) % size: set(epochs)} for r in range(size)}
+
+
+def test_plan_restore_nothing_committed():
+    from dpmpi.snapshot import plan_restore
+
+    assert plan_restore({0: {}, 1: {}}, 2) == (-1, {}, ())
+    assert plan_restore({0: {0: set()}}, 1) == (-1, {}, ())
+
+
+def test_plan_restore_without_failure_restores_the_newest_common_epoch_locally():
+    from dpmpi.snapshot import plan_restore
+
+    assert plan_restore(_ring({4, 5}, 4), 4) == (5, {}, ())
+
+
+def test_plan_restore_a_replacement_gets_its_copy_from_its_buddy():
+    from dpmpi.snapshot import plan_restore
+
+    assert plan_restore(_ring({4, 5}, 4, gone={1}), 4) == (5, {1: 2}, ())
+    # two replacements, each with a live buddy
+    assert plan_restore(_ring({4, 5}, 4, gone={0, 2}), 4) == (5, {0: 1, 2: 3}, ())
+
+
+def test_plan_restore_the_lowest_holder_sends():
+    from dpmpi.snapshot import plan_restore
+
+    held = {0: {}, 1: {1: {5}, 0: {5}}, 2: {2: {5}, 0: {5}, 1: {5}}, 3: {3: {5}, 1: {5}, 2: {5}}}
+    assert plan_restore(held, 4) == (5, {0: 1}, ())
+
+
+def test_plan_restore_one_rank_lost_with_its_buddy():
+    from dpmpi.snapshot import plan_restore
+
+    # rank 1 and rank 2, which held rank 1's copies, were both replaced: rank 1's state is gone
+    assert plan_restore(_ring({4, 5}, 4, gone={1, 2}), 4) == (-1, {}, (1,))
+
+
+def test_plan_restore_survivors_at_different_epochs():
+    from dpmpi.snapshot import plan_restore
+
+    # rank 1 never got epoch 6 (the failure came during its commit): epoch 5 is common
+    held = _ring({5, 6}, 3)
+    held[1][1] = {4, 5}
+    held[2][1] = {4, 5}
+    assert plan_restore(held, 3) == (5, {}, ())
+    # a replacement takes the common epoch from its buddy, which holds a newer one too
+    held = _ring({5, 6}, 3, gone={2})
+    held[1][1] = {4, 5}
+    assert plan_restore(held, 3) == (5, {2: 0}, ())
+    # no common epoch (no replicas): the rank behind the newest is the one whose state is lost
+    assert plan_restore({0: {0: {6}}, 1: {1: {4}}, 2: {2: {6}}}, 3) == (-1, {}, (1,))
+
+
+def test_plan_restore_ignores_copies_of_ranks_beyond_the_size():
+    from dpmpi.snapshot import plan_restore
+
+    # after a shrink to 2 ranks: a copy of (renumbered away) rank 2 is nobody's
+    held = {0: {0: {5}, 2: {7}}, 1: {1: {5}, 0: {5}}}
+    assert plan_restore(held, 2) == (5, {}, ())
+
+
+def test_missing_copies_after_a_restore():
+    from dpmpi.snapshot.plan import missing_copies
+
+    held = _ring({5}, 4, gone={1})  # rank 1 was replaced: it holds neither its copy nor rank 0's
+    assert missing_copies(1, 4, 1, 5, held) == (set(), {0})  # rank 2 still holds its copy
+    assert missing_copies(0, 4, 1, 5, held) == ({1}, set())
+    assert missing_copies(2, 4, 1, 5, held) == (set(), set())
 
 
 def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
@@ -535,12 +662,13 @@ def test_a_repair_stuck_past_its_deadline_ends_the_process(monkeypatch):
     # watchdog ends the process as a failure instead (here: the stand-in for _guard.die is called)
     import threading
 
-    from dpmpi import resilient
+    from dpmpi import _guard
+    from dpmpi.resilient.watchdog import Watchdog
 
     fired = threading.Event()
     causes = []
-    monkeypatch.setattr(resilient._guard, "die", lambda status, cause: (causes.append((status, cause)), fired.set()))
-    dog = resilient._Watchdog()
+    monkeypatch.setattr(_guard, "die", lambda status, cause: (causes.append((status, cause)), fired.set()))
+    dog = Watchdog()
     with dog.armed(0.05, "Respawn"):
         assert fired.wait(10)
     assert causes[0][0] == 1 and "Respawn did not complete within 0.05 s" in causes[0][1]
@@ -548,14 +676,14 @@ def test_a_repair_stuck_past_its_deadline_ends_the_process(monkeypatch):
 
 @pytest.mark.parametrize("raw, ok", [("", 60.0), ("2.5", 2.5), ("0", None), ("-1", None), ("soon", None)])
 def test_repair_timeout_setting(monkeypatch, raw, ok):
-    from dpmpi import resilient
+    from dpmpi.resilient import settings
 
     monkeypatch.setenv("DPMPI_REPAIR_TIMEOUT", raw)
     if ok is None:
         with pytest.raises(ValueError, match="DPMPI_REPAIR_TIMEOUT"):
-            resilient._repair_timeout()
+            settings.repair_timeout()
     else:
-        assert resilient._repair_timeout() == ok
+        assert settings.repair_timeout() == ok
 
 
 def test_repair_listeners_are_weak_ordered_and_unique():

@@ -132,9 +132,10 @@ def test_snapshot_buddies_hold_the_neighbours_copy_and_restore_is_exact(comm):
         snap.stage()
         snap.commit(epoch)
     snap.wait()
-    digests = comm.allgather(snap._own[snap._committed].digest)
+    assert set(snap.holdings()[r]) == {2, 3}  # its own two slots
+    digests = comm.allgather(snap.holdings()[r][3])
     if n > 1:  # the ring neighbour's copies of the last two epochs, with its checksum
-        held = {s.epoch: s.digest for s in snap._held[(r - 1) % n]}
+        held = snap.holdings()[(r - 1) % n]
         assert set(held) == {2, 3} and held[3] == digests[(r - 1) % n]
     a[:] = -1
     assert snap.restore() == 3
@@ -154,11 +155,11 @@ def _intercomm(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
-    from dpmpi import comm as dcomm
+    from dpmpi import comm as dcomm  # the name dpmpi.Comm's methods call
 
     warmed = []
-    real = dcomm._warm_up
-    monkeypatch.setattr(dcomm, "_warm_up", lambda c, op: (warmed.append((op, c.Is_inter())), real(c, op)))
+    real = dcomm.warm_up
+    monkeypatch.setattr(dcomm, "warm_up", lambda c, op: (warmed.append((op, c.Is_inter())), real(c, op)))
     inter, color = _intercomm(comm)
     assert isinstance(inter, dpmpi.Comm) and inter.Is_inter()
     half = comm.Get_size() // 2
@@ -173,9 +174,9 @@ def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
 
 
 def test_communicators_of_this_job_are_within_it():
-    from dpmpi import comm as dcomm
+    from dpmpi import mpicall
 
-    assert dcomm._within_job(MPI.COMM_WORLD) and dcomm._within_job(MPI.COMM_SELF)
+    assert mpicall.within_job(MPI.COMM_WORLD) and mpicall.within_job(MPI.COMM_SELF)
 
 
 @pytest.mark.mpi(min_size=2)

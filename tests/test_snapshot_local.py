@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dpmpi
-from dpmpi import snapshot as snapmod
+from dpmpi.snapshot.native import Engine
 from mpi4py import MPI
 
 
@@ -53,7 +53,7 @@ def test_checksum_does_not_depend_on_the_number_of_threads():
         with dpmpi.Snapshot(MPI.COMM_SELF, state(3), threads=threads) as snap:
             snap.stage()
             snap.commit(1)
-            digests.add(snap._own[snap._committed].digest)
+            digests.add(snap.holdings()[0][1])
     assert len(digests) == 1
 
 
@@ -63,7 +63,7 @@ def test_c_checksum_matches_the_copy_engine_and_sees_every_byte():
     data = bytearray(np.random.default_rng(4).bytes(3 * (1 << 20) + 13))  # 3 units and a tail
     ptr = ffi.from_buffer(data)
     one = lib.dpmpi_checksum(1, ffi.new("char *[]", [ptr]), ffi.new("size_t[]", [len(data)]), 0)
-    engine = snapmod._Engine(2)
+    engine = Engine(2)
     assert engine.checksum([ptr], [len(data)]) == one
     for pos in (0, 63, 64, 1 << 20, len(data) - 1):  # first, block edge, unit edge, tail
         data[pos] ^= 0x10
@@ -117,7 +117,7 @@ def test_a_flipped_byte_in_the_snapshot_is_caught():
     with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
         snap.stage()
         snap.commit(1)
-        slot = snap._own[snap._committed]
+        slot = snap._buffers.own[snap._buffers.committed]  # the committed slot
         slot.buffer()[12345] ^= 0x01
         with pytest.raises(dpmpi.SnapshotLostError, match="checksum"):
             snap.restore()
@@ -242,3 +242,22 @@ def test_background_commit_with_stage_epoch():
         assert snap.restore() == 2 and same(arrays, state(51))
         with pytest.raises(ValueError, match="epochs must grow"):
             snap.stage(2)
+
+
+def test_a_dropped_snapshot_is_freed_at_once():
+    """No reference cycle among a Snapshot's parts: one dropped without close() (nothing
+    running) frees its memory at once, not at some later garbage collection."""
+    import gc
+    import weakref
+
+    a = np.zeros(1000)
+    gc.disable()
+    try:
+        snap = dpmpi.Snapshot(MPI.COMM_SELF, {"a": a})
+        snap.stage()
+        snap.commit(1)
+        ref = weakref.ref(snap)
+        del snap
+        assert ref() is None
+    finally:
+        gc.enable()

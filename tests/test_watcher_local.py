@@ -49,11 +49,11 @@ SINGLETON = textwrap.dedent("""
     import dataclasses, json, os, subprocess, sys, time
     import dpmpi
     from dpmpi import interrupts, resilient, watcher
-    from dpmpi.comm import _KEPT
+    from dpmpi.mpicall import _KEPT
     import numpy as np
 
     comm = dpmpi.init()
-    st = resilient._STATE
+    st = resilient.current()
     w = watcher.current()
     out = {"started": w is not None}
 
@@ -159,7 +159,7 @@ AFTER_PYTHON = textwrap.dedent("""
     import dpmpi
     from dpmpi import interrupts, resilient, watcher
     comm = dpmpi.init()
-    st = resilient._STATE
+    st = resilient.current()
     child = subprocess.Popen(["sleep", "0.3"])  # a "peer" that ends while this process ends
     st.procs[1] = watcher.identity()._replace(pid=child.pid, start=watcher._start_ticks(child.pid), wtid=0)
     st.plan = dataclasses.replace(st.plan, actives=(0, 1))

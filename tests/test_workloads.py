@@ -121,7 +121,7 @@ def test_runtime_refuses_bad_use_with_clear_errors(tmp_path):
             with rt2.update():
                 w[:] += k
         rt2 = dpmpi.Runtime(comm, {"w": np.zeros(8)})
-        w = rt2.snapshot._arrays["w"]
+        w = rt2.snapshot.arrays["w"]
         out["good"] = rt2.run(good, 5) == [] and w.tolist() == [10.0] * 8 and rt2.snapshot.epoch == 5
         print(json.dumps(out))
     """)

@@ -7,7 +7,7 @@ there leaves the state half-updated (the runtime must restore it). Integer state
 state is exact whatever the reduction order, so the test computes it itself (``expected``).
 The work of a step is cut in 8 ticks (4 before the Allreduce, 4 in the update). Fault points:
 "step" (start of a step), "tick" (before each eighth of the step's work), "chunk" (each chunk
-of the update). Also used by bench/watcher.py. One JSON line per event on stdout.
+of the update). Also used by dpmpi-bench watcher. One JSON line per event on stdout.
 """
 import argparse
 import hashlib

@@ -1,6 +1,7 @@
-"""Failure-free overhead of dpmpi.Runtime snapshots (run by bench/e2e.py under dpmpi-run).
+"""Failure-free overhead of dpmpi.Runtime snapshots: the rank program of ``dpmpi-bench overhead``
+(run under dpmpi-run; not a user example).
 
-Blocks of steps run in rotation (none, every 1, 2, 5, 10 steps), several rounds, on the same
+Blocks of steps run in rotation (none, then every K steps for each K of --intervals), several rounds, on the same
 state, so that every configuration sees the same machine; each step's wall time is recorded.
 Rank 0 writes a JSON file. Also measured in the same run: a plain numpy copy of the state (the
 unavoidable cost of copying the bytes), and a synchronous stage + commit + replication of it.
@@ -8,19 +9,18 @@ unavoidable cost of copying the bytes), and a synchronous stage + commit + repli
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-import dpmpi  # noqa: E402
-from mpi4py import MPI  # noqa: E402
-from workloads import MLP, Jacobi  # noqa: E402
+import dpmpi
+from mpi4py import MPI
 
 parser = argparse.ArgumentParser()
+parser.add_argument("--examples", required=True, help="the checkout's examples/ (its workloads module)")
+parser.add_argument("--intervals", default="1,2,5,10", help="snapshot every K steps, for each K")
 parser.add_argument("--workload", choices=["mlp", "jacobi", "accel"], default="mlp")
 parser.add_argument("--state-mib", type=float, default=64)
 parser.add_argument("--batch", type=int, default=64)
@@ -29,6 +29,8 @@ parser.add_argument("--block", type=int, default=10, help="steps per block")
 parser.add_argument("--rounds", type=int, default=3)
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
+sys.path.insert(0, args.examples)
+from workloads import MLP, Jacobi  # noqa: E402
 
 comm = dpmpi.init()
 rank, size = comm.Get_rank(), comm.Get_size()
@@ -53,7 +55,7 @@ def accel_step(comm, state, k, update):
 
 
 step_impl = accel_step if args.workload == "accel" else model.step
-configs = [0, 1, 2, 5, 10]
+configs = [0, *[int(k) for k in args.intervals.split(",")]]
 runtimes = {k: dpmpi.Runtime(comm, state, snapshot_every=k) for k in configs if k}
 times: dict[int, list[float]] = {k: [] for k in configs}
 done = {k: 0 for k in configs}

@@ -1,34 +1,18 @@
-"""Snapshot throughput, replication, restore, and how much compute a snapshot leaves.
+"""The measuring parts of ``dpmpi-bench snapshot`` (not a user example). ``--local SIZES``: one
+process, stage+commit against numpy.copyto. Otherwise run by both ranks of a 2-rank dpmpi-run job:
+replication against a plain Sendrecv of the same bytes, and a numpy compute loop on
+rank 0 alone and while snapshots are staged, committed and replicated. Rank 0 writes the JSON.
 
-    python bench/snapshot.py [--sizes 1,16,64,256,1024] [--reps 5] [--out bench/results/snapshot.json]
-
-Every figure is a ratio against a baseline measured in the same run, interleaved with it (the
-machine is noisy):
-
-1. stage+commit (one process, no replication) against ``numpy.copyto`` of the same bytes into a
-   buffer that was already written once (no page faults), for 1 and 2 copy threads;
-2. replication on a 2-rank job (each rank's 64 MiB-class slot to the other and back, plus the
-   barrier) against a plain ``Sendrecv`` of the same bytes between the same two ranks;
-3. restore (no failure: verify the checksum and copy back) time;
-4. a numpy compute loop on rank 0 of the 2-rank job, alone and while snapshots of 64 MiB are
-   staged, committed and replicated back to back (rank 1 is the replication partner and does
-   not compute, so the loop shares the machine only with the snapshot's own work).
+    python -m dpmpi.bench.snapshot_rank OUT.json --local 1,16,64 --reps 5
+    dpmpi-run -n 2 -- python -m dpmpi.bench.snapshot_rank OUT.json --repl-sizes 16,64 --reps 5
 """
 import argparse
 import json
-import os
-import pathlib
-import platform
 import statistics
-import sys
-import tempfile
 import time
 
 import numpy as np
 
-from _jobs import run_job
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 MiB = 1 << 20
 
 
@@ -68,7 +52,8 @@ def local_part(sizes, reps):
                     restore.append(time.perf_counter() - t)
             snap.close()
             tb, tm = median(base), median(mine)
-            row[f"threads{threads}"] = {"copyto_gbs": round(n / tb / 1e9, 2), "stage_commit_gbs": round(n / tm / 1e9, 2),
+            row[f"threads{threads}"] = {"copyto_gbs": round(n / tb / 1e9, 2),
+                                        "stage_commit_gbs": round(n / tm / 1e9, 2),
                                         "ratio_vs_copyto": round(tb / tm, 3)}
             if restore:
                 row["restore_ms"] = round(1e3 * median(restore), 3)
@@ -80,12 +65,6 @@ def local_part(sizes, reps):
               f"restore {row.get('restore_ms')} ms", flush=True)
         del src, dst
     return rows
-
-
-def _cext_busy(snap):
-    from dpmpi._cext import lib
-
-    return bool(lib.dpmpi_engine_busy(snap._engine.raw))
 
 
 def mpi_part(sizes, reps, out_path, compute_mib):
@@ -120,7 +99,8 @@ def mpi_part(sizes, reps, out_path, compute_mib):
         snap.close()
         tb, tr = median(base), median(repl)
         result["replication"].append({"mib": mib, "sendrecv_gbs": round(n / tb / 1e9, 2),
-                                      "replication_gbs": round(n / tr / 1e9, 2), "ratio_vs_sendrecv": round(tb / tr, 3)})
+                                      "replication_gbs": round(n / tr / 1e9, 2),
+                                      "ratio_vs_sendrecv": round(tb / tr, 3)})
     # compute overlap: rank 0 computes while its snapshot is copied and replicated; rank 1 is the
     # replication partner, told what to do by messages it polls for with sleeps (never spinning)
     n = compute_mib * MiB
@@ -155,7 +135,7 @@ def mpi_part(sizes, reps, out_path, compute_mib):
             raw.Send(np.array([epoch], dtype=np.int64), dest=1)
             it, t0, c0 = 0, time.perf_counter(), time.thread_time()
             snap.stage()
-            while _cext_busy(snap):  # the copy runs on the C thread
+            while snap.busy():  # the staging copy runs on the C thread (no replication runs yet)
                 it += chunk()
             snap.commit(epoch, durable=False)  # the copy is done: returns at once, replication starts
             while snap.busy():  # the replication runs on the C thread
@@ -186,53 +166,20 @@ def mpi_part(sizes, reps, out_path, compute_mib):
             json.dump(result, f)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1,16,64,256,1024", help="MiB, comma-separated")
-    parser.add_argument("--repl-sizes", default="16,64,256")
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "snapshot.json"))
-    parser.add_argument("--mpi-part", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--compute-mib", type=int, default=64)
-    args = parser.parse_args()
-    if args.mpi_part:
-        mpi_part([int(s) for s in args.repl_sizes.split(",")], args.reps, args.mpi_part, args.compute_mib)
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--repl-sizes", default="16,64,256")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--compute-mib", type=int, default=64)
+    p.add_argument("--local", default=None, help="MiB sizes: the one-process part")
+    a = p.parse_args()
+    if a.local:
+        rows = local_part([int(s) for s in a.local.split(",")], a.reps)
+        with open(a.out, "w") as f:
+            json.dump(rows, f)
         return
-    print("stage+commit (one process) vs numpy.copyto of the same bytes", flush=True)
-    local = local_part([int(s) for s in args.sizes.split(",")], args.reps)
-    with tempfile.TemporaryDirectory() as tmp:
-        part = os.path.join(tmp, "mpi.json")
-        cmd = [sys.executable, "-m", "dpmpi.run", "-n", "2", "--", sys.executable, str(pathlib.Path(__file__).resolve()),
-               "--mpi-part", part, "--repl-sizes", args.repl_sizes, "--reps", str(args.reps),
-               "--compute-mib", str(args.compute_mib)]
-        # one BLAS thread: the compute loop is one rank's work on one core, as in an MPI job
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-        ran = run_job(cmd, env, tmp, 600)
-        if ran is None or ran[0] != 0 or not os.path.exists(part):
-            print("the 2-rank part failed:", ran and ran[2][-2000:])
-            sys.exit(1)
-        mpi = json.load(open(part))
-    for r in mpi["replication"]:
-        print(f"{r['mib']:5d} MiB  replication {r['replication_gbs']:6.2f} GB/s vs Sendrecv {r['sendrecv_gbs']:6.2f} GB/s "
-              f"({r['ratio_vs_sendrecv']:.2f}x)")
-    o = mpi["overlap"]
-    print(f"compute loop while a {o['state_mib']} MiB snapshot is copied and replicated ({o['window_ms']} ms): "
-          f"{o['fraction_kept']:.1%} of its speed alone ({o['loop_rate_with_snapshots']} vs {o['loop_rate_alone']} it/s); "
-          f"the computing thread had the CPU {o['main_thread_cpu_fraction']:.1%} of that time")
-    result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "time": time.time(),
-              "stage_commit": local, **mpi,
-              "targets": {
-                  "one_thread_ge_0.9x_copyto": all(r["threads1"]["ratio_vs_copyto"] >= 0.9 for r in local),
-                  # None: no size of 64 MiB or more was measured
-                  "two_threads_ge_1.5x_one_from_64MiB": all(r["two_vs_one_thread"] >= 1.5 for r in local if r["mib"] >= 64)
-                  if any(r["mib"] >= 64 for r in local) else None,
-                  "replication_ge_0.8x_sendrecv": all(r["ratio_vs_sendrecv"] >= 0.8 for r in mpi["replication"]),
-                  "compute_keeps_ge_80pct": o["fraction_kept"] >= 0.8}}
-    print("targets:", json.dumps(result["targets"]))
-    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print("saved", args.out)
+    mpi_part([int(s) for s in a.repl_sizes.split(",")], a.reps, a.out, a.compute_mib)
 
 
 if __name__ == "__main__":

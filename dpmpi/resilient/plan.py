@@ -1,0 +1,154 @@
+"""The repair plan, pure: who holds which logical rank, how a repair fills the failed places,
+how derived communicators are renumbered, and which CPUs a replacement takes. Every process
+computes the same result from the same inputs (the allgathered view of the job), so a plan needs
+no further agreement than the commit."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from mpi4py import MPI
+
+from dpmpi.errors import DpmpiError
+
+POLICIES = ("shrink", "abort", "respawn")  # what a repair does when spares run out (dpmpi.config: the default)
+
+Place = tuple[str, tuple[int, ...]]  # (node, CPUs) of a place in the job
+
+
+class SparesDepletedError(DpmpiError):
+    """Not enough spares and the policy is "abort"."""
+
+
+class Filled(NamedTuple):
+    """How a repair filled a failed logical rank's place."""
+
+    how: str  # "spare" (an idle spare took it), "respawn" (a process started by the repair) or "dropped"
+    process_id: int  # the process that took the place (-1 when dropped)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Who holds which logical rank; the same on every process after each commit."""
+
+    repairs: int  # how many repairs led to this plan
+    actives: tuple[int, ...]  # actives[logical rank] = process id
+    spares: tuple[int, ...]  # idle spares' process ids, in the order they will be used
+    next_process_id: int = -1  # the id the next spawned process gets (policy "respawn")
+
+    def logical(self, process_id: int) -> int:
+        """The logical rank ``process_id`` holds (-1: none, a spare or a process not in the job)."""
+        try:
+            return self.actives.index(process_id)
+        except ValueError:
+            return -1
+
+
+@dataclass
+class Recipe:
+    """How a derived communicator was made, keyed by *logical* rank (rank in the active
+    communicator), so that it can be remade after a repair, on a replacement too."""
+
+    op: str  # "Split", "Dup" or "Create_group"
+    parent: int  # index of the parent recipe, -1 for the active communicator
+    args: dict[int, Any]  # Split: logical -> (color, key); Create_group: {-1: (logical members, tag)}
+
+    def renumbered(self, renumber: dict[int, int]) -> Recipe:
+        """The recipe after a repair that renumbered the logical ranks (dropping those not in
+        ``renumber``)."""
+        if self.op == "Split":
+            args = {renumber[lr]: v for lr, v in self.args.items() if lr in renumber}
+        elif self.op == "Create_group":
+            members, tag = self.args[-1]
+            args = {-1: (tuple(renumber[m] for m in members if m in renumber), tag)}
+        else:
+            args = dict(self.args)
+        return Recipe(self.op, self.parent, args)
+
+
+class View(NamedTuple):
+    """What one live process brings to a repair (allgathered after the shrink)."""
+
+    process_id: int
+    plan: Plan  # the newest plan it committed
+    recipes: list[Recipe] | None  # its derived-communicator recipes; None on a spare (it has none)
+
+
+def newest_view(views: list[View]) -> tuple[set[int], Plan, list[Recipe]]:
+    """From what the live processes bring: who is alive, the newest plan any of them committed
+    (a process that missed a commit brings an older one), and the recipes of the active ranks
+    (the same on all of them; [] when no active rank lives)."""
+    alive = {v.process_id for v in views}
+    base = max((v.plan for v in views), key=lambda p: p.repairs)
+    recipes = next((v.recipes for v in views if v.recipes is not None), [])
+    return alive, base, recipes
+
+
+def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[int], dict[int, Filled], dict[int, int]]:
+    """The next plan when only the processes in ``alive`` live. Pure: every process computes the
+    same result from the same inputs.
+
+    Returns (new plan, failed logical ranks, how each was filled, old logical -> new logical
+    for the ranks that keep a place). Raises SparesDepletedError under policy "abort"."""
+    failed = [lr for lr, proc in enumerate(plan.actives) if proc not in alive]
+    spares = [proc for proc in plan.spares if proc in alive]
+    known = set(plan.actives) | set(plan.spares)
+    # processes spawned by an attempt that did not commit are alive but unknown: spares now
+    spares += sorted(proc for proc in alive if proc not in known)
+    next_id = max([plan.next_process_id, *(proc + 1 for proc in known | alive)])
+    actives = list(plan.actives)
+    filled: dict[int, Filled] = {}
+    for lr in failed:
+        if spares:
+            proc = spares.pop(0)
+            actives[lr] = proc
+            filled[lr] = Filled("spare", proc)
+        elif policy == "respawn":  # a new process (Comm.Spawn) takes the place
+            actives[lr] = next_id
+            filled[lr] = Filled("respawn", next_id)
+            next_id += 1
+        else:
+            filled[lr] = Filled("dropped", -1)
+    dropped = [lr for lr in failed if filled[lr].how == "dropped"]
+    if dropped and policy == "abort":
+        raise SparesDepletedError(
+            f"logical rank(s) {dropped} failed and no spare is left to replace them (policy 'abort'). "
+            f"Launch with more spares (dpmpi-run --spares S), or use on_depleted='shrink'.",
+            MPI.ERR_PROC_FAILED,
+            tuple(dropped),
+        )
+    kept = [(lr, proc) for lr, proc in enumerate(actives) if lr not in dropped]
+    renumber = {old: new for new, (old, _proc) in enumerate(kept)}
+    new_plan = Plan(plan.repairs + 1, tuple(proc for _lr, proc in kept), tuple(spares), next_id)
+    return new_plan, failed, filled, renumber
+
+
+def dropped_ranks(filled: dict[int, Filled]) -> list[int]:
+    """The failed logical ranks whose place nobody took (policy "shrink" ran out of spares)."""
+    return [lr for lr, f in filled.items() if f.how == "dropped"]
+
+
+def cpus_of_place(places: dict[int, Place], base: Plan, filled: dict[int, Filled], process_id: int
+                  ) -> tuple[int, ...] | None:
+    """The CPUs that process ``process_id`` takes in a repair: those of the failed rank whose
+    place it fills (as a spare or a respawned process), if that rank ran on the same node; else
+    None."""
+    for logical, f in filled.items():
+        if f.how != "dropped" and f.process_id == process_id:
+            failed = places.get(base.actives[logical])
+            mine = places.get(process_id)
+            if failed and (mine is None or mine[0] == failed[0]):
+                return failed[1]
+    return None
+
+
+def inherit_places(places: dict[int, Place], base: Plan, filled: dict[int, Filled]) -> dict[int, Place]:
+    """The places after a repair: a process that filled a failed rank's place on that rank's node
+    holds that place (so a later replacement of it takes those CPUs in turn). Returns a new
+    dict; ``places`` is left as it is."""
+    after = dict(places)
+    for logical, f in filled.items():
+        failed = places.get(base.actives[logical])
+        if f.how != "dropped" and failed and (f.process_id not in places or places[f.process_id][0] == failed[0]):
+            after[f.process_id] = failed
+    return after

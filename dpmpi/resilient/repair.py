@@ -1,0 +1,197 @@
+"""The repair, run by every live process of the job (see the package's docstring for the
+protocol): attempts until one commits, then the commit (the new plan, communicators, event)."""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import asdict
+from typing import NamedTuple
+
+from mpi4py import MPI
+
+from dpmpi import _guard, faults
+from dpmpi.comm import rebind
+from dpmpi.mpicall import warm_up
+from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
+from dpmpi.resilient import derived, settings
+from dpmpi.resilient.affinity import adopt_cpus
+from dpmpi.eventlog import log_event
+from dpmpi.resilient.events import RepairEvent, SparesDepletedWarning
+from dpmpi.resilient.plan import (
+    Filled,
+    Plan,
+    Recipe,
+    SparesDepletedError,
+    View,
+    cpus_of_place,
+    dropped_ranks,
+    inherit_places,
+    newest_view,
+    plan_repair,
+)
+from dpmpi.resilient.spawn import SpawnInfo, spawn
+from dpmpi.resilient.state import Role, State
+from dpmpi.resilient.watchdog import WATCHDOG
+
+MAX_ATTEMPTS = 64
+
+
+class Decision(NamedTuple):
+    """What the attempt of a repair that committed decided (on this process)."""
+
+    attempt: int
+    alive: set[int]  # process ids alive at the shrink
+    base: Plan  # the newest plan any process held
+    plan: Plan  # the committed plan
+    failed: list[int]
+    filled: dict[int, Filled]
+    renumber: dict[int, int]
+    me: int  # this process's logical rank in the new plan (-1: a spare)
+    raw: MPI.Comm  # the new active communicator (COMM_NULL on a spare)
+    recipes: list[Recipe]  # derived-communicator recipes (for a replacement)
+
+
+def run(state: State, detected_at: float) -> None:
+    """Repair the job (collective over every live process: the actives that call Respawn, the
+    idle spares that a revoke woke up, the processes a repair spawned)."""
+    was_active = state.logical() >= 0
+    t0 = time.perf_counter()
+    phases = {"revoke": 0.0, "shrink": 0.0, "agree": 0.0, "reassign": 0.0, "rebuild": 0.0}
+    old_plan = state.plan
+    with WATCHDOG.armed(settings.repair_timeout(), "Respawn"):
+        decided = attempts(state, was_active, phases)
+    commit(state, was_active, old_plan, decided, phases, t0, detected_at)
+
+
+def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decision:
+    """Repair attempts until one commits; returns what it decided."""
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        raw = MPI.COMM_NULL
+        t = time.perf_counter()
+        for listener in state.listeners.snapshot():  # first: their threads must stop calling MPI
+            listener.repair_begins()
+        if state.active is not None and was_active:
+            revoke(state.active.mpi)
+        revoke(state.world)
+        phases["revoke"] += time.perf_counter() - t
+        faults.point("repair")  # lets tests fail a process in the middle of a repair
+        try:
+            # one fault point per phase (repair-PHASE): a process that dies there leaves the
+            # others inside that phase's collective (tests prove each phase survives it)
+            faults.point("repair-shrink")
+            t = time.perf_counter()
+            new_world = state.world.Shrink()
+            warm_up(new_world, "Shrink")
+            phases["shrink"] += time.perf_counter() - t
+            state.graveyard.append(state.world)
+            state.world = new_world
+            faults.point("repair-reassign")
+            t = time.perf_counter()
+            mine = View(state.process_id, state.plan, state.recipes if was_active else None)
+            alive, base, recipes = newest_view(new_world.allgather(mine))
+            new_plan, failed, filled, renumber = plan_repair(base, alive, state.policy)
+            phases["reassign"] += time.perf_counter() - t
+            born = [f.process_id for f in filled.values() if f.how == "respawn"]
+            if born:  # spares ran out under policy "respawn": new processes join the world
+                faults.point("repair-spawn")
+                t = time.perf_counter()
+                # Comm.Spawn is not fault tolerant in Open MPI 5.0.11: a parent that is dead when
+                # it starts leaves the others inside it until the repair deadline. An agreement
+                # first turns a death since the shrink into a failed attempt (uniformly);
+                # a death during the spawn itself still ends in the deadline (README).
+                new_world.Agree(1)
+                faults.point("repair-spawning")
+                info = SpawnInfo(born, base, new_plan, recipes or state.recipes, renumber, state.policy, state.poll,
+                                 failed, filled, state.places)
+                new_world = spawn(state, new_world, info)
+                state.graveyard.append(state.world)
+                state.world = new_world
+                phases["spawn"] = phases.get("spawn", 0.0) + time.perf_counter() - t
+            faults.point("repair-split")
+            t = time.perf_counter()
+            me = new_plan.logical(state.process_id)
+            raw = new_world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
+            if raw != MPI.COMM_NULL:
+                warm_up(raw, "Split")
+            phases["rebuild"] += time.perf_counter() - t
+            faults.point("repair-agree")
+            t = time.perf_counter()
+            new_world.Agree(1)  # the commit point: raises if a process of new_world failed
+            phases["agree"] += time.perf_counter() - t
+        except SparesDepletedError:
+            raise
+        except MPI.Exception as exc:  # dpmpi's errors are MPI.Exceptions too
+            if exc.Get_error_class() in PEER_FAILURE_CLASSES:
+                state.graveyard.append(raw)  # this attempt's communicator, if it got that far
+                continue  # another failure during the repair: start again
+            raise from_mpi(exc, state.world, "Respawn") from exc
+        break
+    else:
+        raise ProcFailedError(f"Respawn did not converge in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
+    return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes)
+
+
+def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, phases: dict[str, float], t0: float,
+           detected_at: float) -> None:
+    """Adopt the committed plan: the new active communicator, derived ones, the event."""
+    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes = decided
+    _guard.note_recovered([proc for proc in old_plan.actives + old_plan.spares if proc not in alive])
+    if me >= 0 and not was_active:
+        adopt_cpus(cpus_of_place(state.places, base, filled, state.process_id))
+    state.places = inherit_places(state.places, base, filled)
+    state.plan = new_plan
+    _guard.set_idle_spares(list(new_plan.spares))
+    t = time.perf_counter()
+    if me >= 0:
+        assert state.active is not None  # (a spare's wraps COMM_SELF until it is called in)
+        if was_active:  # (a waiting spare's placeholder wraps COMM_SELF: nothing to free)
+            state.graveyard.append(state.active.mpi)
+        rebind(state.active, raw)
+        derived.rebuild(state, state.recipes if was_active else recipes, renumber, fresh=not was_active)
+        state.role = Role.SURVIVOR if was_active else Role.RECOVERED
+    if state.watcher is not None:  # the new set of peers (and, with ULFM, a new communicator)
+        state.watcher.rearm()
+    bury(state)
+    phases["rebuild"] += time.perf_counter() - t
+    dropped = dropped_ranks(filled)
+    event = RepairEvent(
+        repair=new_plan.repairs, rank=me, process_id=state.process_id,
+        role=state.role.value if me >= 0 else Role.SPARE.value,
+        failed=failed, filled=filled, renumber=renumber, size=len(new_plan.actives), attempts=attempt,
+        detected_at=detected_at,
+        phases_ms={k: round(1e3 * v, 3) for k, v in phases.items()},
+        total_ms=round(1e3 * (time.perf_counter() - t0), 3), repaired_at=time.time(),
+    )
+    state.history.append(event)
+    log_event({"event": "repair", **asdict(event)})
+    if dropped and me >= 0:
+        warnings.warn(
+            f"dpmpi: no spare left for logical rank(s) {dropped}; continuing with {event.size} ranks "
+            f"(renumbered; policy 'shrink')", SparesDepletedWarning, stacklevel=3)
+    if me >= 0:
+        for listener in state.listeners.snapshot():
+            listener.repair_done(event)
+        for cb in list(state.callbacks):
+            cb(event)
+
+
+def bury(state: State) -> None:
+    """Free the communicators that the committed repair replaced."""
+    for comm in state.graveyard:
+        free(comm)
+    state.graveyard.clear()
+
+
+def free(comm: MPI.Comm) -> None:
+    try:
+        if comm != MPI.COMM_NULL:
+            comm.Free()
+    except MPI.Exception:
+        pass  # a communicator that cannot be freed any more is only a small leak
+
+
+def revoke(comm: MPI.Comm) -> None:
+    try:
+        comm.Revoke()
+    except MPI.Exception:
+        pass  # already revoked, or unusable: the shrink that follows decides

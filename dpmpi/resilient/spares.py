@@ -1,0 +1,57 @@
+"""An idle spare: it waits without spinning until a repair calls it in, or until the job ends.
+
+It polls (with sleeps) a receive from itself on the protocol communicator, which only a revoke
+completes (a repair begins), and its exit agreement on COMM_WORLD, which completes when every
+active rank has ended; then it exits with status 0 without running user code."""
+from __future__ import annotations
+
+import ctypes
+import time
+
+from mpi4py import MPI
+
+from dpmpi import _guard, faults
+from dpmpi.resilient import repair
+from dpmpi.eventlog import log_event
+from dpmpi.resilient.state import State
+
+WAKE_TAG = 31_337
+
+
+def post_exit_agreement(state: State) -> None:
+    """Start this process's part of the job's exit agreement (state.exit_req, state.exit_flag)."""
+    state.exit_req = MPI.COMM_WORLD.Iagree(state.exit_flag)
+    # The request must outlive the interpreter: dpmpi's C exit handler finishes it.
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(state.exit_req))
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(state.exit_flag))
+    _guard.adopt_exit_agreement(MPI._handleof(state.exit_req))
+
+
+def wait(state: State) -> None:
+    """Block (without spinning) until called in, or until the job ends (then exit)."""
+    faults.point("spare")  # lets tests kill an idle spare
+    wake_buf = bytearray(1)
+    wake = state.world.Irecv(wake_buf, source=state.world.Get_rank(), tag=WAKE_TAG)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    while True:
+        try:
+            assert state.exit_req is not None
+            if state.exit_req.Test():  # every active rank ended: nothing to do
+                wall = time.perf_counter() - wall0
+                log_event({"event": "spare-exit", "process_id": state.process_id, "idle_s": round(wall, 3),
+                           "cpu_fraction": round((time.process_time() - cpu0) / wall, 4) if wall > 0 else 0.0})
+                _guard.exit_after_agreement(0)
+        except MPI.Exception:
+            MPI.COMM_WORLD.Ack_failed()  # a process died; agree again (as the exit path does)
+            post_exit_agreement(state)
+        try:
+            if wake.Test():
+                raise RuntimeError("dpmpi: unexpected message to an idle spare")
+        except MPI.Exception as exc:
+            if exc.Get_error_class() != MPI.ERR_REVOKED:
+                raise
+            repair.run(state, time.time())
+            if state.logical() >= 0:
+                return
+            wake = state.world.Irecv(wake_buf, source=state.world.Get_rank(), tag=WAKE_TAG)
+        time.sleep(state.poll)

@@ -1,0 +1,76 @@
+"""Policy "respawn", the parents' side: start new processes running this program
+(``Comm.Spawn``) and tell them where they stand (``SpawnInfo``); their side is ``spawned``."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import NamedTuple
+
+from mpi4py import MPI
+
+from dpmpi import eventlog, faults, watcher
+from dpmpi.mpicall import warm_up
+from dpmpi.resilient import settings
+from dpmpi.resilient.plan import Filled, Place, Plan, Recipe
+from dpmpi.resilient.state import State
+
+
+class SpawnInfo(NamedTuple):
+    """What the parents send the processes they spawned (one bcast on the merged communicator)."""
+
+    process_ids: list[int]  # the new processes' ids, by rank in the spawned job
+    base: Plan  # the plan before the repair
+    plan: Plan  # the plan the repair commits
+    recipes: list[Recipe]  # derived-communicator recipes, before renumbering
+    renumber: dict[int, int]
+    policy: str
+    poll: float
+    failed: list[int]
+    filled: dict[int, Filled]
+    places: dict[int, Place]  # process id -> (node, CPUs) of its place, before the repair
+
+
+def program_args() -> list[str]:
+    """The arguments that start this program again (for Comm.Spawn, with sys.executable)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":  # python -m module
+        return ["-m", spec.name.removesuffix(".__main__"), *sys.argv[1:]]
+    return list(sys.argv)
+
+
+def spawn_env() -> dict[str, str]:
+    """The environment a spawned process gets on top of the launcher's."""
+    env = {settings.ENV_SPAWNED: "1", faults.ENV_REPLACEMENT: "1"}
+    for key in ("PYTHONPATH", "DPMPI_STATUS", eventlog.ENV_EVENTS, settings.ENV_SPARE_POLL, settings.ENV_ON_DEPLETED,
+                watcher.ENV_WATCH, watcher.ENV_ULFM, watcher.ENV_PIDFD, watcher.ENV_POLL, watcher.ENV_SIGNAL):
+        if os.environ.get(key):  # passed on untouched (validated where they are read)
+            env[key] = os.environ[key]
+    return env
+
+
+def spawn(state: State, comm: MPI.Intracomm, info: SpawnInfo) -> MPI.Intracomm:
+    """Start ``len(info.process_ids)`` new processes running this program (collective over
+    ``comm``); they join in ``dpmpi.init`` (``spawned.join``). Returns the new protocol
+    communicator: the live processes, then the new ones."""
+    mpi_info = MPI.Info.Create()
+    # a replacement must not repeat the faults planned for the first life of the job's ranks
+    mpi_info.Set("PMIX_ENVAR", "\n".join(f"{k}={v}" for k, v in spawn_env().items()))
+    # Room for the new processes whatever the launch options: mpirun refuses a spawn into a
+    # job that fills its slots (a dead rank's slot is not given back), or one that would
+    # bind a process to a core already in use without overload-allowed. Unbound here, the
+    # new process takes the failed rank's CPUs itself (spawned.join).
+    mpi_info.Set("PMIX_MAPBY", ":OVERSUBSCRIBE")
+    mpi_info.Set("PMIX_BINDTO", "none")
+    try:
+        inter = comm.Spawn(sys.executable, args=program_args(), maxprocs=len(info.process_ids), info=mpi_info, root=0)
+    finally:
+        mpi_info.Free()
+    merged = inter.Merge(high=False)
+    warm_up(merged, "Spawn")
+    merged.bcast(info, root=0)
+    # where everyone runs (the children's failure watchers, and ours for the children)
+    table = merged.allgather((state.process_id, watcher.identity(), state.watch_mode))
+    state.procs.update({proc: watcher.Ident(*ident) for proc, ident, _m in table})
+    state.intercomms.append(inter)  # kept: freeing an intercommunicator to live children may block
+    return merged

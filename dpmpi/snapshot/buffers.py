@@ -1,0 +1,142 @@
+"""The double buffer: this rank's two slots, the staging copy into the free one, sealing it as
+a committed epoch, and writing a slot back into the registered arrays.
+
+Owner: one ``Buffers`` per Snapshot owns the registered arrays' layout, the copy engine and the
+two own slots; the engine's C threads write the slot being staged (never MPI), from ``stage``
+until ``wait_copy`` returns.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from dpmpi.snapshot.errors import SnapshotCopyError
+from dpmpi.snapshot.layout import Entry, checked_views, total
+from dpmpi.snapshot.native import Codes, Engine, Slot, pointers, prefault, segments
+
+
+class Buffers:
+    """Two slots of this rank's state: ``committed`` indexes the newest committed one."""
+
+    def __init__(self, arrays: Mapping[str, Any], entries: tuple[Entry, ...], threads: int, lock: bool,
+                 device: Any = None) -> None:
+        self.arrays = dict(arrays)
+        # device arrays' pinned host mirrors (dpmpi.gpu.devsnap; None: none): ``arrays`` holds the
+        # mirrors, staged from the device first and written back to it after a restore
+        self.device = device
+        self.entries = entries
+        self.nbytes = total(entries)
+        prefault(*self.sources())  # now, off the critical path: a restore writes into these pages
+        self.engine = Engine(threads)
+        self.own = [Slot(self.nbytes, lock), Slot(self.nbytes, lock)]
+        self.committed = -1  # index of the own slot with the newest committed epoch
+        self.staging: int | None = None  # index of the slot being staged
+        self.epoch = -1  # the newest committed epoch
+        self.unstaged: tuple[Slot, int, int] | None = None  # (slot, epoch, digest) before the last stage
+        self.last_rc = 0  # the last copy job's result
+
+    def sources(self) -> tuple[list, list[memoryview]]:
+        """Pointers to the registered arrays, checked against the registration."""
+        views = checked_views(self.entries, self.arrays)
+        return pointers(views), views
+
+    def stage(self, gate: Any, before_write: Callable[[Slot], None]) -> None:
+        """Start copying the arrays into the slot that does not hold the newest committed epoch,
+        after ``gate`` (a replication) ends; ``before_write(slot)`` is called first (it waits for
+        whatever still reads that slot). Device arrays are copied into their mirrors first (a
+        polled device copy), so the slot never holds a half-copied device array."""
+        if self.device is not None:
+            self.device.stage()
+        src, _views = self.sources()
+        target = 1 - self.committed if self.committed >= 0 else 0
+        slot = self.own[target]
+        before_write(slot)
+        # the slot's epoch stays restorable until the copy starts writing (it may wait for the
+        # previous epoch's replication): remember it, in case that never happens
+        self.unstaged = (slot, slot.epoch, slot.digest)
+        slot.epoch = -1
+        dst, lens = segments(self.entries, slot.ptr)
+        self.engine.start(dst, src, lens, gate)
+        self.staging = target
+
+    def finish_copy(self) -> tuple[int, int, int]:
+        """Wait for the staging copy: (the slot's index, the copy's result code, its checksum)."""
+        target, self.staging = self.staging, None
+        rc, digest = self.engine.wait()
+        self.last_rc = rc
+        return target, rc, digest
+
+    def check_copy(self, epoch: int, rc: int) -> None:
+        """A copy that failed raises SnapshotCopyError; the committed epoch is as it was."""
+        if rc == Codes.injected():
+            raise SnapshotCopyError(f"the staging copy for epoch {epoch} was stopped half-way (test hook); "
+                                    f"the committed epoch {self.epoch} is intact")
+        if rc != 0:
+            raise SnapshotCopyError(f"the staging copy for epoch {epoch} failed (code {rc})")
+
+    def seal(self, target: int, epoch: int, digest: int) -> Slot:
+        """The copy into slot ``target`` is committed as ``epoch``."""
+        slot = self.own[target]
+        slot.epoch, slot.digest = epoch, digest
+        self.unstaged = None
+        self.committed, self.epoch = target, epoch
+        return slot
+
+    def discard_staging(self) -> None:
+        """End a staging copy that will never be committed (before a restore)."""
+        if self.staging is not None:
+            self.last_rc, _digest = self.engine.wait()
+            self.staging = None
+        if self.unstaged is not None:
+            slot, epoch_before, digest_before = self.unstaged
+            if self.last_rc == Codes.gate_failed() and slot.epoch < 0:  # the copy never wrote: still intact
+                slot.epoch, slot.digest = epoch_before, digest_before
+            self.unstaged = None
+
+    def holdings(self) -> dict[int, int]:
+        """The committed epochs in the own slots: {epoch: checksum}."""
+        return {s.epoch: s.digest for s in self.own if s.epoch >= 0}
+
+    def receive_into(self) -> Slot:
+        """The slot that a copy from a buddy is received into (both own slots are forgotten)."""
+        for s in self.own:
+            s.epoch = -1
+        return self.own[0]
+
+    def use(self, slot: Slot, epoch: int) -> None:
+        """After a restore: ``slot`` holds ``epoch``, the newest and only epoch kept."""
+        self.committed = self.own.index(slot)
+        for other in self.own:
+            if other is not slot:
+                other.epoch = -1
+        self.epoch = epoch
+
+    def forget(self, epoch: int) -> None:
+        """After a restore from disk: no slot holds anything; ``epoch`` is the newest."""
+        for s in self.own:
+            s.epoch = -1
+        self.committed, self.epoch = -1, epoch
+
+    def verify(self, slot: Slot, epoch: int) -> bool:
+        src, lens = segments(self.entries, slot.ptr)
+        return slot.epoch == epoch and self.engine.checksum(src, lens) == slot.digest
+
+    def write_back(self, slot: Slot) -> None:
+        dst, views = self.sources()
+        prefault(dst, views)  # (at once when the pages are there)
+        src, lens = segments(self.entries, slot.ptr)
+        self.engine.start(dst, src, lens)
+        rc, _digest = self.engine.wait()
+        if rc != 0:
+            raise SnapshotCopyError(f"copying the snapshot back into the arrays failed (code {rc})")
+        self.to_device()
+
+    def to_device(self) -> None:
+        """The arrays' host side was rewritten (a restore): copy the mirrors to the device."""
+        if self.device is not None:
+            self.device.restore()
+
+    def close_device(self) -> None:
+        """Unregister and free the device arrays' mirrors (the Snapshot closes)."""
+        if self.device is not None:
+            self.device.close()
+            self.device = None

@@ -1,0 +1,307 @@
+"""The public ``Snapshot``: argument checks, the order of the steps, and delegation to the parts
+that own the state (``buffers``, ``replication``, ``persistence``, ``committer``, ``restore``)."""
+from __future__ import annotations
+
+import atexit
+import os
+import time
+import weakref
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from mpi4py import MPI
+
+from dpmpi import config
+from dpmpi.comm import Comm
+from dpmpi.mpicall import keep_forever
+from dpmpi.resilient import Role
+from dpmpi.snapshot import persistence
+from dpmpi.snapshot import restore
+from dpmpi.snapshot.buffers import Buffers
+from dpmpi.snapshot.committer import Committer
+from dpmpi.snapshot.layout import layout
+from dpmpi.snapshot.native import Codes
+from dpmpi.snapshot.persistence import Persistence
+from dpmpi.snapshot.replication import Replication
+from dpmpi.interrupts import uninterrupted
+
+ENV_THREADS = "DPMPI_COPY_THREADS"
+_OPEN: weakref.WeakSet = weakref.WeakSet()  # Snapshots not closed yet
+
+
+def _close_open_snapshots() -> None:
+    """At interpreter exit, before MPI ends and before Python frees the snapshot memory: close
+    every Snapshot the program did not close, so that no replication request is left pending on
+    memory that is about to be freed (seen: a segfault in MPI's progress at exit)."""
+    for snap in list(_OPEN):
+        try:
+            snap.close()
+        except BaseException:  # a peer failed during the last replication: keep its memory
+            snap._leak()
+
+
+atexit.register(_close_open_snapshots)
+
+
+def _int_arg(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _threads_from(value: int | None) -> int:
+    if value is None:
+        value = config.get(ENV_THREADS)
+    value = _int_arg("threads", value, 1)
+    if value > 64:
+        raise ValueError(f"threads={value}: at most 64 copy threads")
+    return value
+
+
+class Snapshot:
+    """In-memory snapshots of a rank's arrays, double-buffered and replicated to buddies.
+
+    ``arrays`` maps names to C-contiguous writable buffers (numpy arrays, bytearrays, ...); each
+    rank registers its own (names, shapes and dtypes may differ between ranks). ``replicas`` other
+    ranks hold a copy of each rank's committed snapshot (default 1, its ring neighbour; 0 keeps
+    only the local copy). ``threads`` copy threads (default ``DPMPI_COPY_THREADS`` or 1).
+    ``persist_dir``/``persist_every``: also write every K-th committed epoch to disk in the
+    background (one file per rank), the fallback when in-memory copies are lost."""
+
+    def __init__(self, comm: Any, arrays: Mapping[str, Any], *, replicas: int = 1, threads: int | None = None,
+                 persist_dir: str | os.PathLike | None = None, persist_every: int = 0,
+                 lock_memory: bool = True) -> None:
+        if isinstance(comm, Comm):
+            self._comm = comm
+        elif isinstance(comm, MPI.Intracomm) and comm != MPI.COMM_NULL:
+            self._comm = Comm(comm)
+        else:
+            raise TypeError(f"Snapshot needs a dpmpi.Comm or an mpi4py Intracomm, got {type(comm).__name__}")
+        if not isinstance(arrays, Mapping) or not arrays:
+            raise TypeError("Snapshot needs a non-empty dict of arrays, e.g. {'w': w, 'm': m}")
+        for name in arrays:
+            if not isinstance(name, str):
+                raise TypeError(f"snapshot array names must be str, got {name!r}")
+        from dpmpi.gpu import devsnap
+
+        arrays = dict(arrays)
+        device = devsnap.mirrors(arrays)  # device arrays: pinned host mirrors take their places
+        entries = layout(arrays)
+        waiting = getattr(self._comm, "role", None) is Role.SPARE
+        size = self._comm.active_size if waiting else self._comm.Get_size()
+        n = _int_arg("replicas", replicas, 0)
+        if n > size - 1:
+            if replicas == 1 and size == 1:
+                n = 0  # the default on a single rank: nowhere to replicate to
+            else:
+                raise ValueError(f"replicas={replicas} on a communicator of size {size}: at most {size - 1}")
+        threads = _threads_from(threads)
+        every = _int_arg("persist_every", persist_every, 0)
+        directory = None if persist_dir is None else os.fspath(persist_dir)
+        if every and directory is None:
+            raise ValueError("persist_every needs persist_dir (the directory for the snapshot files)")
+        if directory is not None:
+            os.makedirs(directory, exist_ok=True)
+            every = every or 1
+        self._buffers = Buffers(arrays, entries, threads, bool(lock_memory), device)
+        self._replication = Replication(self._comm, entries, n, bool(lock_memory), n if waiting else 0)
+        self._persistence = Persistence(directory, every)
+        self._committer = Committer()
+        self._closed = False
+        self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self.nbytes)}
+        self.last_restore: dict[str, Any] = {}
+        _OPEN.add(self)
+
+    @property
+    def epoch(self) -> int:
+        """The newest epoch committed on this rank (-1: none)."""
+        return self._buffers.epoch
+
+    @property
+    def nbytes(self) -> int:
+        return self._buffers.nbytes
+
+    @property
+    def locked(self) -> bool:
+        """Whether this rank's snapshot memory is locked in RAM."""
+        return all(s.locked for s in self._buffers.own)
+
+    @property
+    def arrays(self) -> Mapping[str, Any]:
+        """The registered arrays, by name (a read-only mapping; the arrays themselves are yours)."""
+        return MappingProxyType(self._buffers.arrays)
+
+    def holdings(self) -> dict[int, dict[int, int]]:
+        """What this rank holds (local): {logical rank: {committed epoch: checksum}}, its own
+        copies under its own rank, and the replicas of the ranks it is a buddy of."""
+        rank = self._comm.Get_rank() if self._replication.scomm is None else self._replication.scomm.Get_rank()
+        return {**self._replication.holdings(), rank: self._buffers.holdings()}
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("this Snapshot is closed")
+
+    @uninterrupted
+    def stage(self, epoch: int | None = None) -> None:
+        """Start copying the registered arrays into the free slot; returns at once (local).
+
+        The arrays must not be modified until ``commit()``; reading them is fine. With ``epoch``,
+        the copy is committed as that epoch in the background as soon as it is done (sealed and
+        replicated without waiting for the program to call ``commit``), so that a failure soon
+        after loses less; ``commit(epoch)`` then waits for that. Every rank must then stage the
+        same epochs (the first such call is collective: it sets up replication)."""
+        self._check_open()
+        if self._buffers.staging is not None or self._committer.pending is not None:
+            raise ValueError("stage() was already called; call commit(epoch) before staging again")
+        if epoch is not None:
+            epoch = self._check_epoch(epoch)
+            if self._replication.replicas and self._replication.scomm is None:
+                self._replication.setup()
+        t0 = time.perf_counter()
+        self._buffers.stage(self._replication.gate(), self._persistence.join_if_writing)
+        self.stats["stage_ms"] = 1e3 * (time.perf_counter() - t0)
+        if epoch is not None:
+            self._committer.submit(epoch, self._commit_now)
+
+    def busy(self) -> bool:
+        """Whether a staging copy or a replication is still running (local, does not block)."""
+        if self._closed:
+            return False
+        return self._buffers.engine.busy() or self._replication.busy()
+
+    @uninterrupted
+    def wait(self) -> None:
+        """Wait until the last commit's replication and file write are done (local). Raises
+        ProcFailedError if a peer failed during the replication."""
+        joined = self._committer.join()
+        if joined is not None and joined[1] is not None:
+            raise joined[1]
+        self._persistence.join()
+        self._replication.wait()
+
+    @uninterrupted
+    def close(self) -> None:
+        """Stop the threads and free the memory (local). Later calls raise ValueError."""
+        if self._closed:
+            return
+        self._committer.close()
+        self._buffers.engine.wait()
+        self._persistence.join()
+        if not self._replication.close():
+            self._leak()
+        self._buffers.close_device()
+        self._closed = True
+        _OPEN.discard(self)
+
+    def _leak(self) -> None:
+        """Keep this Snapshot's memory and threads for the life of the process: MPI may still
+        complete a request on them (a replication that a failure interrupted)."""
+        keep_forever((self._buffers.own, self._replication.memory(), self._buffers.engine))
+
+    def __del__(self) -> None:
+        # A Snapshot dropped without close(): nothing it owns may be freed while a copy or a
+        # replication may still use it (the interpreter's exit closes open ones first).
+        if getattr(self, "_closed", True):
+            return
+        try:
+            repl = self._replication.repl
+            if self._committer.started or self._buffers.engine.busy() or (repl is not None and repl.running):
+                self._leak()
+        except Exception:
+            pass
+
+    def _inject_copy_failure(self, after_bytes: int) -> None:
+        """Test hook: the next staging copy stops (half-writing a unit) after ``after_bytes``."""
+        self._buffers.engine.fail_after(after_bytes)
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check_epoch(self, epoch: Any) -> int:
+        epoch = _int_arg("epoch", epoch, 0)
+        if epoch <= self.epoch:
+            raise ValueError(f"commit({epoch}): epochs must grow; the last committed epoch is {self.epoch}")
+        return epoch
+
+    @uninterrupted
+    def commit(self, epoch: int, *, durable: bool = True) -> None:
+        """Seal the staged copy as ``epoch`` and replicate it to the buddies.
+
+        Collective over the communicator: every rank commits the same epoch, larger than the
+        last. Blocking. With ``durable=True`` (the default) it returns when ``epoch`` is
+        restorable for every rank: sealed here and held by this rank's buddies, and the same on
+        every other rank (the replication ends with a barrier); a failure of any rank after that
+        restores ``epoch`` or a later one. With ``durable=False`` it returns once the copy is
+        sealed locally; the replication continues in the background (``wait()`` waits for it), so a
+        failure before it ends may restore the previous epoch. After ``stage(epoch)``, waits for
+        the background commit of that epoch (then, if durable, for its replication)."""
+        self._check_open()
+        t0 = time.perf_counter()
+        if self._committer.pending is not None:
+            auto_epoch, error = self._committer.join()
+            if epoch != auto_epoch:
+                raise ValueError(f"commit({epoch}) after stage(epoch={auto_epoch}): the epochs must be the same")
+            if error is not None:
+                raise error
+        else:
+            epoch = self._check_epoch(epoch)
+            if self._buffers.staging is None:
+                raise ValueError("commit() without stage(): call snap.stage() after updating the arrays")
+            self._commit_now(epoch)
+        if durable:
+            self.wait()
+        self.stats["commit_wait_ms"] = 1e3 * (time.perf_counter() - t0)
+
+    def _commit_now(self, epoch: int) -> None:
+        t0 = time.perf_counter()
+        target, rc, digest = self._buffers.finish_copy()
+        self.stats["commit_wait_ms"] = 1e3 * (time.perf_counter() - t0)
+        if rc == Codes.gate_failed():
+            self._replication.raise_peer_failure("snapshot replication of the previous epoch")
+        self._buffers.check_copy(epoch, rc)
+        self._replication.collect()
+        slot = self._buffers.seal(target, epoch, digest)
+        if self._replication.replicas:
+            self._replication.commit(epoch, slot)
+        if self._persistence.due(epoch):
+            self._persistence.write(slot, self._comm.Get_rank(), self._buffers.entries)
+
+    # -- the repair listener contract (ResilientComm.add_repair_listener); the snapshot's
+    # replication is the registered listener, these are for callers that hold the Snapshot --
+    def repair_begins(self) -> None:
+        """Stop the replication before a repair's first MPI call (see ``Replication``)."""
+        self._replication.repair_begins()
+
+    def repair_done(self, event: Any) -> None:
+        """A repair committed: remember its renumbering (policy "shrink"), applied by restore()."""
+        self._replication.repair_done(event)
+
+    @uninterrupted
+    def restore(self) -> int:
+        """Write the newest globally restorable epoch back into the arrays; return it.
+
+        Collective over the communicator (after ``comm.Respawn()`` when a rank failed; a
+        replacement calls it on a Snapshot it just made). Survivors restore from their own slot,
+        a replacement from a buddy's copy. Raises ``SnapshotLostError`` when a rank and all its
+        copies are gone (after trying ``persist_dir`` when one is configured)."""
+        self._check_open()
+        t0 = time.perf_counter()
+        restore.quiesce(self._committer, self._buffers, self._replication, self._persistence)
+        timings = {"quiesce": time.perf_counter() - t0}
+        epoch, self.last_restore = restore.restore(self._buffers, self._replication, self._persistence, t0, timings)
+        return epoch
+
+    @classmethod
+    @uninterrupted
+    def load(cls, comm: Any, arrays: Mapping[str, Any], persist_dir: str | os.PathLike) -> int:
+        """Fill ``arrays`` from the newest epoch that ``persist_dir`` holds for every rank, and
+        return it (collective over ``comm``): a whole job restarting from disk."""
+        raw = comm.mpi if isinstance(comm, Comm) else comm
+        if not isinstance(raw, MPI.Intracomm):
+            raise TypeError(f"Snapshot.load needs a dpmpi.Comm or an mpi4py Intracomm, got {type(comm).__name__}")
+        return persistence.load(raw, arrays, os.fspath(persist_dir))

@@ -1,0 +1,80 @@
+"""Where each registered array lives in a snapshot slot, and the checks on registered arrays.
+
+A layout is a tuple of ``Entry`` (name, buffer format, shape, bytes, offset in the slot); its
+``signature`` (the same without offsets, JSON-friendly) is what ranks exchange and files record,
+and ``from_signature`` rebuilds the entries from it (a buddy's slot is sized from its signature).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+ALIGN = 64  # arrays start at 64-byte offsets in a slot (the copy kernel streams 32-byte stores)
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    format: str
+    shape: tuple[int, ...]
+    nbytes: int
+    offset: int
+
+
+def view(name: str, obj: Any) -> memoryview:
+    """A writable C-contiguous view of a registered array, or an error that names the problem."""
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise TypeError(
+            f"snapshot array {name!r} is a {type(obj).__name__}, which does not expose the buffer protocol; "
+            f"register a numpy array (or a bytearray, array.array, ...)") from None
+    if not mv.c_contiguous:
+        raise ValueError(f"snapshot array {name!r} is not C-contiguous; register numpy.ascontiguousarray(...) "
+                         f"and keep using that array")
+    if mv.readonly:
+        raise ValueError(f"snapshot array {name!r} is read-only; restore() must write it back. Register a "
+                         f"writable array (numpy: arr.flags.writeable must be True)")
+    return mv
+
+
+def _placed(items: Iterable[tuple[str, str, tuple[int, ...], int]]) -> tuple[Entry, ...]:
+    entries, offset = [], 0
+    for name, fmt, shape, nbytes in items:
+        entries.append(Entry(name, fmt, tuple(shape), nbytes, offset))
+        offset += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+    return tuple(entries)
+
+
+def layout(arrays: Mapping[str, Any]) -> tuple[Entry, ...]:
+    """The layout of ``arrays`` (checked: buffers, C-contiguous, writable), in their order."""
+    views = ((name, view(name, obj)) for name, obj in arrays.items())
+    return _placed((name, v.format, tuple(v.shape), v.nbytes) for name, v in views)
+
+
+def signature(entries: tuple[Entry, ...]) -> list:
+    return [[e.name, e.format, list(e.shape), e.nbytes] for e in entries]
+
+
+def from_signature(sig: list) -> tuple[Entry, ...]:
+    """The entries of another rank's layout, from its signature."""
+    return _placed((name, fmt, tuple(shape), nbytes) for name, fmt, shape, nbytes in sig)
+
+
+def total(entries: tuple[Entry, ...]) -> int:
+    """Bytes of a slot that holds ``entries``."""
+    return max([e.offset + e.nbytes for e in entries], default=0)
+
+
+def checked_views(entries: tuple[Entry, ...], arrays: Mapping[str, Any]) -> list[memoryview]:
+    """Views of the registered arrays, checked against the registration (same format, shape)."""
+    views = []
+    for entry in entries:
+        v = view(entry.name, arrays[entry.name])
+        if v.format != entry.format or tuple(v.shape) != entry.shape:
+            raise ValueError(
+                f"snapshot array {entry.name!r} changed since registration: it was {entry.format} "
+                f"{entry.shape}, it is {v.format} {tuple(v.shape)}. Update arrays in place "
+                f"(w[...] = ...), or make a new Snapshot")
+        views.append(v)
+    return views

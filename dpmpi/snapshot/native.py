@@ -1,0 +1,158 @@
+"""The C side of snapshots (``cext/dpmpi_snap.c``): slots of memory owned by dpmpi, the copy
+engine, and the constants the C module defines (read from it, never copied here).
+
+Ownership: a ``Slot``'s memory is freed by cffi's garbage collector when the last reference to
+it goes; while a copy job or a replication may still write it, its owner keeps it (``Engine``
+keeps a job's pointers until the job ends; a replication that a failure interrupted is kept
+forever, see ``dpmpi.mpicall.keep_forever``).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from typing import Any
+
+from dpmpi import config
+
+
+@functools.cache
+def cext() -> Any:
+    """The compiled module (imported late: ``dpmpi`` installs its exit guard first), with the
+    engine's settings given to it once (validated by dpmpi.config; the C code reads no
+    environment)."""
+    from dpmpi import _cext
+
+    _cext.lib.dpmpi_snap_configure(config.get("DPMPI_SNAPSHOT_NICE"), int(not config.get("DPMPI_NO_SIMD")))
+    return _cext
+
+
+class Codes:
+    """Results of the C engine and the replication thread, as the C module defines them."""
+
+    @staticmethod
+    def injected() -> int:  # the test hook stopped the copy half-way
+        return cext().lib.DPMPI_ENGINE_INJECTED
+
+    @staticmethod
+    def gate_failed() -> int:  # the replication this copy waited for failed
+        return cext().lib.DPMPI_ENGINE_GATE_FAILED
+
+    @staticmethod
+    def abandoned() -> int:  # a replication job's "error class" when a repair abandoned it
+        return cext().lib.DPMPI_REPL_ABANDONED
+
+    @staticmethod
+    def tags() -> tuple[int, int]:  # the replication's header and data messages
+        lib = cext().lib
+        return lib.DPMPI_TAG_HDR, lib.DPMPI_TAG_DATA
+
+    @staticmethod
+    def chunk() -> int:  # the largest message (MPI counts are ints)
+        return cext().lib.DPMPI_CHUNK
+
+
+_LOCK_WARNED = False
+
+
+class Slot:
+    """One copy of one rank's state in memory owned by dpmpi (``epoch`` -1: holds nothing)."""
+
+    def __init__(self, nbytes: int, lock: bool) -> None:
+        global _LOCK_WARNED
+        ext = cext()
+        locked, err = ext.ffi.new("int *"), ext.ffi.new("int *")
+        size = max(nbytes, 1)
+        ptr = ext.lib.dpmpi_mem_alloc(size, int(lock), locked, err)
+        if ptr == ext.ffi.NULL:
+            raise MemoryError(f"dpmpi: cannot map {size} bytes for a snapshot slot ({os.strerror(err[0])})")
+        self.locked = bool(locked[0])
+        self.ptr = ext.ffi.gc(ext.ffi.cast("char *", ptr),
+                              lambda p, n=size, k=int(self.locked): ext.lib.dpmpi_mem_free(p, n, k))
+        self.nbytes = nbytes
+        self.epoch = -1
+        self.digest = 0
+        self.hdr = ext.ffi.new("uint64_t[4]")  # epoch, nbytes, digest, owner: what a replica arrives with
+        if lock and not self.locked and not _LOCK_WARNED:
+            _LOCK_WARNED = True
+            warnings.warn(
+                f"dpmpi: snapshot memory is not locked (mlock: {os.strerror(err[0])}); it works, but the OS may "
+                f"page it out. Raise the limit (ulimit -l, or CAP_IPC_LOCK), or pass lock_memory=False to "
+                f"silence this.", ResourceWarning, stacklevel=5)
+
+    def buffer(self, start: int = 0, stop: int | None = None) -> memoryview:
+        stop = self.nbytes if stop is None else stop
+        return memoryview(cext().ffi.buffer(self.ptr, max(self.nbytes, 1)))[start:stop]
+
+    def header_buffer(self) -> Any:
+        return cext().ffi.buffer(self.hdr)
+
+    @property
+    def header_bytes(self) -> int:
+        return cext().ffi.sizeof(self.hdr)
+
+    def seal_header(self, owner: int | None = None) -> None:
+        """Write this slot's epoch, length and checksum (and owner) into the header it is sent with."""
+        self.hdr[0], self.hdr[1], self.hdr[2] = self.epoch, self.nbytes, self.digest
+        if owner is not None:
+            self.hdr[3] = owner
+
+
+def segments(entries: tuple, base: Any) -> tuple[list, list]:
+    """Pointers into a slot at ``base`` for each entry, and their lengths."""
+    return [base + e.offset for e in entries], [e.nbytes for e in entries]
+
+
+def pointers(views: list[memoryview]) -> list:
+    ffi = cext().ffi
+    return [ffi.from_buffer(v) for v in views]
+
+
+def prefault(ptrs: list, views: list[memoryview]) -> None:
+    """Fault the arrays' pages in, contents unchanged (arrays made by np.zeros and never written
+    have no pages yet; copying into them ran at ~0.1 GB/s here)."""
+    lib = cext().lib
+    for ptr, v in zip(ptrs, views):
+        lib.dpmpi_prefault(ptr, v.nbytes)  # an error (old kernel): the copy faults them
+
+
+class Engine:
+    """The C copy threads: one job at a time. Owner: the Snapshot that made it; its threads
+    touch only the memory of the running job (never MPI) and end when it is freed."""
+
+    def __init__(self, threads: int) -> None:
+        ext = cext()
+        raw = ext.lib.dpmpi_engine_new(threads)
+        if raw == ext.ffi.NULL:
+            raise RuntimeError(f"dpmpi: cannot start {threads} snapshot copy thread(s)")
+        self.raw = ext.ffi.gc(raw, ext.lib.dpmpi_engine_free)
+        self._keep: list = []
+
+    def start(self, dst: list | None, src: list, lens: list[int], gate: Any = None) -> None:
+        ext = cext()
+        n = len(src)
+        d = ext.ffi.new("char *[]", [ext.ffi.cast("char *", p) for p in dst]) if dst is not None else ext.ffi.NULL
+        s = ext.ffi.new("char *[]", [ext.ffi.cast("char *", p) for p in src])
+        ln = ext.ffi.new("size_t[]", lens)
+        self._keep = [d, s, ln, dst, src]  # alive until the job ends
+        rc = ext.lib.dpmpi_engine_start(self.raw, n, d, s, ln, 0, gate if gate is not None else ext.ffi.NULL)
+        if rc != 0:
+            raise RuntimeError(f"dpmpi: the snapshot copy engine refused a job (code {rc})")
+
+    def wait(self) -> tuple[int, int]:
+        ext = cext()
+        digest = ext.ffi.new("uint64_t *")
+        rc = ext.lib.dpmpi_engine_wait(self.raw, digest)  # cffi releases the GIL
+        self._keep = []
+        return rc, int(digest[0])
+
+    def checksum(self, src: list, lens: list[int]) -> int:
+        self.start(None, src, lens)
+        return self.wait()[1]
+
+    def busy(self) -> bool:
+        return bool(cext().lib.dpmpi_engine_busy(self.raw))
+
+    def fail_after(self, nbytes: int) -> None:
+        """Test hook: the next copy stops (half-writing a unit) after ``nbytes`` (0: never)."""
+        cext().lib.dpmpi_engine_fail_after(self.raw, nbytes)

@@ -1,0 +1,142 @@
+"""Snapshot files: every K-th committed epoch written to disk in the background (one file per
+rank, the newest two kept), the fallback when in-memory copies are lost, and ``load`` for a
+job that restarts from disk.
+
+A file is one JSON header line (magic, epoch, rank, checksum, bytes, layout signature) and the
+slot's bytes. Owner of the writer thread: the ``Persistence`` of one Snapshot; the thread reads
+one committed slot (never MPI), which is not staged into until it is joined.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any, Mapping
+
+from mpi4py import MPI
+
+from dpmpi.errors import from_mpi
+from dpmpi.snapshot.errors import SnapshotLostError
+from dpmpi.snapshot.layout import Entry, layout, signature, view
+from dpmpi.snapshot.native import Engine, Slot, cext
+
+FILE_MAGIC = "dpmpi-snapshot-1"
+
+
+def file_name(directory: str, rank: int, epoch: int) -> str:
+    return os.path.join(directory, f"rank{rank:05d}.epoch{epoch:010d}.dpmpi")
+
+
+def disk_epochs(directory: str, rank: int) -> list[int]:
+    """The epochs of ``rank`` that ``directory`` holds, oldest first."""
+    prefix = f"rank{rank:05d}.epoch"
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(int(n[len(prefix):-len(".dpmpi")]) for n in names
+                  if n.startswith(prefix) and n.endswith(".dpmpi") and n[len(prefix):-len(".dpmpi")].isdigit())
+
+
+def load_file(path: str, arrays: Mapping[str, Any], entries: tuple[Entry, ...], engine: Engine) -> None:
+    """Read a snapshot file into ``arrays`` and verify its checksum."""
+    ext = cext()
+    with open(path, "rb") as f:
+        header = json.loads(f.readline())
+        if header.get("magic") != FILE_MAGIC:
+            raise ValueError(f"{path} is not a dpmpi snapshot file")
+        if header["layout"] != signature(entries):
+            raise ValueError(f"{path} holds arrays {header['layout']}, but {signature(entries)} are registered")
+        for entry in entries:
+            target = view(entry.name, arrays[entry.name]).cast("B")
+            f.seek(len(json.dumps(header)) + 1 + entry.offset)
+            if f.readinto(target) != entry.nbytes:
+                raise ValueError(f"{path} is truncated (array {entry.name!r})")
+    ptrs = [ext.ffi.from_buffer(view(e.name, arrays[e.name])) for e in entries]
+    if engine.checksum(ptrs, [e.nbytes for e in entries]) != header["digest"]:
+        raise SnapshotLostError(f"{path} failed its checksum: the file is corrupt", MPI.ERR_OTHER, (header["rank"],))
+
+
+def load(raw: MPI.Intracomm, arrays: Mapping[str, Any], directory: str) -> int:
+    """Fill ``arrays`` from the newest epoch that ``directory`` holds for every rank of ``raw``
+    and return it (collective)."""
+    entries = layout(dict(arrays))
+    rank = raw.Get_rank()
+    try:
+        lists = raw.allgather(disk_epochs(directory, rank))
+    except MPI.Exception as exc:
+        raise from_mpi(exc, raw, "Snapshot.load") from exc
+    common = set.intersection(*(set(x) for x in lists)) if lists else set()
+    if not common:
+        missing = [r for r, x in enumerate(lists) if not x]
+        raise SnapshotLostError(f"{directory} holds no epoch common to all {len(lists)} ranks "
+                                f"(ranks without any file: {missing})", MPI.ERR_OTHER, tuple(missing))
+    epoch = max(common)
+    load_file(file_name(directory, rank, epoch), dict(arrays), entries, Engine(1))
+    return epoch
+
+
+class Persistence:
+    """Writes committed slots of one Snapshot to ``directory`` every ``every`` epochs
+    (``directory`` None: never)."""
+
+    def __init__(self, directory: str | None, every: int) -> None:
+        self.directory = directory
+        self.every = every
+        self._writer: threading.Thread | None = None
+        self._writer_slot: Slot | None = None
+        self._writer_error: BaseException | None = None
+
+    def due(self, epoch: int) -> bool:
+        return self.directory is not None and epoch % self.every == 0
+
+    def epochs(self, rank: int) -> list[int]:
+        return [] if self.directory is None else disk_epochs(self.directory, rank)
+
+    def write(self, slot: Slot, rank: int, entries: tuple[Entry, ...]) -> None:
+        """Write ``slot`` (committed) in the background; an error is raised by the next ``join``."""
+        self.join()
+        directory = self.directory
+        assert directory is not None
+        header = {"magic": FILE_MAGIC, "epoch": slot.epoch, "rank": rank, "digest": slot.digest,
+                  "nbytes": slot.nbytes, "layout": signature(entries)}
+        path = file_name(directory, rank, slot.epoch)
+
+        def write() -> None:
+            try:
+                tmp = path + f".tmp{os.getpid()}"
+                with open(tmp, "wb") as f:
+                    f.write((json.dumps(header) + "\n").encode())
+                    f.write(slot.buffer())
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+                for old in disk_epochs(directory, rank)[:-2]:  # keep the newest two
+                    try:
+                        os.unlink(file_name(directory, rank, old))
+                    except OSError:
+                        pass
+            except BaseException as exc:  # reported on the main thread at the next join
+                self._writer_error = exc
+
+        self._writer_slot = slot
+        self._writer = threading.Thread(target=write, name="dpmpi-persist", daemon=True)
+        self._writer.start()
+
+    def join_if_writing(self, slot: Slot) -> None:
+        """Wait for the writer if it reads ``slot`` (before the slot is written again)."""
+        if self._writer_slot is slot:
+            self.join()
+
+    def join(self) -> None:
+        if self._writer is not None:
+            self._writer.join()
+            self._writer, self._writer_slot = None, None
+        if self._writer_error is not None:
+            exc, self._writer_error = self._writer_error, None
+            raise OSError(f"dpmpi: writing a snapshot file to {self.directory} failed: {exc}") from exc
+
+    def read(self, rank: int, epoch: int, arrays: Mapping[str, Any], entries: tuple[Entry, ...],
+             engine: Engine) -> None:
+        assert self.directory is not None
+        load_file(file_name(self.directory, rank, epoch), arrays, entries, engine)

@@ -1,0 +1,274 @@
+"""Replication: dpmpi's communicator for snapshot traffic, the copies this rank holds of its
+owners' snapshots, and the jobs that send this rank's copy to its buddies.
+
+Owner: one ``Replication`` per Snapshot owns the snapshot communicator, the replica slots and
+the ``Replicator`` (its C thread calls MPI while a job runs). It is the Snapshot's repair
+listener (``ResilientComm.add_repair_listener``): ``repair_begins`` stops the thread's MPI
+traffic before the repair's first MPI call, and under ``mpi_lock`` no new job starts after it
+until ``restore()`` (``begin_again``). Who holds whose copies is decided by ``plan.buddies``
+(node-aware: each rank's node is allgathered with each snapshot communicator).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from mpi4py import MPI
+
+from dpmpi.mpicall import keep_forever, warm_up
+from dpmpi.errors import ProcFailedError, from_mpi
+from dpmpi.snapshot import plan
+from dpmpi.snapshot.layout import Entry, from_signature, signature, total
+from dpmpi.snapshot.native import Codes, Slot
+from dpmpi.snapshot.replicator import Replicator, bind_mpi, job_failure
+
+
+class Replication:
+    """This rank's side of the buddy replication (see the module's docstring)."""
+
+    def __init__(self, comm: Any, entries: tuple[Entry, ...], replicas: int, lock: bool, pool: int) -> None:
+        self.comm = comm  # the program's dpmpi communicator
+        self.entries = entries  # this rank's layout
+        self.replicas = replicas
+        self.lock = lock
+        self.scomm: MPI.Intracomm | None = None  # dpmpi's communicator for snapshot traffic
+        self.repl: Replicator | None = None
+        self.layouts: dict[int, list] = {}  # logical rank -> its layout signature
+        self.held: dict[int, list[Slot]] = {}  # owner's logical rank -> two replica slots
+        # a waiting spare prepares the replica slots it will need if its layout is the common
+        # one, so that taking over allocates nothing
+        self.pool = [Slot(total(entries), lock) for _ in range(2 * pool)]
+        self.mpi_lock = threading.Lock()  # a repair's interruption vs a background commit's replication
+        self.interrupted = False  # a repair began on this process; cleared by begin_again()
+        self.renumbers: list[dict[int, int]] = []  # renumberings of the repairs since the last restore
+        # node-aware placement: every rank's node, and this rank's buddies and owners, set with
+        # each snapshot communicator (setup_comm)
+        self.nodes: list[str] = []
+        self.buddies: tuple[int, ...] = ()
+        self.owners: tuple[int, ...] = ()
+
+    # -- the communicator --
+    def setup_comm(self, op: str) -> None:
+        """A new communicator for snapshot traffic, duplicated from the current one (collective)."""
+        if MPI.Query_thread() < MPI.THREAD_MULTIPLE and self.replicas:
+            raise RuntimeError("dpmpi.Snapshot replicates on a background thread and needs MPI_THREAD_MULTIPLE; "
+                               "do not lower mpi4py.rc.thread_level (its default, 'multiple', is right)")
+        bind_mpi()
+        self.free_comm()
+        comm = self.comm.mpi
+        try:
+            scomm = comm.Dup()
+        except MPI.Exception as exc:
+            raise from_mpi(exc, comm, op) from exc
+        warm_up(scomm, op)
+        try:  # each rank's node: copies go to other nodes than their owner's (dpmpi.placement)
+            self.nodes = scomm.allgather(MPI.Get_processor_name())
+        except MPI.Exception as exc:
+            raise from_mpi(exc, scomm, op) from exc
+        rank, size = scomm.Get_rank(), scomm.Get_size()
+        self.buddies = plan.buddies(rank, size, self.replicas, self.nodes)
+        self.owners = plan.owners(rank, size, self.replicas, self.nodes)
+        self.scomm = scomm
+        add = getattr(self.comm, "add_repair_listener", None)
+        if add is not None:  # a dpmpi resilient communicator (or one derived from it)
+            add(self)
+
+    def setup(self) -> None:
+        """The snapshot communicator and every rank's layout (collective)."""
+        self.setup_comm("Snapshot setup")
+        scomm = self.scomm
+        try:
+            layouts = scomm.allgather(signature(self.entries))
+        except MPI.Exception as exc:
+            raise from_mpi(exc, scomm, "Snapshot setup") from exc
+        self.layouts = dict(enumerate(layouts))
+        self.make_slots()
+
+    def free_comm(self) -> None:
+        if self.scomm is not None:
+            try:
+                self.scomm.Free()
+            except MPI.Exception:
+                pass
+            self.scomm = None
+
+    def revoke(self) -> None:
+        if self.scomm is not None:
+            try:
+                self.scomm.Revoke()  # completes its pending requests with ERR_REVOKED
+            except MPI.Exception:
+                pass
+
+    def make_slots(self) -> None:
+        """Two replica slots for each owner, sized exactly for the owner's layout (kept when the
+        owner's size did not change, else taken from the pool or made)."""
+        held: dict[int, list[Slot]] = {}
+        for owner in self.owners:
+            nbytes = total(from_signature(self.layouts[owner]))
+            old = self.held.get(owner)
+            if old is not None and old[0].nbytes == nbytes:
+                held[owner] = old
+            elif len(self.pool) >= 2 and self.pool[0].nbytes == nbytes:
+                held[owner] = [self.pool.pop(), self.pool.pop()]
+            else:
+                held[owner] = [Slot(nbytes, self.lock), Slot(nbytes, self.lock)]
+        self.pool = []
+        self.held = held
+
+    # -- jobs --
+    def commit(self, epoch: int, mine: Slot) -> None:
+        """Replicate the newly committed ``mine`` unless a repair is under way on this process."""
+        with self.mpi_lock:  # not while a repair is under way on this process
+            if self.interrupted:
+                raise ProcFailedError(f"snapshot replication of epoch {epoch} not started: a repair is under "
+                                      f"way; call snap.restore() after it", MPI.ERR_PROC_FAILED)
+            self.replicate(epoch, mine)
+
+    def replicate(self, epoch: int, mine: Slot, dests: set[int] | None = None, froms: set[int] | None = None) -> None:
+        """Send ``mine`` to the buddies and receive the owners' copies, on the C thread (only to
+        ``dests`` and from ``froms`` when given)."""
+        if self.scomm is None:
+            self.setup()
+        rank = self.scomm.Get_rank()
+        tag_hdr, tag_data = Codes.tags()
+        mine.seal_header(rank)
+        ops, meaning = [], []
+        for dest in self.buddies:
+            if dests is None or dest in dests:
+                ops += [(dest, tag_hdr, 1, mine.hdr, mine.header_bytes), (dest, tag_data, 1, mine.ptr, mine.nbytes)]
+                meaning += [None, None]
+        for owner in self.owners:
+            if froms is not None and owner not in froms:
+                continue
+            pair = self.held[owner]
+            newest = max(pair, key=lambda s: s.epoch)
+            slot = pair[1] if newest is pair[0] else pair[0]  # never the newest replica
+            slot.epoch = -1
+            ops += [(owner, tag_hdr, 0, slot.hdr, slot.header_bytes), (owner, tag_data, 0, slot.ptr, slot.nbytes)]
+            meaning += [("hdr", owner, slot, epoch), ("data", owner, slot, epoch)]
+        self.repl = self.repl or Replicator()
+        self.repl.start(self.scomm, ops, meaning, barrier=True)
+
+    def gate(self) -> Any:
+        """The running job, for a copy that must wait for it before it writes (or None)."""
+        return self.repl.raw if self.repl is not None and self.repl.running else None
+
+    def busy(self) -> bool:
+        return self.repl is not None and self.repl.still_running()
+
+    def wait(self) -> None:
+        """Wait for the running job (driving MPI's progress); raise if a peer failed in it."""
+        if self.repl is not None and self.repl.running:
+            if self.repl.wait() < 0:
+                self.raise_peer_failure("snapshot replication")
+            self.collect()
+
+    def collect(self) -> None:
+        """Mark the replicas that the last job delivered completely."""
+        repl = self.repl
+        if repl is None or not repl.ops:
+            return
+        if repl.still_running():
+            return
+        ok: dict[int, bool] = {}
+        for i, what in enumerate(repl.ops):
+            if what is not None:
+                key = id(what[2])
+                ok[key] = ok.get(key, True) and repl.op_ok(i)
+        for what in repl.ops:
+            if what is not None and what[0] == "data" and ok[id(what[2])]:
+                _kind, owner, slot, epoch = what
+                if int(slot.hdr[0]) != epoch:
+                    raise ValueError(f"commit epochs differ between ranks: rank {owner} committed epoch "
+                                     f"{int(slot.hdr[0])} while this rank committed {epoch}; every rank must "
+                                     f"commit the same epoch")
+                slot.epoch, slot.digest = epoch, int(slot.hdr[2])
+        repl.ops = []
+
+    def raise_peer_failure(self, what: str) -> None:
+        raise job_failure(self.repl, what)
+
+    def stop(self, revoke: bool, grace: float = 0.0) -> None:
+        """End the running job: let it finish for ``grace`` seconds, then revoke the snapshot
+        communicator (its pending requests end with ERR_REVOKED on every rank)."""
+        repl = self.repl
+        if repl is None:
+            return
+        if repl.running and repl.wait(grace) == 1:
+            if revoke:
+                self.revoke()
+            if repl.wait(2.0) == 1 and not self.abandon(repl, 1.0):
+                return
+        try:
+            self.collect()
+        except ValueError:
+            if self.repl is not None:
+                self.repl.ops = []
+
+    def abandon(self, repl: Replicator, timeout: float) -> bool:
+        """Make the replication thread give up its job (it leaves at its next poll). False if it
+        is stuck inside an MPI call: then it and the slots it may still write are never freed,
+        and new replica slots will be made."""
+        repl.abandon()
+        if repl.wait(timeout) != 1:
+            return True
+        keep_forever((repl, list(self.held.values())))
+        self.held, self.repl = {}, None
+        return False
+
+    def close(self) -> bool:
+        """Stop and free the thread and the communicator (local); False if memory must be kept
+        for the life of the process (a job that a failure interrupted may still complete)."""
+        # the peers finish the same epoch's replication; waiting lets theirs complete too
+        self.stop(revoke=True, grace=30.0)
+        clean = True
+        if self.repl is not None:
+            interrupted = self.repl.error != 0  # abandoned or failed: requests may still be pending
+            clean = self.repl.close(1.0) and not interrupted
+        self.free_comm()
+        return clean
+
+    def memory(self) -> tuple:
+        """What MPI may still write: the replica slots and the thread."""
+        return dict(self.held), list(self.pool), self.repl
+
+    # -- repairs (the listener contract) --
+    def repair_begins(self) -> None:
+        """Stop the replication thread (it must not call MPI while the repair does: seen here,
+        Open MPI segfaulted in Shrink's agreement while that thread polled its requests), and keep
+        a background commit from starting another; then revoke the snapshot communicator, so
+        that the peers' replications waiting for this process end too."""
+        with self.mpi_lock:
+            self.interrupted = True
+            repl = self.repl
+            if repl is not None and repl.raw is not None and repl.still_running():
+                self.abandon(repl, 2.0)
+        self.revoke()
+
+    def repair_done(self, event: Any) -> None:
+        """Remember the repair's renumbering (policy "shrink"), applied by ``renumber``."""
+        if any(old != new for old, new in event.renumber.items()):
+            self.renumbers.append(dict(event.renumber))
+
+    def renumber(self) -> None:
+        """Follow the repairs since the last setup: under policy 'shrink' ranks are renumbered."""
+        for renumber in self.renumbers:
+            self.held = {renumber[o]: pair for o, pair in self.held.items() if o in renumber}
+            self.layouts = {renumber[o]: sig for o, sig in self.layouts.items() if o in renumber}
+        self.renumbers = []
+
+    def begin_again(self, op: str) -> None:
+        """A new snapshot communicator after a repair (collective); jobs may start again."""
+        self.setup_comm(op)
+        self.interrupted = False
+
+    def holdings(self) -> dict[int, dict[int, int]]:
+        """The committed replicas held here: {owner: {epoch: checksum}}."""
+        return {o: {s.epoch: s.digest for s in pair if s.epoch >= 0} for o, pair in self.held.items()}
+
+    def keep_only(self, epoch: int) -> None:
+        """Forget every replica but those of ``epoch`` (-1: all)."""
+        for pair in self.held.values():
+            for s in pair:
+                if s.epoch != epoch:
+                    s.epoch = -1

@@ -1,0 +1,173 @@
+"""The collective part of ``Snapshot.restore()``: agree on what every rank holds, decide with
+``plan.plan_restore``, move the copies that ranks lack, verify checksums everywhere, write the
+arrays back, and re-replicate for the new topology (or fall back to the snapshot files).
+
+Called on the program's thread with the Snapshot quiesced (no copy, no replication running).
+"""
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from typing import Any
+
+from mpi4py import MPI
+
+from dpmpi.mpicall import cause_of, keep_pending
+from dpmpi.errors import from_mpi
+from dpmpi.snapshot import plan
+from dpmpi.snapshot.buffers import Buffers
+from dpmpi.snapshot.committer import Committer
+from dpmpi.snapshot.errors import SnapshotLostError
+from dpmpi.snapshot.layout import signature
+from dpmpi.snapshot.native import Codes, Slot
+from dpmpi.snapshot.persistence import Persistence
+from dpmpi.snapshot.replication import Replication
+
+def waitall(reqs: list, comm: MPI.Comm, op: str) -> None:
+    """Waitall whose failure is reported as the error of the request that failed (not as
+    ERR_IN_STATUS), so that a peer's failure is a ProcFailedError/RevokedError. Requests left
+    pending keep their slot memory for the life of the process."""
+    statuses = [MPI.Status() for _ in reqs]
+    try:
+        MPI.Request.Waitall(reqs, statuses)
+    except MPI.Exception as exc:
+        keep_pending(reqs)
+        raise from_mpi(cause_of(exc, statuses), comm, op) from exc
+
+
+def post_slot(post: Any, peer: int, slot: Slot) -> list:
+    """A slot's header and data as non-blocking messages (``post``: comm.Isend or comm.Irecv),
+    in chunks of at most 1 GiB."""
+    tag_hdr, tag_data = Codes.tags()
+    chunk = Codes.chunk()
+    reqs = [post([slot.header_buffer(), MPI.BYTE], peer, tag_hdr)]
+    data = slot.buffer()
+    for off in range(0, max(slot.nbytes, 1), chunk):
+        reqs.append(post([data[off:off + chunk], MPI.BYTE], peer, tag_data))
+    return reqs
+
+
+def _gather(scomm: MPI.Intracomm, buffers: Buffers, repl: Replication, persist: Persistence) -> list:
+    rank = scomm.Get_rank()
+    try:
+        return scomm.allgather((rank, signature(buffers.entries), buffers.holdings(), repl.holdings(),
+                                repl.layouts, persist.epochs(rank)))
+    except MPI.Exception as exc:
+        raise from_mpi(exc, scomm, "Snapshot.restore") from exc
+
+
+def _check_layouts(infos: list) -> None:
+    """The layouts that were registered for each logical rank (a replacement must match)."""
+    known: dict[int, list] = {}
+    for _r, _sig, _o, _h, layouts, _d in infos:
+        for owner, sig in layouts.items():
+            known.setdefault(owner, sig)
+    mismatch = [r for r, sig, *_ in infos if r in known and json.dumps(known[r]) != json.dumps(sig)]
+    if mismatch:
+        r = mismatch[0]
+        raise ValueError(f"rank {r} registered different arrays than the rank it replaces had: "
+                         f"{infos[r][1]} vs {known[r]}; a replacement must register the same names, "
+                         f"dtypes and shapes")
+
+
+def quiesce(committer: Committer, buffers: Buffers, repl: Replication, persist: Persistence) -> None:
+    """Before a restore, end a background commit, the staging copy (discarded) and a replication
+    that a failure interrupted. A background commit that failed (a peer died) is expected here."""
+    if committer.pending is not None:
+        # it may wait (in the copy's gate) for a replication that the failure stalled
+        if repl.repl is not None and repl.repl.running and repl.repl.wait(0.05) == 1:
+            repl.repair_begins()
+        committer.join()
+    repl.stop(revoke=True)
+    buffers.discard_staging()
+    persist.join()
+    repl.renumber()
+
+
+def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float,
+            timings: dict[str, float]) -> tuple[int, dict[str, Any]]:
+    """Restore the newest epoch restorable everywhere (collective); (epoch, report)."""
+    t = time.perf_counter()
+    repl.begin_again("Snapshot.restore")
+    scomm = repl.scomm
+    rank, size = scomm.Get_rank(), scomm.Get_size()
+    infos = _gather(scomm, buffers, repl, persist)
+    timings["agree"] = time.perf_counter() - t
+    _check_layouts(infos)
+    repl.layouts = {r: sig for r, sig, *_ in infos}
+    held = {r: {**held_r, r: own_r} for r, _sig, own_r, held_r, _l, _d in infos}
+    epoch, transfers, lost = plan.plan_restore(held, size)
+    if epoch < 0 and not lost:
+        raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
+                         "snap.stage() and snap.commit(epoch) first")
+    if epoch < 0:
+        disk = [set(d) for *_x, d in infos]
+        on_disk = set.intersection(*disk) if disk else set()
+        if on_disk:
+            return _from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0)
+        raise SnapshotLostError(
+            f"snapshot lost for rank(s) {list(lost)}: each of them and every holder of its copies failed "
+            f"together, so no epoch survives for every rank"
+            + ("" if persist.directory is None else f" (and {persist.directory} has no epoch common to all ranks)")
+            + ". Use more replicas (Snapshot(..., replicas=K)) or persist_dir for a disk fallback.",
+            MPI.ERR_PROC_FAILED, lost)
+    # transfers: a rank without its own copy gets it from a holder
+    t = time.perf_counter()
+    reqs, incoming = [], None
+    if rank in transfers:
+        incoming = buffers.receive_into()
+        reqs += post_slot(scomm.Irecv, transfers[rank], incoming)
+    for r, holder in transfers.items():
+        if holder == rank:
+            slot = next(s for s in repl.held[r] if s.epoch == epoch)
+            slot.seal_header()
+            reqs += post_slot(scomm.Isend, r, slot)
+    waitall(reqs, scomm, "Snapshot.restore (transfer)")
+    timings["transfer"] = time.perf_counter() - t
+    # verify, everywhere, then write back
+    t = time.perf_counter()
+    if incoming is not None:
+        incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
+        slot = incoming
+    else:
+        slot = next(s for s in buffers.own if s.epoch == epoch)
+    buffers.committed = buffers.own.index(slot)
+    good = buffers.verify(slot, epoch)
+    try:
+        bad = scomm.allgather(not good)
+    except MPI.Exception as exc:
+        raise from_mpi(exc, scomm, "Snapshot.restore (verify)") from exc
+    timings["verify"] = time.perf_counter() - t
+    if any(bad):
+        ranks = tuple(r for r, b in enumerate(bad) if b)
+        raise SnapshotLostError(f"snapshot of epoch {epoch} failed its checksum on rank(s) {list(ranks)}: "
+                                f"the copy is corrupt", MPI.ERR_OTHER, ranks)
+    t = time.perf_counter()
+    buffers.write_back(slot)
+    timings["copy"] = time.perf_counter() - t
+    # keep only this epoch; make replica slots for the new topology; re-replicate
+    buffers.use(slot, epoch)
+    repl.keep_only(epoch)
+    t = time.perf_counter()
+    if repl.replicas:
+        repl.make_slots()
+        dests, froms = plan.missing_copies(rank, size, repl.replicas, epoch, held, repl.nodes)
+        repl.replicate(epoch, buffers.own[buffers.committed], dests, froms)
+    timings["rereplicate_post"] = time.perf_counter() - t
+    return epoch, {"epoch": epoch, "received": incoming is not None,
+                   "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
+                   "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
+
+
+def _from_disk(buffers: Buffers, repl: Replication, persist: Persistence, rank: int, epoch: int,
+               lost: tuple[int, ...], t0: float) -> tuple[int, dict[str, Any]]:
+    warnings.warn(f"dpmpi: in-memory snapshots lost for rank(s) {list(lost)}; restoring epoch {epoch} "
+                  f"from {persist.directory}", RuntimeWarning, stacklevel=4)
+    persist.read(rank, epoch, buffers.arrays, buffers.entries, buffers.engine)
+    buffers.to_device()
+    buffers.forget(epoch)
+    repl.keep_only(-1)
+    if repl.replicas:
+        repl.make_slots()
+    return epoch, {"epoch": epoch, "from_disk": True, "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
