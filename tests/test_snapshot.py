@@ -32,8 +32,9 @@ def test_replacement_gets_the_failed_ranks_epoch_bit_for_bit(dpmpi_run):
 
 
 def test_kill_during_staging_everyone_restores_the_previous_epoch(dpmpi_run):
-    # 64 MiB per rank: the staging copy of epoch 6 is in flight when rank 2 is killed
-    job = dpmpi_run(5, "snap.py", "--sync", "--mib", 64, launcher_args=["--spares", "1"], faults="2:staged@6:KILL",
+    # 16 MiB per rank: the staging copy of epoch 6 is in flight when rank 2 is killed (the fault
+    # point follows the start of the copy at once)
+    job = dpmpi_run(5, "snap.py", "--sync", "--mib", 16, launcher_args=["--spares", "1"], faults="2:staged@6:KILL",
                     timeout=120)
     finished(job)
     assert {e["epoch"] for e in restored(job)} == {5}

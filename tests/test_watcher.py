@@ -9,12 +9,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 import watch_step  # noqa: E402
 
-STEP_S = 2.0  # --seconds: half before the step's Allreduce, half in the update, in 4 chunks
+STEP_S = 1.5  # --seconds (a test may give another): half before the step's Allreduce, half in the update, in 4 chunks
 STEPS = 2  # the kills strike step 1
 
 
 def run(dpmpi_run, n, spares, faults="", env=None, *args):
-    job = dpmpi_run(n, "watch_step.py", "--steps", STEPS, *args, faults=faults, env=env,
+    job = dpmpi_run(n, "watch_step.py", "--steps", STEPS, "--seconds", STEP_S, *args, faults=faults, env=env,
                     launcher_args=["--spares", str(spares)], timeout=150)
     assert job.returncode == 0, f"exit code {job.returncode}\n{job.stdout[-3000:]}\n{job.stderr[-3000:]}"
     finals = job.by_rank("final")
