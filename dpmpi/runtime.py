@@ -110,12 +110,15 @@ class Runtime:
     ``interrupt`` (default True): while a step runs, a peer's death noticed by dpmpi's failure
     watcher interrupts it at once (``ProcFailedError`` at the next Python instruction, or out of a
     ``time.sleep``/lock wait) instead of at the step's next MPI call; see ``dpmpi.watcher`` and
-    ``dpmpi.interrupts``. False: the watcher never interrupts the steps. The other keyword
-    arguments go to ``dpmpi.Snapshot``."""
+    ``dpmpi.interrupts``. False: the watcher never interrupts the steps. ``confirm_steps``: end
+    each step's update with an agreement (``comm.Agree``) before its state is snapshotted, so a
+    step during which a peer died is redone even where a collective reported success without the
+    dead peer's data (seen across nodes over TCP: docs/cluster.md); default: on when the job's
+    processes run on more than one node. The other keyword arguments go to ``dpmpi.Snapshot``."""
 
     def __init__(self, comm: Any, state: Mapping[str, Any], *, snapshot_every: int = 1, replicas: int = 1,
                  threads: int | None = None, persist_dir: Any = None, persist_every: int = 0,
-                 bounded_loss: bool = True, interrupt: bool = True) -> None:
+                 bounded_loss: bool = True, interrupt: bool = True, confirm_steps: bool | None = None) -> None:
         if not isinstance(comm, resilient.ResilientComm):
             raise TypeError("Runtime needs the communicator returned by dpmpi.init() (it repairs it with "
                             f"Respawn); got {type(comm).__name__}")
@@ -125,6 +128,8 @@ class Runtime:
         self.snapshot_every = snapshot_every
         self.bounded_loss = bool(bounded_loss)
         self.interrupt = bool(interrupt)
+        self.confirm_steps = comm.nodes > 1 if confirm_steps is None else bool(confirm_steps)
+        self.confirmed = 0  # steps confirmed by an agreement (confirm_steps)
         self.snapshot = Snapshot(comm, state, replicas=replicas, threads=threads, persist_dir=persist_dir,
                                  persist_every=persist_every)
         self.step = 0  # the step being run (or the next one)
@@ -161,6 +166,9 @@ class Runtime:
             raise RuntimeError(f"step {self.step} entered rt.update() twice; modify the state in one block")
         self._commit_pending()
         yield
+        if self.confirm_steps:  # every rank ended the step with no peer lost (raises otherwise)
+            self.comm.Agree(1)
+            self.confirmed += 1
         if (self.step + 1) % self.snapshot_every == 0:
             self._pending = self.step + 1
             self.snapshot.stage(self._pending)

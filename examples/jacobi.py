@@ -14,7 +14,8 @@ comm = dpmpi.init(wait=False)  # a spare gets its communicator now (role SPARE) 
 grid = Jacobi(args.state_mib, comm.active_size, args.width)
 rank = comm.Get_rank() if comm.role is not dpmpi.Role.SPARE else -1
 block = grid.initial_state(rank)  # {"u": this rank's rows plus two halo rows}; a spare's are overwritten
-rt = dpmpi.Runtime(comm, block, snapshot_every=args.snapshot_every, replicas=args.replicas)
+rt = dpmpi.Runtime(comm, block, snapshot_every=args.snapshot_every, replicas=args.replicas,
+                   confirm_steps=args.confirm_steps)
 rt.on_event(report)
 
 

@@ -18,7 +18,8 @@ args = parse(__doc__, "mlp")
 comm = dpmpi.init(wait=False)
 model = MLP(args.state_mib, args.batch)
 weights = model.initial_state()  # {"params", "m", "v"}; a replacement gets the snapshot's values
-rt = dpmpi.Runtime(comm, weights, snapshot_every=args.snapshot_every, replicas=args.replicas)
+rt = dpmpi.Runtime(comm, weights, snapshot_every=args.snapshot_every, replicas=args.replicas,
+                   confirm_steps=args.confirm_steps)
 rt.on_event(report)
 
 

@@ -168,6 +168,8 @@ def parse(doc: str, workload: str, twin: bool = False):
         parser.add_argument("--snapshot-every", type=int, default=1)
         parser.add_argument("--replicas", type=int, default=1,
                             help="buddies that hold each rank's snapshot (default 1: survives any one failure)")
+        parser.add_argument("--confirm-steps", action="store_true", default=None,
+                            help="end each step with an agreement (default: when the job spans nodes)")
     args = parser.parse_args()
     if args.steps < 0 or args.state_mib <= 0:
         parser.error("--steps must be >= 0 and --state-mib > 0")
@@ -181,7 +183,8 @@ def report(event: dict) -> None:
 
 def finish(rt, state: dict) -> None:
     report({"event": "final", "rank": rt.comm.Get_rank(), "wid": rt.comm.process_id, "step": rt.step,
-            "digest": digest(state), "role": rt.comm.role.value, "recoveries": [r.as_dict() for r in rt.history]})
+            "digest": digest(state), "role": rt.comm.role.value, "recoveries": [r.as_dict() for r in rt.history],
+            "confirmed": rt.confirmed})
     rt.close()
 
 

@@ -71,6 +71,16 @@ def test_killed_at_a_random_step_ends_identical_to_a_failure_free_run(workload, 
     assert replaced == set(plan), (plan, replaced)
 
 
+def test_confirmed_steps_end_identical_with_a_rank_killed(dpmpi_run):
+    # confirm_steps (on by default across nodes): an agreement ends each step's update
+    job = dpmpi_run(5, str(EXAMPLES / "train_mlp.py"), "--steps", STEPS, *ARGS["mlp"], "--confirm-steps",
+                    launcher_args=["--spares", "1"], faults="2:step@12:KILL", timeout=120)
+    assert finals(job) == reference(dpmpi_run, "mlp")
+    final = {e["rank"]: e for e in job.events if e["event"] == "final"}
+    assert all(e["confirmed"] >= STEPS - 12 for e in final.values()), final  # the replacement too
+    assert final[2]["wid"] == 4
+
+
 def test_a_second_failure_during_the_recovery(dpmpi_run):
     # rank 3 (not the buddy holding rank 1's copy) dies inside the repair that replaces rank 1
     job = launch(dpmpi_run, "mlp", 2, "1:step@10:KILL,3:repair@1:KILL")

@@ -36,6 +36,11 @@ class ResilientComm(Tracked):
         return self._state.process_id
 
     @property
+    def nodes(self) -> int:
+        """How many nodes (host names) the job's processes run on, spares included."""
+        return len({node for node, _cpus in self._state.places.values()}) or 1
+
+    @property
     def active_size(self) -> int:
         """The number of active ranks (on a waiting spare too: the size it will join)."""
         return len(self._state.plan.actives)
