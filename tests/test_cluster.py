@@ -129,3 +129,26 @@ def test_two_clusters_in_one_process_are_apart():
             assert not set(a.names) & set(b.names)
         assert set(a.names) <= set(cluster_sim.namespaces())
         assert not set(b.names) & set(cluster_sim.namespaces())
+
+
+def test_the_runtime_across_nodes_confirms_its_steps_and_ends_identical(dpmpi_run):
+    """examples/train_mlp.py on 2 nodes x 4 slots (4 active + 4 spares): the active ranks of node 1
+    die at step 10; the runtime confirms every step with an agreement (on by default across
+    nodes) and every rank ends bit for bit where the same job ends on one node without failures."""
+    mlp = Path(__file__).resolve().parent.parent / "examples" / "train_mlp.py"
+    args = ["--steps", "24", "--state-mib", "1", "--batch", "32"]
+    ref = dpmpi_run(5, str(mlp), *args, launcher_args=["--spares", "1"], timeout=TIMEOUT)
+    assert ref.returncode == 0, ref.stderr
+    want = {r: e["digest"] for r, e in ref.by_rank("final").items()}
+    assert sorted(want) == [0, 1, 2, 3] and not any(e["confirmed"] for e in ref.by_rank("final").values())
+    with cluster_sim.Cluster(nodes=2, slots=4) as cluster:
+        cmd = [sys.executable, "-m", "dpmpi.run", "-n", "8", "--spares", "4", *cluster.mpirun_args(), "--",
+               sys.executable, str(mlp), *args]
+        faults = "4:step@10:KILL,5:step@10:KILL"  # node 1's active ranks (placement.choose_spares)
+        job = cluster.start(cmd, env={**os.environ, "DPMPI_FAULTS": faults})
+        rc, out, err = job.finish(2 * TIMEOUT)
+    assert rc == 0, f"exit code {rc}\n{out[-3000:]}\n{err[-3000:]}"
+    final = job.by_rank("final")
+    assert {r: e["digest"] for r, e in final.items()} == want, out[-3000:]
+    assert all(e["confirmed"] >= 14 for e in final.values()), final  # confirm_steps was on
+    assert sum(len(e["recoveries"]) for e in final.values()) >= 2, final  # node 1's actives died
