@@ -18,7 +18,7 @@ import re
 import statistics
 import sys
 
-from _jobs import run_job
+from dpmpi.bench.common import run_job
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "programs" / "survive.py"

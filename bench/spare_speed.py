@@ -19,7 +19,7 @@ import statistics
 import sys
 import tempfile
 
-from _jobs import run_job
+from dpmpi.bench.common import run_job
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = '''

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-from _jobs import run_job
+from dpmpi.bench.common import run_job
 
 from dpmpi import run
 

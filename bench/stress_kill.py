@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 
-from _jobs import run_job
+from dpmpi.bench.common import run_job
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "examples" / "allreduce_repair.py"
