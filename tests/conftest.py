@@ -24,6 +24,12 @@ class Job:
     def by_rank(self, event):
         return {e["rank"]: e for e in self.events if e.get("event") == event}
 
+    def accounts(self):
+        """dpmpi-run's own lines on stderr about failed ranks (not its note that it launched mpirun
+        again after mpirun's transient start-up failure, which is no failure of the job)."""
+        return [line for line in self.stderr.splitlines()
+                if line.startswith("dpmpi-run:") and "launching again" not in line]
+
     def faults(self):
         out = []
         for line in self.stderr.splitlines():

@@ -136,7 +136,9 @@ def test_the_runtime_across_nodes_confirms_its_steps_and_ends_identical(dpmpi_ru
     die at step 10; the runtime confirms every step with an agreement (on by default across
     nodes) and every rank ends bit for bit where the same job ends on one node without failures."""
     mlp = Path(__file__).resolve().parent.parent / "examples" / "train_mlp.py"
-    args = ["--steps", "24", "--state-mib", "1", "--batch", "32"]
+    # two buddies per snapshot: node 1's two actives may die at different moments (the second one
+    # can be interrupted by the first death and die in its next life, right after the restore)
+    args = ["--steps", "24", "--state-mib", "1", "--batch", "32", "--replicas", "2"]
     ref = dpmpi_run(5, str(mlp), *args, launcher_args=["--spares", "1"], timeout=TIMEOUT)
     assert ref.returncode == 0, ref.stderr
     want = {r: e["digest"] for r, e in ref.by_rank("final").items()}
