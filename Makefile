@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 SOURCES := $(shell find dpmpi cext -type f -name '*.py' -o -type f -name '*.c' -o -type f -name '*.h' -o -type f -name '*.pyi') meson.build pyproject.toml
 
-.PHONY: demo docs test test-logic test-mpi test-faults test-peer bench bench-quick peer clean
+.PHONY: demo docs test test-long test-logic test-mpi test-faults test-peer bench bench-quick peer clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,13 @@ test: $(VENV)/.installed
 # skipped without root).
 test-logic:
 	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py
+FAULT_TESTS := tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py tests/test_gpu_fake.py tests/test_cluster.py
 test-faults:
-	$(BIN)/pytest -q tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py tests/test_gpu_fake.py tests/test_cluster.py
+	$(BIN)/pytest -q -m "not long" $(FAULT_TESTS)
+
+# The fault tests left out of make test for its time budget (e.g. a node going silent: ~14 s)
+test-long: $(VENV)/.installed
+	$(BIN)/pytest -q -m long $(FAULT_TESTS)
 
 # Tier 2: fault-free MPI tests under pytest-mpi at 1, 2 and 4 ranks. Launched by dpmpi-run,
 # whose exit code is exact (mpirun --with-ft ulfm returns 0 even when ranks die, e.g. when

@@ -89,6 +89,7 @@ def test_a_whole_node_killed_ends_the_job_with_a_clear_error():
         check_job_ended_for_the_lost_node(cluster, *job.finish(TIMEOUT))
 
 
+@pytest.mark.long  # ~14 s (make test-long); bench/cluster_sim.py measures it in series
 def test_a_silent_node_ends_the_job_with_a_clear_error():
     """Node 1's link cut (its processes run on): the daemons' keepalives notice it (short ones
     here; dpmpi-run's default takes ~16 s), then PRRTE ends the job as for a dead node."""
