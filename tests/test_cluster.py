@@ -132,6 +132,7 @@ def test_two_clusters_in_one_process_are_apart():
         assert not set(b.names) & set(cluster_sim.namespaces())
 
 
+@pytest.mark.long  # ~10 s (make test-long): make test covers confirm_steps on one node (test_workloads)
 def test_the_runtime_across_nodes_confirms_its_steps_and_ends_identical(dpmpi_run):
     """examples/train_mlp.py on 2 nodes x 4 slots (4 active + 4 spares): the active ranks of node 1
     die at step 10; the runtime confirms every step with an agreement (on by default across
