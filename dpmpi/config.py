@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,6 @@ class Var:
     maximum: float | None = None
     choices: tuple[str, ...] = ()
     zero_ok: bool = False  # "seconds": 0 is allowed below ``minimum`` (it turns the feature off)
-    read_by: str = "python"  # "python", "c" (the engine, values passed from Python), "preload"
 
     def parse(self, text: str) -> Any:
         """The value of ``text`` (non-empty), or a ConfigError."""
@@ -118,15 +117,15 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_STALL_TIMEOUT", "seconds", 0.0, "a C watchdog ends a rank that makes no progress "
         "outside MPI calls for this long", minimum=0),
     Var("DPMPI_FINALIZE_TIMEOUT", "seconds", None, "MPI_Finalize runs under this watchdog (default "
-        "2 s + 2 ms per process)", minimum=0, read_by="preload"),
+        "2 s + 2 ms per process)", minimum=0),
     Var("DPMPI_REQUIRE_FT", "bool", True, "refuse to run on an MPI without fault tolerance "
         "(0 allows it)"),
     # -- snapshots --
     Var("DPMPI_COPY_THREADS", "int", 1, "C copy threads per Snapshot (Snapshot(threads=) overrides)",
         minimum=1, maximum=64),
     Var("DPMPI_SNAPSHOT_NICE", "int", 19, "the nice value of the snapshot threads (0: the program's "
-        "priority)", minimum=0, maximum=19, read_by="c"),
-    Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)", read_by="c"),
+        "priority)", minimum=0, maximum=19),
+    Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)"),
     # -- the GPU path (dpmpi.gpu) --
     Var("DPMPI_GPU_BACKEND", "choice", "cupy", "the GPU path's backend: cupy (NCCL through CuPy) or fake "
         "(host arrays stand in for device arrays, MPI carries the collectives: machines without a GPU)",
@@ -144,7 +143,7 @@ VARS: tuple[Var, ...] = (
         "injection)"),
     # -- set by dpmpi for its own processes --
     Var("DPMPI_STATUS", "bool", False, "write a status record per rank for dpmpi-run (set by "
-        "dpmpi-run)", audience="internal", read_by="preload"),
+        "dpmpi-run)", audience="internal"),
     Var("DPMPI_BOOT", "bool", False, "install the exit guard in every Python rank, even one that "
         "never imports dpmpi (set by dpmpi-run)", audience="internal"),
     Var("DPMPI_REPLACEMENT", "bool", False, "this process replaces a failed one: planned faults do "
@@ -152,7 +151,7 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_SPAWNED", "bool", False, "this process was started by a repair under policy "
         "respawn (set by the repair)", audience="internal"),
     Var("DPMPI_RANK_PID", "int", None, "the pid of the process that is the rank, so that its "
-        "children record nothing (set by the exit guard)", audience="internal", read_by="c"),
+        "children record nothing (set by the exit guard)", audience="internal"),
 )
 _BY_NAME: dict[str, Var] = {v.name: v for v in VARS}
 
@@ -187,13 +186,12 @@ def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
     return raw(name, environ).strip() != ""
 
 
-def check_all(environ: Mapping[str, str] | None = None,
-              include: Callable[[Var], bool] = lambda v: True) -> None:
+def check_all(environ: Mapping[str, str] | None = None) -> None:
     """Validate every variable that is set (dpmpi-run does this before it starts a job): a
     ConfigError for the first bad one."""
     env = os.environ if environ is None else environ
     for v in VARS:
-        if include(v) and env.get(v.name, "").strip():
+        if env.get(v.name, "").strip():
             v.parse(env[v.name])
 
 

@@ -45,14 +45,7 @@ log("active", role=comm.role.value)
 
 def restore():
     """The epoch to go on from, or None when the snapshot is lost."""
-    try:
-        got = snap.restore()
-    except dpmpi.SnapshotLostError as lost:
-        log("lost", ranks=list(lost.ranks), message=str(lost))
-        return None
-    ok = digest(state) == digest(expected(comm.Get_rank(), got))
-    log("restored", epoch=got, ok=ok, role=comm.role.value, detail=snap.last_restore)
-    return got + 1
+    return snapstate.restore(snap, state, args.mib, comm.Get_rank, log, lambda: dict(role=comm.role.value))
 
 
 paused = comm.role is dpmpi.Role.RECOVERED  # only the first life pauses

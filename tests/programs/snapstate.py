@@ -1,8 +1,10 @@
-"""What the snapshot test programs (snap.py, cluster_snap.py) hold: each rank's arrays at an
-epoch (sizes differ between ranks, not 64-byte multiples), and their digest."""
+"""What the snapshot test programs (snap.py, cluster_snap.py) share: each rank's arrays at an
+epoch (sizes differ between ranks, not 64-byte multiples), their digest, and the restore step."""
 import hashlib
 
 import numpy as np
+
+import dpmpi
 
 
 def expected(mib, rank, epoch):
@@ -17,3 +19,17 @@ def digest(arrays):
     for a in arrays.values():
         h.update(a.tobytes())
     return h.hexdigest()[:16]
+
+
+def restore(snap, state, mib, rank, log, fields):
+    """Restore ``snap`` and check ``state`` bit for bit against the restored epoch; the epoch to
+    go on from, or None when the snapshot is lost (one JSON line each way, via ``log``, with
+    ``fields()`` and ``rank()`` read after the restore)."""
+    try:
+        got = snap.restore()
+    except dpmpi.SnapshotLostError as lost:
+        log("lost", ranks=list(lost.ranks), message=str(lost))
+        return None
+    ok = digest(state) == digest(expected(mib, rank(), got))
+    log("restored", epoch=got, ok=ok, detail=snap.last_restore, **fields())
+    return got + 1
