@@ -147,3 +147,23 @@ void dpmpi_watch_stop_signals(void);
 /* The notice word of the current generation (read it without a call: p[0]). */
 int *dpmpi_watch_noticed_ptr(void);
 void dpmpi_watch_get(dpmpi_watch_info *out);
+/* Sleep up to `seconds` (the GIL released), or until a watched pidfd fires: 1 when one fired since
+ * *seen (then updated), else 0. For idle spares: a repair follows a peer's end. */
+int dpmpi_watch_nap(double seconds, long *seen);
+
+/* ---- telling Open MPI of a death the watcher saw (dpmpi_tell.c) ---- */
+/* Bind PMIx's event and info-list calls from the libpmix Open MPI loaded. 0, or < 0: not loaded
+ * (-1), or a call is missing (-2). */
+int dpmpi_tell_bind(const char *libpmix_path);
+/* Process `id` (dpmpi's process id) is PMIx process (nspace, rank): prepare its event. 0 or < 0. */
+int dpmpi_tell_add(int id, const char *nspace, unsigned rank);
+/* (the watcher thread) Process `id` has ended: raise the local event, once per id. 1 told, 0 not
+ * (unknown id, told before, closed), else PMIx's error code. */
+int dpmpi_tell_failed(int id);
+/* Tell no more (at exit, before dpmpi's exit agreement). */
+void dpmpi_tell_close(void);
+/* For tests and measurements: events raised so far, PMIx's code for the last one, and when it
+ * was raised (time.time()). */
+long dpmpi_tell_count(void);
+int dpmpi_tell_last_rc(void);
+double dpmpi_tell_last_at(void);

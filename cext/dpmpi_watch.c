@@ -29,6 +29,8 @@
  *    handler registered after dpmpi's, so it runs before dpmpi's exit agreement and
  *    MPI_Finalize). The request it posts is never freed (invariant 4 of docs/threads.md): it
  *    stays pending on a static buffer, on a communicator that is never freed.
+ *  - A pidfd that fires is first told to this process's Open MPI (dpmpi_tell.c), so that the
+ *    repair does not wait for the runtime's own report of the death.
  *  - On a notice it sends one signal (`signo`) to the main thread; what the signal does there
  *    (raise ProcFailedError, or nothing) is decided by dpmpi/watcher.py's handler. When the
  *    interpreter ends, Python resets its handlers to SIG_DFL, whose action for this real-time
@@ -57,6 +59,10 @@
 #define SRC_PIDFD 1
 #define SRC_ULFM 2
 #define OMPI_ANY_SOURCE (-1) /* Open MPI's MPI_ANY_SOURCE */
+/* flags added to a process id in the table (watcher.py's _THREAD_FD, _TELL_ONLY): the fd is that
+ * process's watcher thread; tell Open MPI when it fires but record no notice (a spare's table) */
+#define WATCH_THREAD_FD (1 << 24)
+#define WATCH_TELL_ONLY (1 << 25)
 
 
 static struct {
@@ -84,6 +90,11 @@ static struct {
     atomic_long wakeups, tests, signals;
     atomic_int tid;
 } w = {.mu = PTHREAD_MUTEX_INITIALIZER, .mpi_mu = PTHREAD_MUTEX_INITIALIZER, .efd = -1};
+
+/* idle spares nap on this (dpmpi_watch_nap) and wake when a pidfd fires: a repair follows */
+static pthread_mutex_t nap_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t nap_cv = PTHREAD_COND_INITIALIZER;
+static long fired; /* pidfds that fired so far (under nap_mu) */
 
 static char recv_buf[8]; /* what the receive would get (nobody sends): static, never freed */
 
@@ -177,7 +188,13 @@ static void *watch_main(void *arg) {
             if (pf[j].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
                 int i = slot_of[j];
                 done[i] = 1; /* level-triggered: do not wake for it again */
-                notice(gen, SRC_PIDFD, ids[i]);
+                /* tell Open MPI first, so that the repair the signal starts finds it knows */
+                dpmpi_tell_failed(ids[i] % WATCH_THREAD_FD);  /* (% drops both flags) */
+                if (!(ids[i] & WATCH_TELL_ONLY)) notice(gen, SRC_PIDFD, ids[i]);
+                pthread_mutex_lock(&nap_mu);
+                fired++;
+                pthread_cond_broadcast(&nap_cv);
+                pthread_mutex_unlock(&nap_mu);
             }
         }
         if (have_comm && !ulfm_done) {
@@ -217,6 +234,7 @@ static void watch_on_exit(int status, void *arg) {
     pthread_mutex_lock(&w.mu);
     w.closed = 1;
     pthread_mutex_unlock(&w.mu);
+    dpmpi_tell_close(); /* peers that end after the exit agreement have not failed */
 }
 
 int dpmpi_watch_start(unsigned long target, int signo) {
@@ -336,4 +354,20 @@ void dpmpi_watch_get(dpmpi_watch_info *out) {
     out->tests = atomic_load(&w.tests);
     out->signals = atomic_load(&w.signals);
     out->tid = atomic_load(&w.tid);
+}
+
+int dpmpi_watch_nap(double seconds, long *seen) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long ns = until.tv_nsec + (long)(seconds * 1e9);
+    until.tv_sec += ns / 1000000000L;
+    until.tv_nsec = ns % 1000000000L;
+    pthread_mutex_lock(&nap_mu);
+    while (fired == *seen) {
+        if (pthread_cond_timedwait(&nap_cv, &nap_mu, &until) == ETIMEDOUT) break;
+    }
+    int woke = fired != *seen;
+    *seen = fired;
+    pthread_mutex_unlock(&nap_mu);
+    return woke;
 }

@@ -24,6 +24,7 @@ from dpmpi import _guard, config
 from dpmpi._version import __version__
 
 _guard.install()
+_guard.mpi_defaults()
 if _guard.rank_process() and config.is_set("DPMPI_FAULTS"):  # a plan for this job's ranks
     from dpmpi import faults as _faults
 

@@ -68,17 +68,21 @@ def _mpi() -> Any:
     return None
 
 
-def libmpi_path() -> str | None:
+def loaded_library(prefix: str) -> str | None:
+    """The path of the loaded shared library whose file name starts with ``prefix`` (None: none)."""
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
                 path = line.rstrip("\n").split(maxsplit=5)[-1]
-                base = os.path.basename(path)
-                if base.startswith("libmpi.so"):
+                if os.path.basename(path).startswith(prefix):
                     return path
     except OSError:
         return None
     return None
+
+
+def libmpi_path() -> str | None:
+    return loaded_library("libmpi.so")
 
 
 def _tell_c_about_mpi() -> bool:
@@ -255,6 +259,23 @@ def install() -> None:
 
         _lib.lib.dpmpi_stall_start(stall)
         _hooks.enable_stall(_lib.lib.dpmpi_stall_enter, _lib.lib.dpmpi_stall_leave)
+
+
+MCA_EVENT_TICK = "mpi_event_tick_rate"
+
+
+def event_tick() -> int:
+    """Open MPI's event tick dpmpi asks for (microseconds; 0: Open MPI's own default)."""
+    return int(config.get("DPMPI_MPI_EVENT_TICK"))
+
+
+def mpi_defaults() -> None:
+    """In a rank, before MPI starts: Open MPI settings dpmpi relies on, unless the user set them."""
+    if "mpi4py.MPI" in sys.modules or not rank_process():
+        return
+    tick = event_tick()
+    if tick > 0:
+        os.environ.setdefault("OMPI_MCA_" + MCA_EVENT_TICK, str(tick))
 
 
 def rank_process() -> bool:

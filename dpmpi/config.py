@@ -105,6 +105,14 @@ VARS: tuple[Var, ...] = (
         "at the next MPI call)"),
     Var("DPMPI_WATCH_PIDFD", "bool", True, "the watcher's pidfds on processes of the same node (0: "
         "ULFM only, e.g. to measure it)"),
+    Var("DPMPI_WATCH_TELL", "bool", True, "when a pidfd shows a peer ended, the watcher tells this "
+        "process's Open MPI at once (a local PMIx event, the one the runtime sends later), so that a "
+        "repair does not wait for the runtime's report (0: wait for it)"),
+    Var("DPMPI_MPI_EVENT_TICK", "int", 1000, "microseconds between the runs of Open MPI's event loop "
+        "inside MPI calls (its mpi_event_tick_rate, default 10000, set by dpmpi-run and by `import "
+        "dpmpi` before MPI starts unless already set): reports of a death are handled there, so a rank "
+        "inside an MPI call learns of one this much later at most (0: leave Open MPI's default)",
+        minimum=0, maximum=1_000_000),
     Var("DPMPI_WATCH_ULFM", "choice", "auto", "the watcher's receive on a dedicated communicator (auto: "
         "when some pair of processes cannot watch each other with pidfds)",
         choices=("auto", "1", "0", "on", "off", "yes", "no", "true", "false")),

@@ -3,7 +3,8 @@
     dpmpi-run -n N [--spares S] [--dry-run] [mpirun options...] -- PROGRAM ARGS...
 
 N is the total number of processes, S of them spares (default 0; N - S are active). It runs
-``mpirun --with-ft ulfm --mca btl ^ofi -n N`` (plus, unless placement options are given,
+``mpirun --with-ft ulfm --mca btl ^ofi --mca mpi_event_tick_rate 1000 -n N`` (the tick from
+``DPMPI_MPI_EVENT_TICK``; plus, unless placement options are given,
 ``--map-by core:OVERSUBSCRIBE --rank-by slot --bind-to core:overload-allowed`` so that
 ``Comm.Spawn`` always has room, or ``--oversubscribe`` when the active ranks exceed the cores;
 ``--allow-run-as-root`` as root, and keepalives on PRRTE's connections between nodes so that a
@@ -30,7 +31,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmpi import config, node_loss
+from dpmpi import _guard, config, node_loss
 
 ENV_MPIRUN = "DPMPI_MPIRUN"
 # mpirun's message when its PMIx server could not start (a transient start-up failure)
@@ -167,6 +168,10 @@ def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool =
     user = opts.mpirun_args
     if not any(a == "--mca" and i + 1 < len(user) and user[i + 1] == "btl" for i, a in enumerate(user)):
         cmd += ["--mca", "btl", "^ofi"]  # MPI_Init ~20 ms instead of ~1 s, Spawn ~0.2 s instead of ~1.2 s
+    tick = _guard.event_tick()
+    if tick > 0 and not any(a == "--mca" and i + 1 < len(user) and user[i + 1] == _guard.MCA_EVENT_TICK
+                            for i, a in enumerate(user)) and ("OMPI_MCA_" + _guard.MCA_EVENT_TICK) not in env:
+        cmd += ["--mca", _guard.MCA_EVENT_TICK, str(tick)]  # death reports handled within ~1 ms in MPI calls
     placed = any(a.split("=")[0] in _HOST_OPTIONS + _BIND_OPTIONS for a in user)
     cores = os.cpu_count() or 1
     if not placed and (spawn_room or opts.n > cores):

@@ -37,38 +37,30 @@ import signal
 import threading
 import time
 import warnings
-from typing import Any, NamedTuple
+from typing import Any
 
 from mpi4py import MPI
 
 from dpmpi import config, interrupts
 from dpmpi.errors import ProcFailedError, RevokedError
 from dpmpi.eventlog import log_event
+from dpmpi.watchplan import Ident, Mode, local_peers, ulfm_needed, watched_peers
 
 ENV_WATCH = "DPMPI_WATCH"  # 0: no watcher at all
 ENV_PIDFD = "DPMPI_WATCH_PIDFD"  # 0: no pidfds (ULFM only, e.g. to measure it)
+ENV_TELL = "DPMPI_WATCH_TELL"  # 0: do not tell Open MPI of a death seen through a pidfd
 ENV_ULFM = "DPMPI_WATCH_ULFM"  # auto | 1 | 0
 ENV_POLL = "DPMPI_WATCH_POLL"  # seconds between tests of the ULFM receive
 ENV_SIGNAL = "DPMPI_WATCH_SIGNAL"  # the signal sent to the main thread
 _TAG = 31_338
 _PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h: PIDFD_THREAD (Linux >= 6.9)
 _THREAD_FD = 1 << 24  # added to a process id in the C thread's table: the fd is its watcher thread's
+_TELL_ONLY = 1 << 25  # added too: tell Open MPI when it fires, but no notice (a spare's table)
 SOURCES = {1: "pidfd", 2: "ulfm"}
 
 
 
 # ---- who is where ------------------------------------------------------------------------------
-class Ident(NamedTuple):
-    """What a process tells the others about itself at init: enough to watch it with a pidfd."""
-
-    kernel: str  # /proc/sys/kernel/random/boot_id (else the host name): one per running kernel
-    pidns: tuple[int, int]  # (st_dev, st_ino) of /proc/self/ns/pid
-    pid: int
-    start: int  # start time in clock ticks (/proc/PID/stat field 22): tells a reused pid apart
-    pidfd: bool  # this process can open pidfds
-    wtid: int = 0  # kernel id of its watcher thread (0: none): peers watch that thread's end too
-
-
 def _start_ticks(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -99,7 +91,12 @@ def identity() -> Ident:
         except OSError:
             pass
     wtid = _start_thread() if _enabled_by_env() else 0
-    return Ident(kernel, ns, os.getpid(), _start_ticks(os.getpid()), ok, wtid)
+    nspace = os.environ.get("PMIX_NAMESPACE", "")
+    try:
+        prank = int(os.environ.get("PMIX_RANK", "-1"))
+    except ValueError:
+        prank = -1
+    return Ident(kernel, ns, os.getpid(), _start_ticks(os.getpid()), ok, wtid, nspace, prank)
 
 
 def _enabled_by_env(environ: Any = None) -> bool:
@@ -133,34 +130,6 @@ def _start_thread() -> int:
     info = ext.ffi.new("dpmpi_watch_info *")
     ext.lib.dpmpi_watch_get(info)
     return int(info.tid)
-
-
-def local_peers(procs: dict[int, Ident], me: int, process_ids: list[int] | tuple[int, ...]) -> list[int]:
-    """The processes among ``process_ids`` (not ``me``) that ``me`` can watch with a pidfd. Pure."""
-    mine = procs.get(me)
-    if mine is None or not mine.pidfd:
-        return []
-    return [w for w in process_ids if w != me and w in procs and procs[w].kernel == mine.kernel
-            and tuple(procs[w].pidns) == tuple(mine.pidns)]
-
-
-def ulfm_needed(procs: dict[int, Ident], setting: str) -> bool:
-    """Whether the ULFM receive is watched too: ``setting`` "1"/"0", or "auto": when some pair of
-    processes cannot watch each other with pidfds. Pure, and the same on every process (it is
-    computed from the allgathered table)."""
-    if setting in ("1", "on", "yes", "true"):
-        return True
-    if setting in ("0", "off", "no", "false"):
-        return False
-    places = {(p.kernel, tuple(p.pidns)) for p in procs.values()}
-    return len(places) > 1 or not all(p.pidfd for p in procs.values())
-
-
-class Mode(NamedTuple):
-    """Decided once at init, the same on every process (spawned ones receive it)."""
-
-    enabled: bool
-    ulfm: bool
 
 
 def mode_from_env(procs: dict[int, Ident], environ: Any = None) -> Mode:
@@ -197,6 +166,7 @@ class Watcher:
         self.state = state
         self.mode = mode
         self.use_pidfd = bool(config.get(ENV_PIDFD))
+        self.tell = False  # Open MPI is told of a death seen through a pidfd (start() binds PMIx)
         self.period = float(config.get(ENV_POLL))
         self.signo = 0
         self.interrupts = 0  # failures raised in the main thread by the watcher
@@ -206,6 +176,7 @@ class Watcher:
         self._kept: list = []  # older ones: a receive stays pending on each, forever
         self._gen = 0
         self._info = _cext().ffi.new("dpmpi_watch_info *")
+        self._fired = _cext().ffi.new("long *", 0)  # pidfds fired as nap() last saw them
 
     # -- start --
     def start(self) -> None:
@@ -218,6 +189,11 @@ class Watcher:
             path = _guard.libmpi_path()
             if path is None or ext.lib.dpmpi_watch_bind_mpi(path.encode()) != 0:
                 raise RuntimeError(f"dpmpi: cannot bind MPI for the failure watcher (libmpi: {path})")
+        if self.use_pidfd and config.get(ENV_TELL):
+            from dpmpi import _guard
+
+            path = _guard.loaded_library("libpmix.so")
+            self.tell = path is not None and ext.lib.dpmpi_tell_bind(path.encode()) == 0
         interrupts.attach(ext.lib.dpmpi_watch_noticed_ptr(), self.failure)
 
     def _pidfds(self, proc: int) -> list[int]:
@@ -257,17 +233,20 @@ class Watcher:
         when ULFM is watched): watch the active peers of the new plan; clears the notice."""
         st = self.state
         me = st.logical()
-        actives = list(st.plan.actives) if me >= 0 else []
-        peers = local_peers(st.procs, st.process_id, actives) if self.use_pidfd else []
+        peers = watched_peers(st.procs, st.process_id, st.plan.actives, me >= 0, self.tell) if self.use_pidfd else []
+        quiet = _TELL_ONLY if me < 0 else 0
         fds, ids = [], []
         self.peers = []
         for proc in peers:
             mine = self._pidfds(proc)
             if mine:
                 self.peers.append(proc)
+                ident = st.procs[proc]
+                if self.tell and ident.nspace and ident.prank >= 0:
+                    _cext().lib.dpmpi_tell_add(proc, ident.nspace.encode(), ident.prank)
             for i, fd in enumerate(mine):
                 fds.append(fd)
-                ids.append(proc + (_THREAD_FD if i else 0))
+                ids.append(proc + (_THREAD_FD if i else 0) + quiet)
         comm = None
         if self.mode.ulfm and me >= 0 and st.active is not None:
             from dpmpi.mpicall import warm_up
@@ -290,6 +269,10 @@ class Watcher:
         if gen < 0:
             raise OSError(-gen, f"dpmpi: the failure watcher refused its peers: {os.strerror(-gen)}")
         self._gen = gen
+
+    def nap(self, seconds: float) -> bool:
+        """Sleep up to ``seconds`` (for an idle spare), or until a watched peer ends: True then."""
+        return bool(_cext().lib.dpmpi_watch_nap(seconds, self._fired))
 
     # -- the repair listener contract (registered by start()) --
     def repair_begins(self) -> None:
@@ -316,6 +299,8 @@ class Watcher:
         return {"noticed": bool(i.noticed), "source": source, "id": int(i.id) % _THREAD_FD if source else int(i.id),
                 "at": float(i.at), "generation": int(i.gen), "peers": len(self.peers), "pidfds": int(i.npeers),
                 "ulfm": bool(i.ulfm),
+                "told": int(_cext().lib.dpmpi_tell_count()) if self.tell else -1,
+                "told_at": float(_cext().lib.dpmpi_tell_last_at()) if self.tell else 0.0,
                 "wakeups": int(i.wakeups), "tests": int(i.tests), "signals": int(i.signals), "tid": int(i.tid),
                 "interrupts": self.interrupts, "signal": self.signo, "poll_s": self.period}
 

@@ -46,7 +46,17 @@ def test_a_long_sleep_step_is_interrupted_at_the_death(dpmpi_run):
         assert rec["noticed_at"] - t_kill < 0.2 * STEP_S, rec  # measured here: 2-10 ms
         assert rec["repaired_at"] - t_kill < 0.25 * STEP_S, rec  # ULFM's shrink: 10-30 ms more
         assert e["watch"]["interrupts"] == 1 and e["watch"]["peers"] == 2, e["watch"]
+        assert e["watch"]["told"] == 1, e["watch"]  # it told its Open MPI of the death (once)
     assert finals[1]["wid"] == 3 and finals[1]["role"] == "RECOVERED"
+    # the spare that replaced rank 1 watched the actives while idle, to tell its Open MPI too
+    assert finals[1]["watch"]["told"] == 1, finals[1]["watch"]
+
+
+def test_without_telling_open_mpi_the_repair_still_completes(dpmpi_run):
+    job, finals = run(dpmpi_run, 4, 1, "1:step@2:KILL", {"DPMPI_WATCH_TELL": "0"}, "--seconds", 0.5)
+    for r, e in survivors(finals, {1}).items():
+        (rec,) = e["recoveries"]
+        assert rec["detected_by"].startswith("pidfd") and e["watch"]["told"] == -1, (rec, e["watch"])
 
 
 def test_a_numpy_step_is_interrupted_in_its_update(dpmpi_run):
@@ -99,6 +109,7 @@ def test_without_failures_the_watcher_costs_nothing_visible(dpmpi_run):
         w = e["watch"]
         assert e["recoveries"] == [] and w["interrupts"] == 0 and w["signals"] == 0, w
         assert w["peers"] == 2 and w["pidfds"] in (2, 4) and w["ulfm"] is False and w["tests"] == 0
+        assert w["told"] == 0, w  # no death to tell of
         assert w["wakeups"] <= 2, w  # it slept in poll() the whole job (one wake-up per re-arm)
         assert 0 <= w["thread_cpu_s"] <= 0.02, w
     assert "Traceback" not in job.stderr and "dpmpi:" not in job.stderr, job.stderr[-2000:]

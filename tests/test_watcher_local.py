@@ -25,6 +25,22 @@ def test_local_peers_are_the_same_kernel_and_pid_namespace():
     assert watcher.local_peers(no_pidfd, 0, [1, 4]) == []
 
 
+def test_spares_watch_actives_of_their_own_namespace_only_when_telling():
+    from dpmpi.watchplan import watched_peers
+
+    def p(pid, ns="job@1", kernel="k1"):
+        return Ident(kernel, (1, 2), pid, 1, True, 0, ns, pid)
+
+    procs = {0: p(10), 1: p(11), 2: p(12, kernel="k2"), 3: p(13, ns="job@2"), 4: p(14)}
+    actives = [0, 1, 2, 3]
+    assert watched_peers(procs, 0, actives, True, True) == [1, 3]  # an active rank: every local active
+    assert watched_peers(procs, 0, actives, True, False) == [1, 3]
+    # a spare (4): local actives of its namespace (a spawned one, 3, may end normally first)
+    assert watched_peers(procs, 4, actives, False, True) == [0, 1]
+    assert watched_peers(procs, 4, actives, False, False) == []  # not telling: nothing to watch
+    assert watched_peers({**procs, 4: p(14, ns="")}, 4, actives, False, True) == []  # no PMIx name known
+
+
 def test_ulfm_is_watched_when_some_pair_is_not_on_one_node():
     one_node = {0: ident(pid=10), 1: ident(pid=11)}
     assert not watcher.ulfm_needed(one_node, "auto")
