@@ -136,6 +136,7 @@ class Runtime:
         self.history: list[Recovery] = []
         self._callbacks: list[Callable[[dict], None]] = []
         self._pending: int | None = None  # epoch staged and not yet committed
+        self._arrays_hold: int | None = None  # the epoch the arrays hold unchanged since its stage (None: modified)
         self._updates = 0  # rt.update() calls in the current step
         self._running = False
         self._catching_up: Recovery | None = None
@@ -165,6 +166,7 @@ class Runtime:
         if self._updates > 1:
             raise RuntimeError(f"step {self.step} entered rt.update() twice; modify the state in one block")
         self._commit_pending()
+        self._arrays_hold = None  # (from here until the next stage, the arrays change)
         yield
         if self.confirm_steps:  # every rank ended the step with no peer lost (raises otherwise)
             self.comm.Agree(1)
@@ -172,6 +174,7 @@ class Runtime:
         if (self.step + 1) % self.snapshot_every == 0:
             self._pending = self.step + 1
             self.snapshot.stage(self._pending)
+            self._arrays_hold = self._pending
 
     def _commit_pending(self) -> None:
         if self._pending is not None:
@@ -230,6 +233,7 @@ class Runtime:
         self.snapshot.stage(0)
         self.snapshot.commit(0)
         self.snapshot.wait()
+        self._arrays_hold = 0
         self.step = 0
 
     def _recover(self, caught: BaseException | None) -> None:
@@ -250,7 +254,10 @@ class Runtime:
                 if caught is not None or attempts > 1:
                     self._emit("repaired", **{k: repair.get(k) for k in ("repair", "failed", "filled", "size",
                                                                            "phases_ms", "total_ms")})
-                epoch = self.snapshot.restore()
+                # unknown until it succeeds (a failure inside it may have written some arrays back)
+                hold, self._arrays_hold = self._arrays_hold, None
+                epoch = self.snapshot.restore(arrays_hold=hold)
+                self._arrays_hold = epoch
                 restored_at = time.time()
                 # where the survivors were: the replacement knows nothing of it. A buffer, not a
                 # pickled object: seen once in 41 chaos runs, a second death during this exchange

@@ -123,6 +123,25 @@ def test_a_flipped_byte_in_the_snapshot_is_caught():
             snap.restore()
 
 
+def test_arrays_that_still_hold_the_restored_epoch_are_not_copied():
+    arrays = state(31)
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
+        snap.stage()
+        snap.commit(1)
+        assert snap.restore(arrays_hold=1) == 1 and same(arrays, state(31))
+        assert snap.last_restore["kept"] is True  # nothing copied
+        fill(arrays, 32)  # modified: the caller no longer promises anything
+        assert snap.restore() == 1 and same(arrays, state(31)) and snap.last_restore["kept"] is False
+        fill(arrays, 33)
+        snap.stage()
+        snap.commit(2)
+        fill(arrays, 34)
+        # a promise about another epoch than the one restored changes nothing
+        assert snap.restore(arrays_hold=1) == 2 and same(arrays, state(33)) and snap.last_restore["kept"] is False
+        with pytest.raises(ValueError, match="arrays_hold"):
+            snap.restore(arrays_hold=-1)
+
+
 def test_memory_falls_back_to_unlocked_with_one_warning(tmp_path):
     """A child without CAP_IPC_LOCK and with RLIMIT_MEMLOCK of 64 KiB cannot lock 2 x 1 MiB."""
     code = textwrap.dedent("""

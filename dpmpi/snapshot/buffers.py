@@ -120,15 +120,23 @@ class Buffers:
         src, lens = segments(self.entries, slot.ptr)
         return slot.epoch == epoch and self.engine.checksum(src, lens) == slot.digest
 
-    def write_back(self, slot: Slot) -> None:
+    def write_back(self, slot: Slot, epoch: int) -> bool:
+        """Copy ``slot`` into the arrays, checking its checksum on the way (one pass over the bytes,
+        not a verify and then a copy); whether the bytes matched. False: the arrays now hold a
+        corrupt copy (the restore fails on every rank)."""
+        if slot.epoch != epoch:
+            return False
         dst, views = self.sources()
         prefault(dst, views)  # (at once when the pages are there)
         src, lens = segments(self.entries, slot.ptr)
         self.engine.start(dst, src, lens)
-        rc, _digest = self.engine.wait()
+        rc, digest = self.engine.wait()
         if rc != 0:
             raise SnapshotCopyError(f"copying the snapshot back into the arrays failed (code {rc})")
+        if digest != slot.digest:
+            return False
         self.to_device()
+        return True
 
     def to_device(self) -> None:
         """The arrays' host side was rewritten (a restore): copy the mirrors to the device."""

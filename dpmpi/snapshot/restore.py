@@ -86,8 +86,9 @@ def quiesce(committer: Committer, buffers: Buffers, repl: Replication, persist: 
 
 
 def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float,
-            timings: dict[str, float]) -> tuple[int, dict[str, Any]]:
-    """Restore the newest epoch restorable everywhere (collective); (epoch, report)."""
+            timings: dict[str, float], arrays_hold: int | None = None) -> tuple[int, dict[str, Any]]:
+    """Restore the newest epoch restorable everywhere (collective); (epoch, report).
+    ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown)."""
     t = time.perf_counter()
     repl.begin_again("Snapshot.restore")
     scomm = repl.scomm
@@ -125,7 +126,8 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             reqs += post_slot(scomm.Isend, r, slot)
     waitall(reqs, scomm, "Snapshot.restore (transfer)")
     timings["transfer"] = time.perf_counter() - t
-    # verify, everywhere, then write back
+    # write back, checking the checksum on the way, then agree that every rank's copy was good.
+    # A rank whose arrays still hold this epoch (unchanged since it was staged) has nothing to do.
     t = time.perf_counter()
     if incoming is not None:
         incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
@@ -133,7 +135,10 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     else:
         slot = next(s for s in buffers.own if s.epoch == epoch)
     buffers.committed = buffers.own.index(slot)
-    good = buffers.verify(slot, epoch)
+    kept = incoming is None and arrays_hold == epoch
+    good = True if kept else buffers.write_back(slot, epoch)
+    timings["copy"] = time.perf_counter() - t
+    t = time.perf_counter()
     try:
         bad = scomm.allgather(not good)
     except MPI.Exception as exc:
@@ -142,10 +147,8 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     if any(bad):
         ranks = tuple(r for r, b in enumerate(bad) if b)
         raise SnapshotLostError(f"snapshot of epoch {epoch} failed its checksum on rank(s) {list(ranks)}: "
-                                f"the copy is corrupt", MPI.ERR_OTHER, ranks)
-    t = time.perf_counter()
-    buffers.write_back(slot)
-    timings["copy"] = time.perf_counter() - t
+                                f"the copy is corrupt (those ranks' arrays hold it; restore another "
+                                f"way, e.g. from persist_dir)", MPI.ERR_OTHER, ranks)
     # keep only this epoch; make replica slots for the new topology; re-replicate
     buffers.use(slot, epoch)
     repl.keep_only(epoch)
@@ -155,7 +158,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         dests, froms = plan.missing_copies(rank, size, repl.replicas, epoch, held, repl.nodes)
         repl.replicate(epoch, buffers.own[buffers.committed], dests, froms)
     timings["rereplicate_post"] = time.perf_counter() - t
-    return epoch, {"epoch": epoch, "received": incoming is not None,
+    return epoch, {"epoch": epoch, "received": incoming is not None, "kept": kept,
                    "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
                    "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
 
