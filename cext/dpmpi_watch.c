@@ -29,8 +29,8 @@
  *    handler registered after dpmpi's, so it runs before dpmpi's exit agreement and
  *    MPI_Finalize). The request it posts is never freed (invariant 4 of docs/threads.md): it
  *    stays pending on a static buffer, on a communicator that is never freed.
- *  - A pidfd that fires is first told to this process's Open MPI (dpmpi_tell.c), so that the
- *    repair does not wait for the runtime's own report of the death.
+ *  - A pidfd that fires is also told to this process's Open MPI (dpmpi_tell.c), right after the
+ *    signal, so that the repair does not wait for the runtime's own report of the death.
  *  - On a notice it sends one signal (`signo`) to the main thread; what the signal does there
  *    (raise ProcFailedError, or nothing) is decided by dpmpi/watcher.py's handler. When the
  *    interpreter ends, Python resets its handlers to SIG_DFL, whose action for this real-time
@@ -188,9 +188,10 @@ static void *watch_main(void *arg) {
             if (pf[j].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
                 int i = slot_of[j];
                 done[i] = 1; /* level-triggered: do not wake for it again */
-                /* tell Open MPI first, so that the repair the signal starts finds it knows */
-                dpmpi_tell_failed(ids[i] % WATCH_THREAD_FD);  /* (% drops both flags) */
+                /* the main thread first (PMIx_Notify_event may wait for PMIx's own thread), then
+                 * Open MPI: the repair the signal starts needs it only at its shrink */
                 if (!(ids[i] & WATCH_TELL_ONLY)) notice(gen, SRC_PIDFD, ids[i]);
+                dpmpi_tell_failed(ids[i] % WATCH_THREAD_FD); /* (% drops both flags) */
                 pthread_mutex_lock(&nap_mu);
                 fired++;
                 pthread_cond_broadcast(&nap_cv);

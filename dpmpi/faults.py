@@ -9,6 +9,8 @@ A plan is a list of ``Fault(rank, point, kind, count)``:
   program passes to ``dpmpi.faults.point(name)``, or ``"time"`` (seconds after dpmpi was
   imported: faults any program, even a plain mpi4py one launched with dpmpi-run);
 * ``count`` -- the N-th time the point is reached (N >= 1), or the seconds for ``"time"``;
+* ``after`` -- seconds to wait after that before failing (default 0: at once), e.g. to fail in
+  the middle of a step that begins at a point (``2:step@20+0.05:KILL``);
 * ``kind``  -- one of ``Kind``: KILL, TERM, SEGV, ABORT (SIGKILL, SIGTERM, a real segmentation
   fault, ``os.abort()``), EXIT (``os._exit(3)``), SYSEXIT (``sys.exit(3)``), EXCEPTION (raises
   ``InjectedFault``, uncaught unless the program catches it), HANG (the rank stops making
@@ -71,6 +73,7 @@ class Fault:
     point: str
     kind: Kind
     count: float = 1
+    after: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 0:
@@ -93,9 +96,15 @@ class Fault:
             raise ValueError(f"Fault count is the N-th time the point is reached: an int >= 1, got {count!r}")
         else:
             object.__setattr__(self, "count", int(count))
+        after = self.after
+        if isinstance(after, bool) or not isinstance(after, (int, float)) or not math.isfinite(after) or after < 0:
+            raise ValueError(f"Fault after is seconds >= 0, got {after!r}")
+        if after and self.point == TIME_POINT:
+            raise ValueError("a 'time' fault takes its seconds after '@'; '+SECONDS' is for the other points")
 
     def spec(self) -> str:
-        return f"{self.rank}:{self.point}@{self.count}:{self.kind.value}"
+        delay = f"+{self.after:g}" if self.after else ""
+        return f"{self.rank}:{self.point}@{self.count}{delay}:{self.kind.value}"
 
 
 def _kind(name: str) -> Kind:
@@ -106,7 +115,7 @@ def _kind(name: str) -> Kind:
 
 
 def parse(spec: str) -> list[Fault]:
-    """Parse ``"RANK:POINT[@N]:KIND[,...]"`` (the ``DPMPI_FAULTS`` syntax)."""
+    """Parse ``"RANK:POINT[@N][+SECONDS]:KIND[,...]"`` (the ``DPMPI_FAULTS`` syntax)."""
     if not isinstance(spec, str):
         raise TypeError(f"a fault spec is a string like '2:Allreduce@50:KILL', got {type(spec).__name__}")
     faults = []
@@ -119,13 +128,18 @@ def parse(spec: str) -> list[Fault]:
         rank_s, point_s, kind_s = (f.strip() for f in fields)
         if not rank_s.isdigit():
             raise ValueError(f"bad fault {item!r}: the rank {rank_s!r} is not an int >= 0")
+        point_s, _, after_s = point_s.partition("+")
         point, _, count_s = point_s.partition("@")
         try:
             count: float = float(count_s) if point == TIME_POINT else int(count_s or 1)
         except ValueError:
             what = "a number of seconds" if point == TIME_POINT else "an int >= 1 (the N-th time the point is reached)"
             raise ValueError(f"bad fault {item!r}: {count_s!r} after '@' is not {what}") from None
-        faults.append(Fault(int(rank_s), point, _kind(kind_s), count))
+        try:
+            after = float(after_s) if after_s else 0.0
+        except ValueError:
+            raise ValueError(f"bad fault {item!r}: {after_s!r} after '+' is not a number of seconds") from None
+        faults.append(Fault(int(rank_s), point, _kind(kind_s), count, after))
     return faults
 
 
@@ -200,7 +214,10 @@ def hit(name: str) -> None:
         _counts[name] = n
         due = [f for f in faults if f.count == n]
     for f in due:
-        inject(f)
+        if f.after:
+            _start_timer(f, f.after)
+        else:
+            inject(f)
 
 
 def _announce(f: Fault) -> None:
@@ -257,8 +274,10 @@ def _wait_for_signal() -> NoReturn:
 _MAIN_THREAD_KINDS = (Kind.EXCEPTION, Kind.SYSEXIT, Kind.HANG)
 
 
-def _start_timer(f: Fault) -> None:
+def _start_timer(f: Fault, seconds: float | None = None) -> None:
+    """Fail ``seconds`` from now (default: a time fault's own seconds) on a thread of its own."""
     global _deferred
+    seconds = float(f.count) if seconds is None else seconds
     if f.kind in _MAIN_THREAD_KINDS:
         if threading.current_thread() is not threading.main_thread():
             raise RuntimeError("a 'time' fault of kind EXCEPTION, SYSEXIT or HANG must be planned from the main thread")
@@ -266,7 +285,7 @@ def _start_timer(f: Fault) -> None:
         signal.signal(signal.SIGUSR2, _on_deferred)
 
     def fire() -> None:
-        time.sleep(float(f.count))
+        time.sleep(seconds)
         if f.kind in _MAIN_THREAD_KINDS:
             os.kill(os.getpid(), signal.SIGUSR2)  # Python runs the handler in the main thread
         else:

@@ -105,8 +105,9 @@ def test_cupy_backend_says_what_is_missing(monkeypatch):
 
 
 def test_snapshot_of_fake_device_arrays_round_trip(monkeypatch):
-    """Device arrays in a Snapshot: staged through pinned mirrors on the backend's own stream,
-    restored to the device; host arrays beside them as before; the mirrors are unregistered."""
+    """Device arrays in a Snapshot: copied straight into the registered slots on the backend's own
+    stream, restored to the device after the checksum; host arrays beside them as before; the
+    slots are unregistered at close; a corrupt device part of a slot is caught."""
     import dpmpi
     from dpmpi.gpu import select as gb
 
@@ -119,7 +120,7 @@ def test_snapshot_of_fake_device_arrays_round_trip(monkeypatch):
     host = rng.standard_normal(33)
     before = (dev.copy(), dev_i.copy(), host.copy())
     with dpmpi.Snapshot(MPI.COMM_SELF, {"w": dev, "i": dev_i, "h": host}) as snap:
-        assert len(be.registered) == 2  # one pinned mirror per device array
+        assert len(be.registered) == 2  # the two own slots, which the device copies go straight into
         snap.stage()
         snap.commit(1)
         dev[...] = 0
@@ -128,7 +129,17 @@ def test_snapshot_of_fake_device_arrays_round_trip(monkeypatch):
         assert snap.restore() == 1
         assert np.array_equal(dev, before[0]) and np.array_equal(dev_i, before[1])
         assert np.array_equal(host, before[2])
-        assert be.is_device(dev)  # the program's arrays, not the mirrors
+        assert be.is_device(dev)  # the program's arrays
+        assert set(snap.arrays) == {"w", "i", "h"} and snap.arrays["w"] is dev
+        dev[...] = 5
+        snap.stage()
+        snap.commit(2)
+        slot = snap._buffers.own[snap._buffers.committed]
+        slot.buffer()[8] ^= 0x01  # inside "w": a device array's bytes are checksummed too
+        dev[...] = 0
+        with pytest.raises(dpmpi.SnapshotLostError, match="checksum"):
+            snap.restore()
+        assert not np.any(dev == 5)  # nothing corrupt was copied to the device
     assert be.registered == {}  # unregistered before the memory went
     monkeypatch.setattr(gb, "_BACKEND", None)
 

@@ -20,6 +20,9 @@ def test_parse_spec():
     ]
     assert faults.parse("") == []
     assert Fault(3, "Send", "hang", 2).spec() == "3:Send@2:HANG"
+    # +SECONDS: fail that long after the point is reached (inside a step that begins there)
+    assert faults.parse("2:step@20+0.05:KILL") == [Fault(2, "step", Kind.KILL, 20, 0.05)]
+    assert faults.parse(Fault(2, "step", Kind.KILL, 20, 0.05).spec()) == [Fault(2, "step", Kind.KILL, 20, 0.05)]
 
 
 @pytest.mark.parametrize(
@@ -33,6 +36,9 @@ def test_parse_spec():
         ("2:time@soon:KILL", "not a number of seconds"),
         ("2:Allreduce@3:EXPLODE", "unknown fault kind"),
         ("2:time@-1:KILL", "seconds >= 0"),
+        ("2:step@3+soon:KILL", "not a number of seconds"),
+        ("2:step@3+-1:KILL", "seconds >= 0"),
+        ("2:time@1+1:KILL", "SECONDS' is for the other points"),
     ],
 )
 def test_bad_spec_names_the_problem(spec, words):
@@ -65,6 +71,19 @@ def test_plan_keeps_only_this_ranks_faults_in_its_first_life(monkeypatch):
         faults.point("step")  # fires once only
         monkeypatch.setenv(faults.ENV_REPLACEMENT, "1")
         assert faults.plan("2:step@1:KILL") == []  # a replacement never re-fails
+    finally:
+        faults.clear()
+
+
+def test_a_delayed_fault_fires_after_its_point(monkeypatch):
+    import threading
+
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    try:
+        faults.plan("1:step@1+0.05:EXCEPTION")
+        faults.point("step")  # reached: nothing happens yet
+        with pytest.raises(InjectedFault, match="rank 1 at step@1"):
+            threading.Event().wait(10)  # the fault's thread interrupts this wait in the main thread
     finally:
         faults.clear()
 

@@ -43,7 +43,8 @@ DEFAULTS = {
     "snapshot": {"sizes": ([1, 16, 64, 256, 1024], [1, 16, 64]), "repl_sizes": ([16, 64, 256], [16, 64]),
                  "repeats": (5, 3), "compute_mib": (64, 16), "timeout": (600, 600)},
     "e2e": {"workloads": (["mlp-batch16", "mlp-batch256", "jacobi"], ["jacobi"]), "state_mib": ([8, 64], [4, 16]),
-            "kills": (10, 2), "baseline_kills": (5, 1), "ranks": ([4], [4]), "timeout": (600, 300)},
+            "kills": (10, 2), "baseline_kills": (5, 1), "ranks": ([4], [4]), "timeout": (600, 300),
+            "kill_at": ([0.0], [0.0])},
     "overhead": {"workloads": (["mlp", "jacobi", "accel"], ["jacobi", "accel"]), "state_mib": ([64], [8]),
                  "intervals": ([1, 2, 5, 10], [1, 2, 5, 10]), "rounds": (8, 4), "block": (5, 4), "ranks": ([4], [4]),
                  "timeout": (1200, 300)},
@@ -94,6 +95,9 @@ def _specific(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--workloads", type=lambda s: s.split(","), help="mlp-batchB (B: batch size), jacobi")
         p.add_argument("--kills", type=int, help="dpmpi kills per workload and state size")
         p.add_argument("--baseline-kills", type=int, help="relaunch-baseline kills per checkpoint interval")
+        p.add_argument("--kill-at", type=_list("--kill-at", float),
+                       help="where in the step each dpmpi kill strikes, as fractions of the twin's step taken in "
+                            "turn, e.g. 0,0.25,0.5,0.75 (default 0: at its start)")
     elif name == "overhead":
         p.add_argument("--workloads", type=lambda s: s.split(","), help="mlp, jacobi, accel")
         p.add_argument("--intervals", type=_list("--intervals"), help="snapshot every K steps, e.g. 1,2,5,10")

@@ -2,7 +2,8 @@
 jacobi.py), per workload and state size, against what a user has today.
 
 1. Time to resume (dpmpi, A active + 1 spare, snapshot every step): one dpmpi-run job per kill,
-   rank (cycling 0..A-1) SIGKILLed at the start of a step; from the kill to the moment every
+   rank (cycling 0..A-1) SIGKILLed at the start of a step (or, with ``--kill-at``, that fraction
+   of the step later, the fractions taken in turn); from the kill to the moment every
    rank is stepping again from the restored epoch, with its breakdown (detect: the last survivor
    caught the failure; repair: Respawn done everywhere; restore: every rank restored), and the
    work lost (whole steps recomputed, and the time to get back to the failed step).
@@ -34,8 +35,9 @@ def workload(name: str, mib: float) -> tuple[str, list[str]]:
 
 
 def dpmpi_kill(ctx: Context, script: str, args: list[str], n_active: int, victim: int, step: int, steps: int,
-               timeout: float) -> dict:
-    env = ctx.env(DPMPI_FAULTS=f"{victim}:step@{step + 1}:KILL")
+               timeout: float, delay: float = 0.0) -> dict:
+    after = f"+{delay:.4f}" if delay > 0 else ""  # seconds into the step
+    env = ctx.env(DPMPI_FAULTS=f"{victim}:step@{step + 1}{after}:KILL")
     program = [PY, str(ctx.root / "examples" / f"{script}.py"), "--steps", str(steps), *args]
     ran = run_job(ctx.launcher.dpmpi_run(n_active + 1, 1, program), env, ctx.tmp, timeout)
     if ran is None or ran[0] != 0:
@@ -47,7 +49,7 @@ def dpmpi_kill(ctx: Context, script: str, args: list[str], n_active: int, victim
     if not kill or len(finals) != n_active or not recs:
         return {"error": "incomplete run"}
     ph = phases({"kill": kill[0]["time"], "finals": finals})
-    return {"victim": victim, "step": step, **{k: ph[k] for k in ("resume_ms", "detect_ms", "repair_ms", "restore_ms",
+    return {"victim": victim, "step": step, "delay_ms": round(1e3 * delay, 1), **{k: ph[k] for k in ("resume_ms", "detect_ms", "repair_ms", "restore_ms",
                                                                   "recompute_ms")},
             "steps_recomputed": max(r["steps_recomputed"] for r in recs),
             "caught_up_ms": ph["resume_ms"] + ph["recompute_ms"]}
@@ -103,10 +105,15 @@ def one_workload(ctx: Context, o, script: str, args: list[str], n: int, progress
     res = {"step_ms": step_ms(ctx, script, args, n, o.timeout)}
     progress.step(f"{label}: {res['step_ms']} ms per step (plain mpi4py twin, {n} ranks)")
     rows = []
+    fractions = getattr(o, "kill_at", None) or [0.0]
+    for f in fractions:
+        if not 0.0 <= f < 1.0:
+            raise BenchError(f"e2e: --kill-at takes fractions of a step in [0, 1), got {f}")
     for i in range(o.kills):
-        rows.append(dpmpi_kill(ctx, script, args, n, i % n, 12 + (i % 5), 30, o.timeout))
+        delay = fractions[i % len(fractions)] * (res["step_ms"] or 0.0) / 1e3
+        rows.append(dpmpi_kill(ctx, script, args, n, i % n, 12 + (i % 5), 30, o.timeout, delay))
         r = rows[-1]
-        progress.step(f"{label} dpmpi kill {i}: " + (r["error"][:200] if "error" in r else
+        progress.step(f"{label} dpmpi kill {i} (+{1e3 * delay:.0f} ms into the step): " + (r["error"][:200] if "error" in r else
                       f"resume {r['resume_ms']:.1f} ms (detect {r['detect_ms']:.1f}, repair {r['repair_ms']:.1f}, "
                       f"restore {r['restore_ms']:.1f}), {r['steps_recomputed']} step(s) recomputed"))
     res["dpmpi"] = summarize(rows, ["resume_ms", "detect_ms", "repair_ms", "restore_ms", "recompute_ms",

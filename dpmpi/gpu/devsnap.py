@@ -1,107 +1,111 @@
-"""Device arrays in ``dpmpi.Snapshot`` (and so in ``dpmpi.Runtime``): the narrow interface that
-the snapshot calls in three places (marked "GPU" there).
+"""Device arrays in ``dpmpi.Snapshot`` (and so in ``dpmpi.Runtime``): the narrow interface the
+snapshot's buffers call (``dpmpi/snapshot/buffers.py``, marked "device" there).
 
-- ``mirrors(arrays)``: the device arrays among a snapshot's arrays (CuPy's, or the fake
-  backend's) get each a host mirror: page-aligned anonymous memory, registered as pinned memory
-  (cudaHostRegister) once, unregistered in ``close`` before it is unmapped. The snapshot
-  registers the mirrors in their place, so its slots, checksums, replication and restore treat
-  them as any host array.
-- ``stage()`` (from ``Snapshot.stage``, before its host copy starts): the device -> mirror copies
-  run on this object's own stream, by the copy engine (cudaMemcpyAsync into pinned memory, no
-  CPU thread copies), after the work already enqueued on the program's current stream (a
-  device-side wait on its event); the host waits for the copy's event by polling (with dpmpi's
-  failure notice and ``DPMPI_GPU_TIMEOUT``), never with a stream synchronize. Only then does the
-  snapshot copy the mirror into its slot, so its double buffer flips after the device copy's
-  event completed.
-- ``restore()`` (after the snapshot wrote a restored epoch into the mirrors): mirror -> device
-  on the same stream, polled the same way.
+- ``device_slots(arrays)``: the device arrays among a snapshot's arrays (CuPy's, or the fake
+  backend's); the snapshot lays them out in its slots like host arrays (``describe``).
+- ``register(slot)``: each of the snapshot's own two slots is registered as pinned memory
+  (cudaHostRegister) when the Snapshot is made, and unregistered in ``close`` before the slot
+  is freed.
+- ``to_slot(slot, entries)`` (from the snapshot's stage, once nothing may still need the slot):
+  device -> slot copies straight into the slot, on this object's own stream, by the copy engine
+  (cudaMemcpyAsync into registered memory; no CPU thread copies, no intermediate buffer), after
+  the work already enqueued on the program's current stream (a device-side wait on its event).
+  The host waits for the copies' event by polling (dpmpi's failure notice, ``DPMPI_GPU_TIMEOUT``),
+  never with a stream synchronize. Only then does the snapshot's C engine read those bytes of the
+  slot for the checksum (and copy the host arrays), so the double buffer flips after the device
+  copy's event completed.
+- ``from_slot(slot, entries)`` (a restore, after the checksum of the slot was checked): slot ->
+  device on the same stream, polled the same way.
 
-What it does not do yet: copy straight from the device into the snapshot's slot (there is one
-extra host copy, mirror -> slot, by the snapshot's C threads), nor overlap the device copy with
-the next step (``stage`` returns once the device copy is done). ``Snapshot.load`` (files) takes
-host arrays only.
+What it does not do: overlap the device copy with the next step (``stage`` returns once the
+device copy is done). ``Snapshot.load`` (files) takes host arrays only.
 
-Owner and lifetime: one ``DeviceMirrors`` per Snapshot, used by the thread that calls the
-snapshot's ``stage``/``restore`` (the main thread); its stream and pinned memory live until
-``close``.
+Owner and lifetime: one ``DeviceSlots`` per Snapshot, used by the thread that calls the
+snapshot's ``stage``/``restore`` (the main thread); its stream lives until ``close``, the
+registrations until ``close`` too (a Snapshot kept for the process's life keeps them).
 """
 from __future__ import annotations
 
-import mmap
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from dpmpi.gpu import poll, settings
 
 
-class DeviceMirrors:
-    """Pinned host mirrors of device arrays, and the copies between them (see the module)."""
+class Described(NamedTuple):
+    """How a device array is laid out in a slot: what a host array's memoryview would say."""
+
+    format: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+def describe(a: Any) -> Described:
+    return Described(memoryview(np.empty(0, dtype=a.dtype)).format, tuple(int(n) for n in a.shape), int(a.nbytes))
+
+
+def slot_view(slot: Any, entry: Any) -> np.ndarray:
+    """The bytes of ``entry`` in ``slot`` as a host array of the entry's size."""
+    return np.frombuffer(slot.buffer(entry.offset, entry.offset + entry.nbytes), np.uint8)
+
+
+class DeviceSlots:
+    """Copies between device arrays and the snapshot's registered slots (see the module)."""
 
     def __init__(self, backend: Any, device: dict[str, Any]) -> None:
         self.backend = backend
         self.device = dict(device)  # name -> the program's device array
-        self.host: dict[str, np.ndarray] = {}  # name -> its mirror (what the snapshot registers)
-        self._maps: list[mmap.mmap] = []
-        self._handles: list[Any] = []
-        self.stream = backend.new_stream()
-        self.stats = {"stage_ms": 0.0, "restore_ms": 0.0, "bytes": 0}
         for name, a in self.device.items():
             if not a.flags.c_contiguous:
                 raise ValueError(f"snapshot array {name!r} (a device array) is not C-contiguous; register "
                                  f"xp.ascontiguousarray(...) and keep using that array")
-            mem = mmap.mmap(-1, max(a.nbytes, 1))  # page-aligned, zeroed, ours to unmap
-            self._maps.append(mem)
-            view = np.frombuffer(mem, np.uint8, count=a.nbytes).view(a.dtype).reshape(a.shape)
-            self._handles.append(backend.register_host(view) if a.nbytes else None)
-            self.host[name] = view
-            self.stats["bytes"] += a.nbytes
+        self._registered: list[tuple[Any, Any]] = []  # (slot, handle)
+        self.stream = backend.new_stream()
+        self.stats = {"stage_ms": 0.0, "restore_ms": 0.0, "bytes": sum(int(a.nbytes) for a in self.device.values())}
 
-    def _copy(self, to_host: bool, what: str) -> None:
+    def register(self, slot: Any) -> None:
+        """Register one of the snapshot's own slots as pinned memory (once per slot)."""
+        if slot.nbytes:
+            self._registered.append((slot, self.backend.register_host(slot.buffer())))
+
+    def _copy(self, slot: Any, entries: tuple, to_slot: bool, what: str) -> None:
         t0 = time.perf_counter()
         be = self.backend
         be.wait_event(self.stream, be.record(be.stream(None)))  # after the program's enqueued work
-        for name, dev in self.device.items():
-            if dev.nbytes:
-                if to_host:
-                    be.to_host_async(dev, self.host[name], self.stream)
-                else:
-                    be.to_device_async(self.host[name], dev, self.stream)
+        for e in entries:
+            dev = self.device.get(e.name)
+            if dev is None or not e.nbytes:
+                continue
+            host = slot_view(slot, e)
+            if to_slot:
+                be.to_host_async(dev, host, self.stream)
+            else:
+                be.to_device_async(host, dev, self.stream)
         poll.wait(be, be.record(self.stream), None, None, settings.op_timeout(), what)
-        self.stats["stage_ms" if to_host else "restore_ms"] = 1e3 * (time.perf_counter() - t0)
+        self.stats["stage_ms" if to_slot else "restore_ms"] = 1e3 * (time.perf_counter() - t0)
 
-    def stage(self) -> None:
-        """Device -> mirrors; returns when the copies' event completed (polled)."""
-        self._copy(True, "device snapshot (device -> host)")
+    def to_slot(self, slot: Any, entries: tuple) -> None:
+        """Device -> slot; returns when the copies' event completed (polled)."""
+        self._copy(slot, entries, True, "device snapshot (device -> host)")
 
-    def restore(self) -> None:
-        """Mirrors -> device; returns when the copies' event completed (polled)."""
-        self._copy(False, "device snapshot restore (host -> device)")
+    def from_slot(self, slot: Any, entries: tuple) -> None:
+        """Slot -> device; returns when the copies' event completed (polled)."""
+        self._copy(slot, entries, False, "device snapshot restore (host -> device)")
 
     def close(self) -> None:
-        """Unregister the pinned mirrors, then unmap them (local; idempotent)."""
-        for handle in self._handles:
-            if handle is not None:
-                self.backend.unregister_host(handle)
-        self._handles = []
-        self.host.clear()
-        for mem in self._maps:
-            try:
-                mem.close()
-            except BufferError:  # a view still exported somewhere: the mapping ends with it
-                pass
-        self._maps = []
+        """Unregister the slots (before the snapshot frees them)."""
+        while self._registered:
+            _slot, handle = self._registered.pop()
+            self.backend.unregister_host(handle)
 
 
-def mirrors(arrays: dict[str, Any]) -> DeviceMirrors | None:
-    """For a Snapshot's ``arrays`` (changed in place): put a pinned host mirror in place of each
-    device array; returns the object that copies them (None: no device arrays)."""
+def device_slots(arrays: dict[str, Any]) -> DeviceSlots | None:
+    """The object that copies a Snapshot's device arrays (None: it has none)."""
     from dpmpi.gpu import get_backend, is_device_array
 
     device = {name: a for name, a in arrays.items() if is_device_array(a)}
     if not device:
         return None
-    dm = DeviceMirrors(get_backend(), device)
-    arrays.update(dm.host)
-    return dm
+    return DeviceSlots(get_backend(), device)

@@ -19,15 +19,19 @@ class Buffers:
 
     def __init__(self, arrays: Mapping[str, Any], entries: tuple[Entry, ...], threads: int, lock: bool,
                  device: Any = None) -> None:
-        self.arrays = dict(arrays)
-        # device arrays' pinned host mirrors (dpmpi.gpu.devsnap; None: none): ``arrays`` holds the
-        # mirrors, staged from the device first and written back to it after a restore
+        self.arrays = dict(arrays)  # the program's arrays, device arrays included
+        # device: the copies of the device arrays (dpmpi.gpu.devsnap.DeviceSlots; None: none),
+        # straight between the device and the own slots, which it registers as pinned memory
         self.device = device
         self.entries = entries
+        self.host_entries = tuple(e for e in entries if device is None or e.name not in device.device)
         self.nbytes = total(entries)
         prefault(*self.sources())  # now, off the critical path: a restore writes into these pages
         self.engine = Engine(threads)
         self.own = [Slot(self.nbytes, lock), Slot(self.nbytes, lock)]
+        if device is not None:
+            for slot in self.own:
+                device.register(slot)
         self.committed = -1  # index of the own slot with the newest committed epoch
         self.staging: int | None = None  # index of the slot being staged
         self.epoch = -1  # the newest committed epoch
@@ -35,26 +39,37 @@ class Buffers:
         self.last_rc = 0  # the last copy job's result
 
     def sources(self) -> tuple[list, list[memoryview]]:
-        """Pointers to the registered arrays, checked against the registration."""
-        views = checked_views(self.entries, self.arrays)
+        """Pointers to the registered host arrays, checked against the registration."""
+        views = checked_views(self.host_entries, self.arrays)
         return pointers(views), views
+
+    def _pairs(self, slot: Slot) -> tuple[list, list, list[int]]:
+        """Per entry: its bytes in ``slot``, its host array (None: a device array) and its length."""
+        ptrs, _views = self.sources()
+        host = dict(zip((e.name for e in self.host_entries), ptrs))
+        in_slot, lens = segments(self.entries, slot.ptr)
+        return in_slot, [host.get(e.name) for e in self.entries], lens
 
     def stage(self, gate: Any, before_write: Callable[[Slot], None]) -> None:
         """Start copying the arrays into the slot that does not hold the newest committed epoch,
         after ``gate`` (a replication) ends; ``before_write(slot)`` is called first (it waits for
-        whatever still reads that slot). Device arrays are copied into their mirrors first (a
-        polled device copy), so the slot never holds a half-copied device array."""
-        if self.device is not None:
-            self.device.stage()
-        src, _views = self.sources()
+        whatever still reads that slot). Device arrays are copied straight into the slot first (a
+        polled device copy; the caller has waited for ``gate``), then the C engine copies the host
+        arrays and computes the checksum of the whole slot, device bytes included."""
         target = 1 - self.committed if self.committed >= 0 else 0
         slot = self.own[target]
         before_write(slot)
+        in_slot, host, lens = self._pairs(slot)
         # the slot's epoch stays restorable until the copy starts writing (it may wait for the
         # previous epoch's replication): remember it, in case that never happens
         self.unstaged = (slot, slot.epoch, slot.digest)
         slot.epoch = -1
-        dst, lens = segments(self.entries, slot.ptr)
+        if self.device is not None:
+            self.unstaged = None  # the device copy writes the slot now
+            self.device.to_slot(slot, self.entries)
+        # a device array's bytes are only read (checksum): no destination
+        src = [h if h is not None else d for h, d in zip(host, in_slot)]
+        dst = [d if h is not None else None for h, d in zip(host, in_slot)]
         self.engine.start(dst, src, lens, gate)
         self.staging = target
 
@@ -122,29 +137,38 @@ class Buffers:
 
     def write_back(self, slot: Slot, epoch: int) -> bool:
         """Copy ``slot`` into the arrays, checking its checksum on the way (one pass over the bytes,
-        not a verify and then a copy); whether the bytes matched. False: the arrays now hold a
-        corrupt copy (the restore fails on every rank)."""
+        not a verify and then a copy); whether the bytes matched. False: the host arrays now hold
+        a corrupt copy (the restore fails on every rank). Device arrays are written from the slot
+        once its checksum matched."""
         if slot.epoch != epoch:
             return False
-        dst, views = self.sources()
-        prefault(dst, views)  # (at once when the pages are there)
-        src, lens = segments(self.entries, slot.ptr)
-        self.engine.start(dst, src, lens)
+        ptrs, views = self.sources()
+        prefault(ptrs, views)  # (at once when the pages are there)
+        in_slot, host, lens = self._pairs(slot)
+        self.engine.start(host, in_slot, lens)  # (None: a device array's bytes, checksummed only)
         rc, digest = self.engine.wait()
         if rc != 0:
             raise SnapshotCopyError(f"copying the snapshot back into the arrays failed (code {rc})")
         if digest != slot.digest:
             return False
-        self.to_device()
+        if self.device is not None:
+            self.device.from_slot(slot, self.entries)
         return True
 
-    def to_device(self) -> None:
-        """The arrays' host side was rewritten (a restore): copy the mirrors to the device."""
-        if self.device is not None:
-            self.device.restore()
+    def load(self, read: Callable[[Mapping[str, Any]], None], epoch: int) -> None:
+        """Fill the arrays from a file: ``read(arrays)`` writes every entry and checks the file's
+        checksum. With device arrays, through own slot 0 and ``write_back``."""
+        if self.device is None:
+            read(self.arrays)
+            return
+        slot = self.own[0]
+        read({e.name: slot.buffer(e.offset, e.offset + e.nbytes) for e in self.entries})
+        slot.epoch, slot.digest = epoch, self.engine.checksum(*segments(self.entries, slot.ptr))
+        if not self.write_back(slot, epoch):
+            raise SnapshotCopyError(f"epoch {epoch} read from its file changed in memory before it was written back")
 
     def close_device(self) -> None:
-        """Unregister and free the device arrays' mirrors (the Snapshot closes)."""
+        """Unregister the slots from the device (the Snapshot closes)."""
         if self.device is not None:
             self.device.close()
             self.device = None

@@ -87,8 +87,8 @@ class Snapshot:
         from dpmpi.gpu import devsnap
 
         arrays = dict(arrays)
-        device = devsnap.mirrors(arrays)  # device arrays: pinned host mirrors take their places
-        entries = layout(arrays)
+        device = devsnap.device_slots(arrays)  # device arrays: copied straight into the slots
+        entries = layout(arrays, {n: devsnap.describe(a) for n, a in device.device.items()} if device else None)
         waiting = getattr(self._comm, "role", None) is Role.SPARE
         size = self._comm.active_size if waiting else self._comm.Get_size()
         n = _int_arg("replicas", replicas, 0)
@@ -160,6 +160,8 @@ class Snapshot:
             if self._replication.replicas and self._replication.scomm is None:
                 self._replication.setup()
         t0 = time.perf_counter()
+        if self._buffers.device is not None:  # the device writes the slot at once: not gated
+            self._replication.wait()
         self._buffers.stage(self._replication.gate(), self._persistence.join_if_writing)
         self.stats["stage_ms"] = 1e3 * (time.perf_counter() - t0)
         if epoch is not None:

@@ -46,10 +46,20 @@ def _placed(items: Iterable[tuple[str, str, tuple[int, ...], int]]) -> tuple[Ent
     return tuple(entries)
 
 
-def layout(arrays: Mapping[str, Any]) -> tuple[Entry, ...]:
-    """The layout of ``arrays`` (checked: buffers, C-contiguous, writable), in their order."""
-    views = ((name, view(name, obj)) for name, obj in arrays.items())
-    return _placed((name, v.format, tuple(v.shape), v.nbytes) for name, v in views)
+def layout(arrays: Mapping[str, Any], described: Mapping[str, Any] | None = None) -> tuple[Entry, ...]:
+    """The layout of ``arrays`` (checked: buffers, C-contiguous, writable), in their order.
+    ``described``: arrays that are not host buffers (device arrays), by name: their
+    ``(format, shape, nbytes)``."""
+    described = described or {}
+
+    def item(name: str, obj: Any) -> tuple[str, str, tuple[int, ...], int]:
+        if name in described:
+            fmt, shape, nbytes = described[name]
+            return name, fmt, tuple(shape), nbytes
+        v = view(name, obj)
+        return name, v.format, tuple(v.shape), v.nbytes
+
+    return _placed(item(name, obj) for name, obj in arrays.items())
 
 
 def signature(entries: tuple[Entry, ...]) -> list:
@@ -67,7 +77,7 @@ def total(entries: tuple[Entry, ...]) -> int:
 
 
 def checked_views(entries: tuple[Entry, ...], arrays: Mapping[str, Any]) -> list[memoryview]:
-    """Views of the registered arrays, checked against the registration (same format, shape)."""
+    """Views of the registered (host) arrays, checked against the registration (same format, shape)."""
     views = []
     for entry in entries:
         v = view(entry.name, arrays[entry.name])

@@ -131,7 +131,8 @@ class Engine:
     def start(self, dst: list | None, src: list, lens: list[int], gate: Any = None) -> None:
         ext = cext()
         n = len(src)
-        d = ext.ffi.new("char *[]", [ext.ffi.cast("char *", p) for p in dst]) if dst is not None else ext.ffi.NULL
+        d = (ext.ffi.new("char *[]", [ext.ffi.NULL if p is None else ext.ffi.cast("char *", p) for p in dst])
+             if dst is not None else ext.ffi.NULL)  # a None destination: that segment is only checksummed
         s = ext.ffi.new("char *[]", [ext.ffi.cast("char *", p) for p in src])
         ln = ext.ffi.new("size_t[]", lens)
         self._keep = [d, s, ln, dst, src]  # alive until the job ends

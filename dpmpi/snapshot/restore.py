@@ -167,8 +167,7 @@ def _from_disk(buffers: Buffers, repl: Replication, persist: Persistence, rank: 
                lost: tuple[int, ...], t0: float) -> tuple[int, dict[str, Any]]:
     warnings.warn(f"dpmpi: in-memory snapshots lost for rank(s) {list(lost)}; restoring epoch {epoch} "
                   f"from {persist.directory}", RuntimeWarning, stacklevel=4)
-    persist.read(rank, epoch, buffers.arrays, buffers.entries, buffers.engine)
-    buffers.to_device()
+    buffers.load(lambda arrays: persist.read(rank, epoch, arrays, buffers.entries, buffers.engine), epoch)
     buffers.forget(epoch)
     repl.keep_only(-1)
     if repl.replicas:
