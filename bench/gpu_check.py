@@ -3,9 +3,9 @@ dpmpi on the GPU machine first). Sections, each bounded and skipped when the tim
 
 - versions: CUDA runtime and driver, CuPy, NCCL, the device;
 - bandwidth: device -> host copies of 1 GiB into pageable, pinned (cudaHostAlloc) and registered
-  (mmap + cudaHostRegister, as the snapshot mirrors are) memory, timed with CUDA events;
-- snapshot: staging 1 GiB of device arrays (dpmpi.gpu.devsnap: device -> registered mirrors on its
-  own stream, polled) against one plain cudaMemcpyAsync of the same bytes; then a whole
+  (mmap + cudaHostRegister, as the snapshot's slots are) memory, timed with CUDA events;
+- snapshot: staging 1 GiB of device arrays (dpmpi.gpu.devsnap: device -> a registered snapshot slot
+  on its own stream, polled) against one plain cudaMemcpyAsync of the same bytes; then a whole
   Snapshot stage + commit + restore of those arrays, checked bit for bit on the device;
 - nccl: init, abort and re-init of a one-rank NCCL communicator (ms);
 - overhead: a ~20 ms GPU step (matmuls) with and without dpmpi.Runtime snapshotting every step;
@@ -79,7 +79,7 @@ def _timed_d2h(src, dst_ptr: int, reps: int = 3) -> list[float]:
 
 @contextlib.contextmanager
 def _registered(nbytes: int):
-    """Anonymous page-aligned memory, touched, registered as pinned (as the snapshot mirrors)."""
+    """Anonymous page-aligned memory, touched, registered as pinned (as the snapshot's slots)."""
     import cupy
 
     mem = mmap.mmap(-1, nbytes)
@@ -121,12 +121,18 @@ def snapshot_stage(backend: str) -> dict:
     for i, a in enumerate(arrays.values()):
         a.fill(i + 1)
     res = {"bytes": size}
-    dm = devsnap.DeviceMirrors(be, arrays)
-    dm.stage()  # warm
+    from dpmpi.snapshot.layout import layout, total
+    from dpmpi.snapshot.native import Slot
+
+    dm = devsnap.DeviceSlots(be, arrays)
+    entries = layout(arrays, {n: devsnap.describe(a) for n, a in arrays.items()})
+    slot = Slot(total(entries), False)
+    dm.register(slot)
+    dm.to_slot(slot, entries)  # warm
     ms = []
     for _ in range(3):
         t = time.perf_counter()
-        dm.stage()
+        dm.to_slot(slot, entries)
         ms.append(1e3 * (time.perf_counter() - t))
     res["devsnap_stage_ms"] = [round(x, 3) for x in ms]
     res["devsnap_GBps_best"] = round(size / min(ms) / 1e6, 2)
