@@ -53,7 +53,7 @@ void dpmpi_segv(void);
 #define DPMPI_TAG_HDR 7101            /* replication and restore messages: a slot's header */
 #define DPMPI_TAG_DATA 7102           /* ... its data */
 #define DPMPI_TAG_BARRIER 7103        /* ... the replication's barrier (+ its round) */
-#define DPMPI_CHUNK 1073741824        /* MPI counts are ints: snapshot messages of at most 1 GiB */
+#define DPMPI_CHUNK 4194304           /* snapshot messages of at most 4 MiB (see dpmpi_snap.c) */
 
 typedef struct dpmpi_engine dpmpi_engine;
 typedef struct dpmpi_repl dpmpi_repl;

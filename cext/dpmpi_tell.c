@@ -16,8 +16,9 @@
  * and adds each local peer's PMIx name (dpmpi_tell_add, main thread, after init and after each
  * repair). The watcher thread calls dpmpi_tell_failed when a pidfd fires. The table and the
  * info arrays PMIx built for it are never freed (a process id is never reused; the table is
- * small). dpmpi_tell_close (the watcher's on_exit handler, before dpmpi's exit agreement) ends
- * telling: from then on peers that end normally after the agreement are not reported. */
+ * small). dpmpi_tell_close (the watcher's on_exit handler, before dpmpi's exit agreement and
+ * MPI_Finalize) ends telling, after a call in progress returns: from then on peers that end
+ * normally after the agreement are not reported, and PMIx is not called while it finalizes. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -140,15 +141,14 @@ int dpmpi_tell_failed(int id) {
         return 0;
     }
     t.told[i] = 1;
-    void *info = t.info[i];
-    size_t ninfo = t.ninfo[i];
-    px_notify_fn notify = t.notify;
-    pthread_mutex_unlock(&t.mu);
-    /* source NULL: this process; no callback: PMIx copies the info before it returns */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     atomic_store(&t.last_at, (double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
-    int rc = notify(PX_ERR_PROC_ABORTED_BY_SIG, NULL, PX_RANGE_PROC_LOCAL, info, ninfo, NULL, NULL);
+    /* under the lock: dpmpi_tell_close (at exit) waits for a call in progress, so PMIx is never
+     * called once the process has begun to finalize it. Source NULL: this process; no
+     * callback: PMIx copies the info before it returns. */
+    int rc = t.notify(PX_ERR_PROC_ABORTED_BY_SIG, NULL, PX_RANGE_PROC_LOCAL, t.info[i], t.ninfo[i], NULL, NULL);
+    pthread_mutex_unlock(&t.mu);
     atomic_store(&t.last_rc, rc);
     atomic_fetch_add(&t.tells, 1);
     return rc == 0 ? 1 : rc;
