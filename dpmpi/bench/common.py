@@ -76,6 +76,14 @@ def run_job(cmd: list[str], env: dict[str, str], cwd: str, timeout: float) -> tu
     return proc.returncode, out, err
 
 
+ERROR_CHARS = 16_000  # of a failed job's stderr kept in the JSON: enough for a whole backtrace
+
+
+def error_tail(stderr: str) -> str:
+    """What a bench keeps of a failed job's stderr."""
+    return stderr[-ERROR_CHARS:]
+
+
 def json_lines(text: str) -> list[dict]:
     """The JSON objects among a job's output lines (lines that two ranks wrote together, which
     the launcher's forwarding sometimes joins, are skipped)."""

@@ -21,7 +21,9 @@ import statistics
 import tempfile
 import time
 
-from dpmpi.bench.common import PY, BenchError, Context, Progress, fault_records, json_lines, machine, med, run_job
+from dpmpi.bench.common import (
+    PY, BenchError, Context, error_tail, fault_records, json_lines, machine, med, Progress, run_job,
+)
 from dpmpi.bench.restore import phases
 
 
@@ -41,7 +43,7 @@ def dpmpi_kill(ctx: Context, script: str, args: list[str], n_active: int, victim
     program = [PY, str(ctx.root / "examples" / f"{script}.py"), "--steps", str(steps), *args]
     ran = run_job(ctx.launcher.dpmpi_run(n_active + 1, 1, program), env, ctx.tmp, timeout)
     if ran is None or ran[0] != 0:
-        return {"error": "hang" if ran is None else ran[2][-1500:]}
+        return {"error": "hang" if ran is None else error_tail(ran[2])}
     rc, out, err = ran
     kill = fault_records(err)
     finals = [e for e in json_lines(out) if e.get("event") == "final"]
@@ -49,8 +51,8 @@ def dpmpi_kill(ctx: Context, script: str, args: list[str], n_active: int, victim
     if not kill or len(finals) != n_active or not recs:
         return {"error": "incomplete run"}
     ph = phases({"kill": kill[0]["time"], "finals": finals})
-    return {"victim": victim, "step": step, "delay_ms": round(1e3 * delay, 1), **{k: ph[k] for k in ("resume_ms", "detect_ms", "repair_ms", "restore_ms",
-                                                                  "recompute_ms")},
+    phases_ms = {k: ph[k] for k in ("resume_ms", "detect_ms", "repair_ms", "restore_ms", "recompute_ms")}
+    return {"victim": victim, "step": step, "delay_ms": round(1e3 * delay, 1), **phases_ms,
             "steps_recomputed": max(r["steps_recomputed"] for r in recs),
             "caught_up_ms": ph["resume_ms"] + ph["recompute_ms"]}
 
@@ -113,7 +115,8 @@ def one_workload(ctx: Context, o, script: str, args: list[str], n: int, progress
         delay = fractions[i % len(fractions)] * (res["step_ms"] or 0.0) / 1e3
         rows.append(dpmpi_kill(ctx, script, args, n, i % n, 12 + (i % 5), 30, o.timeout, delay))
         r = rows[-1]
-        progress.step(f"{label} dpmpi kill {i} (+{1e3 * delay:.0f} ms into the step): " + (r["error"][:200] if "error" in r else
+        head = f"{label} dpmpi kill {i} (+{1e3 * delay:.0f} ms into the step): "
+        progress.step(head + (r["error"][:200] if "error" in r else
                       f"resume {r['resume_ms']:.1f} ms (detect {r['detect_ms']:.1f}, repair {r['repair_ms']:.1f}, "
                       f"restore {r['restore_ms']:.1f}), {r['steps_recomputed']} step(s) recomputed"))
     res["dpmpi"] = summarize(rows, ["resume_ms", "detect_ms", "repair_ms", "restore_ms", "recompute_ms",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 
-from dpmpi.bench.common import PY, Context, Progress, machine, run_job
+from dpmpi.bench.common import PY, Context, error_tail, machine, Progress, run_job
 
 
 def expected_lost_ms(k: int, step_ms: float) -> float:
@@ -42,7 +42,7 @@ def run(ctx: Context, o) -> dict:
                    "--intervals", ",".join(map(str, o.intervals))]
         ran = run_job(ctx.launcher.dpmpi_run(n, 0, program), ctx.env(), ctx.tmp, o.timeout)
         if ran is None or ran[0] != 0 or not os.path.exists(part):
-            result["failed"][w] = "hang" if ran is None else ran[2][-1500:]
+            result["failed"][w] = "hang" if ran is None else error_tail(ran[2])
             progress.step(f"{w}: FAILED")
             continue
         with open(part) as f:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 
-from dpmpi.bench.common import PY, BenchError, Context, Progress, fault_records, json_lines, machine, run_job, stats
+from dpmpi.bench.common import (
+    PY, BenchError, Context, error_tail, fault_records, json_lines, machine, Progress, run_job, stats,
+)
 
 
 def one_job(ctx: Context, n_active: int, spares: int, faults: str, iters: int, timeout: float,
@@ -31,7 +33,7 @@ def one_job(ctx: Context, n_active: int, spares: int, faults: str, iters: int, t
     events = json_lines(open(events_path).read()) if os.path.exists(events_path) else []
     done = [e for e in json_lines(out) if e.get("event") == "done"]
     ok = returncode == 0 and len(done) == n_active and all(d["size"] == n_active for d in done)
-    return (0 if ok else 1), events, fault_records(err), err[-1500:]
+    return (0 if ok else 1), events, fault_records(err), error_tail(err)
 
 
 def measure(rows_events: list[dict], fired: list[dict], n_active: int, spares: int) -> dict:

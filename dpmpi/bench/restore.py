@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from dpmpi.bench.common import PY, Context, Progress, fault_records, json_lines, machine, run_job
+from dpmpi.bench.common import PY, Context, error_tail, fault_records, json_lines, machine, Progress, run_job
 
 REPAIR_PHASES = ("revoke", "shrink", "reassign", "rebuild", "agree")
 RESTORE_PHASES = ("quiesce", "agree", "transfer", "verify", "copy", "rereplicate_post")
@@ -31,7 +31,7 @@ def recovery_job(ctx: Context, n_active: int, state_mib: float, touched: int = 1
     finals = [e for e in json_lines(out) if e.get("event") == "final"]
     kills = fault_records(err)
     if rc != 0 or len(finals) != n_active or not kills:
-        return {"error": f"exit {rc}, {len(finals)} of {n_active} ranks reported: " + err[-1500:]}
+        return {"error": f"exit {rc}, {len(finals)} of {n_active} ranks reported: " + error_tail(err)}
     return {"finals": finals, "kill": kills[0]["time"]}
 
 
