@@ -6,6 +6,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 import watch_step  # noqa: E402
 
@@ -52,6 +54,7 @@ def test_a_long_sleep_step_is_interrupted_at_the_death(dpmpi_run):
     assert finals[1]["watch"]["told"] == 1, finals[1]["watch"]
 
 
+@pytest.mark.long  # (make test's budget)
 def test_without_telling_open_mpi_the_repair_still_completes(dpmpi_run):
     job, finals = run(dpmpi_run, 4, 1, "1:step@2:KILL", {"DPMPI_WATCH_TELL": "0"}, "--seconds", 0.5)
     for r, e in survivors(finals, {1}).items():
