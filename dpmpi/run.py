@@ -28,10 +28,11 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmpi import _guard, config, node_loss
+from dpmpi import _guard, config, node_loss, shmclean
 
 ENV_MPIRUN = "DPMPI_MPIRUN"
 # mpirun's message when its PMIx server could not start (a transient start-up failure)
@@ -291,6 +292,7 @@ def _pump_stderr(stream, outcome: Outcome) -> None:
 def launch(opts: Options, mpirun: str) -> int:
     env = dict(os.environ)
     cmd = build(opts, mpirun, env)
+    started = time.time()
     if opts.dry_run:
         exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("DPMPI_SPARES", "DPMPI_BOOT", "DPMPI_STATUS", "PYTHONPATH"))
         print(f"{exports} {shlex.join(cmd)}")
@@ -316,6 +318,7 @@ def launch(opts: Options, mpirun: str) -> int:
         # (seen here about once in 300 jobs, and in other projects' CI)
         sys.stderr.write(f"dpmpi-run: mpirun failed to start (its PMIx server's listener thread did not start); "
                          f"launching again, attempt {attempt + 1} of {STARTUP_ATTEMPTS}\n")
+    shmclean.remove_orphans(started)  # the shared-memory segments of ranks that were killed
     # every rank has an exit guard (dpmpi's Python module, or the preloaded library): a rank
     # without a record died by a signal
     code, account = job_exit_code(opts.n, outcome.records, rc, expect_records=True)

@@ -95,6 +95,36 @@ def test_load_env_names_the_variable(monkeypatch):
 
 
 # ---- launcher --------------------------------------------------------------------------------
+def test_orphaned_shared_memory_segments_are_the_unmapped_ones_of_this_job():
+    from dpmpi import shmclean
+
+    files = [("/dev/shm/sm_segment.vm.0.1.0", 100.0), ("/dev/shm/sm_segment.vm.0.1.1", 100.0),
+             ("/dev/shm/sm_segment.vm.0.2.0", 50.0), ("/dev/shm/other", 100.0),
+             ("/dev/shm/sm_segment.vm.0.3.0", 119.5)]
+    mapped = {"/dev/shm/sm_segment.vm.0.1.1"}
+    # made before the job, mapped by a live process, not Open MPI's, or too fresh: left alone
+    assert shmclean.orphans(files, mapped, since=90.0, now=120.0) == ["/dev/shm/sm_segment.vm.0.1.0"]
+
+
+def test_orphaned_segments_are_removed_and_mapped_ones_kept(tmp_path, monkeypatch):
+    import mmap
+    import time
+
+    from dpmpi import shmclean
+
+    monkeypatch.setattr(shmclean, "MIN_AGE", 0.0)
+    dead, live = tmp_path / "sm_segment.vm.0.7.0", tmp_path / "sm_segment.vm.0.7.1"
+    dead.write_bytes(b"x" * 4096)
+    live.write_bytes(b"y" * 4096)
+    with open(live, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 4096)  # a live process (this one) maps it
+        try:
+            assert shmclean.remove_orphans(time.time() - 60, str(tmp_path)) == 1
+            assert not dead.exists() and live.exists()
+        finally:
+            m.close()
+
+
 def test_parse_args_splits_mpirun_options_from_program():
     o = run.parse_args(["-n", "5", "--spares", "1", "--mca", "btl", "tcp,self", "--", "python", "p.py", "-n", "3"])
     assert (o.n, o.spares, o.dry_run) == (5, 1, False)
