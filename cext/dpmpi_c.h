@@ -162,8 +162,7 @@ int dpmpi_tell_add(int id, const char *nspace, unsigned rank);
 int dpmpi_tell_failed(int id);
 /* Tell no more (at exit, before dpmpi's exit agreement). */
 void dpmpi_tell_close(void);
-/* For tests and measurements: events raised so far, PMIx's code for the last one, and when it
- * was raised (time.time()). */
+/* For tests and measurements: events raised so far, and when the last one was raised
+ * (time.time()). */
 long dpmpi_tell_count(void);
-int dpmpi_tell_last_rc(void);
 double dpmpi_tell_last_at(void);

@@ -72,7 +72,6 @@ static struct {
     size_t ninfo[TELL_MAX];
     int told[TELL_MAX];
     atomic_long tells;
-    atomic_int last_rc;
     _Atomic double last_at; /* CLOCK_REALTIME (time.time()) of the last event raised */
 } t = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -149,7 +148,6 @@ int dpmpi_tell_failed(int id) {
      * callback: PMIx copies the info before it returns. */
     int rc = t.notify(PX_ERR_PROC_ABORTED_BY_SIG, NULL, PX_RANGE_PROC_LOCAL, t.info[i], t.ninfo[i], NULL, NULL);
     pthread_mutex_unlock(&t.mu);
-    atomic_store(&t.last_rc, rc);
     atomic_fetch_add(&t.tells, 1);
     return rc == 0 ? 1 : rc;
 }
@@ -161,7 +159,5 @@ void dpmpi_tell_close(void) {
 }
 
 long dpmpi_tell_count(void) { return atomic_load(&t.tells); }
-
-int dpmpi_tell_last_rc(void) { return atomic_load(&t.last_rc); }
 
 double dpmpi_tell_last_at(void) { return atomic_load(&t.last_at); }

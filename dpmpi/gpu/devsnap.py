@@ -26,7 +26,6 @@ registrations until ``close`` too (a Snapshot kept for the process's life keeps 
 """
 from __future__ import annotations
 
-import time
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -63,7 +62,6 @@ class DeviceSlots:
                                  f"xp.ascontiguousarray(...) and keep using that array")
         self._registered: list[tuple[Any, Any]] = []  # (slot, handle)
         self.stream = backend.new_stream()
-        self.stats = {"stage_ms": 0.0, "restore_ms": 0.0, "bytes": sum(int(a.nbytes) for a in self.device.values())}
 
     def register(self, slot: Any) -> None:
         """Register one of the snapshot's own slots as pinned memory (once per slot)."""
@@ -71,7 +69,6 @@ class DeviceSlots:
             self._registered.append((slot, self.backend.register_host(slot.buffer())))
 
     def _copy(self, slot: Any, entries: tuple, to_slot: bool, what: str) -> None:
-        t0 = time.perf_counter()
         be = self.backend
         be.wait_event(self.stream, be.record(be.stream(None)))  # after the program's enqueued work
         for e in entries:
@@ -84,7 +81,6 @@ class DeviceSlots:
             else:
                 be.to_device_async(host, dev, self.stream)
         poll.wait(be, be.record(self.stream), None, None, settings.op_timeout(), what)
-        self.stats["stage_ms" if to_slot else "restore_ms"] = 1e3 * (time.perf_counter() - t0)
 
     def to_slot(self, slot: Any, entries: tuple) -> None:
         """Device -> slot; returns when the copies' event completed (polled)."""

@@ -65,7 +65,7 @@ def wait(state: State) -> None:
         now = time.perf_counter()
         if now < hot_until:
             time.sleep(HOT_POLL)
-        elif state.watcher is not None and state.watcher.nap(state.poll):
-            hot_until = now + HOT_SECONDS
         elif state.watcher is None:
             time.sleep(state.poll)
+        elif state.watcher.nap(state.poll):
+            hot_until = now + HOT_SECONDS

@@ -43,9 +43,9 @@ class Buffers:
         views = checked_views(self.host_entries, self.arrays)
         return pointers(views), views
 
-    def _pairs(self, slot: Slot) -> tuple[list, list, list[int]]:
-        """Per entry: its bytes in ``slot``, its host array (None: a device array) and its length."""
-        ptrs, _views = self.sources()
+    def _pairs(self, slot: Slot, ptrs: list) -> tuple[list, list, list[int]]:
+        """Per entry: its bytes in ``slot``, its host array (from ``ptrs``, the host arrays'
+        pointers; None: a device array) and its length."""
         host = dict(zip((e.name for e in self.host_entries), ptrs))
         in_slot, lens = segments(self.entries, slot.ptr)
         return in_slot, [host.get(e.name) for e in self.entries], lens
@@ -59,7 +59,7 @@ class Buffers:
         target = 1 - self.committed if self.committed >= 0 else 0
         slot = self.own[target]
         before_write(slot)
-        in_slot, host, lens = self._pairs(slot)
+        in_slot, host, lens = self._pairs(slot, self.sources()[0])
         # the slot's epoch stays restorable until the copy starts writing (it may wait for the
         # previous epoch's replication): remember it, in case that never happens
         self.unstaged = (slot, slot.epoch, slot.digest)
@@ -131,10 +131,6 @@ class Buffers:
             s.epoch = -1
         self.committed, self.epoch = -1, epoch
 
-    def verify(self, slot: Slot, epoch: int) -> bool:
-        src, lens = segments(self.entries, slot.ptr)
-        return slot.epoch == epoch and self.engine.checksum(src, lens) == slot.digest
-
     def write_back(self, slot: Slot, epoch: int) -> bool:
         """Copy ``slot`` into the arrays, checking its checksum on the way (one pass over the bytes,
         not a verify and then a copy); whether the bytes matched. False: the host arrays now hold
@@ -144,7 +140,7 @@ class Buffers:
             return False
         ptrs, views = self.sources()
         prefault(ptrs, views)  # (at once when the pages are there)
-        in_slot, host, lens = self._pairs(slot)
+        in_slot, host, lens = self._pairs(slot, ptrs)
         self.engine.start(host, in_slot, lens)  # (None: a device array's bytes, checksummed only)
         rc, digest = self.engine.wait()
         if rc != 0:
