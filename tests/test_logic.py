@@ -485,6 +485,24 @@ def test_missing_copies_after_a_restore():
     assert missing_copies(2, 4, 1, 5, held) == (set(), set())
 
 
+def test_direct_receivers_are_replacements_that_need_not_send_their_copy_on():
+    from dpmpi.snapshot.plan import direct_receivers, plan_restore
+
+    held = _ring({5}, 4, gone={1})
+    epoch, transfers, _ = plan_restore(held, 4)
+    assert (epoch, transfers) == (5, {1: 2})
+    assert direct_receivers(transfers, 4, 1, 5, held, {r: True for r in range(4)}) == {1}
+    # device arrays: through a slot
+    assert direct_receivers(transfers, 4, 1, 5, held, {1: False}) == set()
+    # two replicas, ranks 1 and 2 replaced: rank 1's copy is still with rank 3, but its buddy 2
+    # lacks it, so rank 1 must send its own copy on (from its slot): not direct; rank 2's buddies
+    # are 3 (holds it) and 0 (holds it)
+    held2 = {r: {} if r in (1, 2) else {o: {5} for o in (r, (r - 1) % 4, (r - 2) % 4)} for r in range(4)}
+    epoch2, transfers2, _ = plan_restore(held2, 4)
+    assert set(transfers2) == {1, 2}
+    assert direct_receivers(transfers2, 4, 2, epoch2, held2, {r: True for r in range(4)}) == {2}
+
+
 def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
     """mpirun sometimes fails before starting anything ("The PMIx server's listener thread failed to
     start"): dpmpi-run launches it again, and the program runs once."""

@@ -29,6 +29,21 @@ def test_replacement_gets_the_failed_ranks_epoch_bit_for_bit(dpmpi_run):
     assert sorted(e["wid"] for e in events) == [0, 1, 3, 4]
     assert all(e["epoch"] == 5 for e in events)
     assert [e["wid"] for e in events if e["detail"]["received"]] == [4]  # only the replacement got a copy
+    assert [e["wid"] for e in events if e["detail"]["direct"]] == [4]  # straight into its arrays
+
+
+def test_a_replacement_restored_into_its_arrays_gets_its_own_copy_too(dpmpi_run):
+    """The replacement receives its copy straight into its arrays, and the re-replication fills
+    its own slot from the same holder: when that holder (its only buddy) dies next, before
+    another commit, the replacement restores from its own slot and nothing is lost."""
+    job = dpmpi_run(6, "snap.py", "--sync", launcher_args=["--spares", "2"],
+                    faults="2:committed@5:KILL,3:staged@6:KILL")
+    finished(job)
+    events = restored(job)
+    first, second = ([e for e in events if e["detail"]["total_ms"] and e["repair"] == k] for k in (1, 2))
+    assert [e["wid"] for e in first if e["detail"]["direct"]] == [4]
+    assert {e["epoch"] for e in second} == {5}
+    assert [e["wid"] for e in second if e["detail"]["received"]] == [5]  # wid 4 had its own copy
 
 
 def test_kill_during_staging_everyone_restores_the_previous_epoch(dpmpi_run):

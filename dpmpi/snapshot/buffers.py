@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from dpmpi.snapshot.errors import SnapshotCopyError
 from dpmpi.snapshot.layout import Entry, checked_views, total
-from dpmpi.snapshot.native import Codes, Engine, Slot, pointers, prefault, segments
+from dpmpi.snapshot.native import Codes, Engine, Slot, cext, pointers, prefault, segments
 
 
 class Buffers:
@@ -115,6 +115,29 @@ class Buffers:
         """The slot that a copy from a buddy is received into (both own slots are forgotten)."""
         for s in self.own:
             s.epoch = -1
+        return self.own[0]
+
+    def can_receive_direct(self) -> bool:
+        """Whether a copy from a buddy may be received straight into the arrays (host arrays only)."""
+        return self.device is None
+
+    def array_buffers(self) -> list[memoryview]:
+        """The registered (host) arrays' bytes, entry by entry: where a direct restore receives."""
+        ffi = cext().ffi
+        ptrs, views = self.sources()
+        return [memoryview(ffi.buffer(p, v.nbytes)) for p, v in zip(ptrs, views)]
+
+    def checksum(self, slot: Slot, entries: tuple) -> int:
+        """The checksum of ``slot`` laid out as ``entries`` (another rank's layout for a replica)."""
+        return self.engine.checksum(*segments(entries, slot.ptr))
+
+    def use_unfilled(self, epoch: int) -> Slot:
+        """After a restore straight into the arrays: they hold ``epoch``, which own slot 0 will hold
+        once the re-replication has filled it (until then no own slot holds anything). The slot to
+        fill is returned; the next stage writes the other one."""
+        for s in self.own:
+            s.epoch = -1
+        self.committed, self.epoch = 0, epoch
         return self.own[0]
 
     def use(self, slot: Slot, epoch: int) -> None:

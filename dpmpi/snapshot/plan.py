@@ -75,3 +75,13 @@ def missing_copies(rank: int, size: int, replicas: int, epoch: int, held: Held,
     dests = {d for d in buddies(rank, size, replicas, nodes) if not has(d, rank)}
     froms = {o for o in owners(rank, size, replicas, nodes) if not has(rank, o)}
     return dests, froms
+
+
+def direct_receivers(transfers: Mapping[int, int], size: int, replicas: int, epoch: int, held: Held,
+                     can: Mapping[int, bool], nodes: Sequence[str] | None = None) -> set[int]:
+    """The ranks of ``transfers`` that receive their copy straight into their arrays (no copy
+    back from a slot): those that can (``can[r]``: no device arrays) and need not send their own
+    copy on afterwards (no buddy of theirs lacks it). Their own slot is filled in the background
+    by the re-replication, from the same holder (``own_fills``)."""
+    return {r for r in transfers if can.get(r, False)
+            and not missing_copies(r, size, replicas, epoch, held, nodes)[0]}

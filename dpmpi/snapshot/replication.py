@@ -124,19 +124,23 @@ class Replication:
                                       f"way; call snap.restore() after it", MPI.ERR_PROC_FAILED)
             self.replicate(epoch, mine)
 
-    def replicate(self, epoch: int, mine: Slot, dests: set[int] | None = None, froms: set[int] | None = None) -> None:
+    def replicate(self, epoch: int, mine: Slot, dests: set[int] | None = None, froms: set[int] | None = None,
+                  fills_out: dict[int, Slot] | None = None, fill_in: tuple[int, Slot] | None = None) -> None:
         """Send ``mine`` to the buddies and receive the owners' copies, on the C thread (only to
-        ``dests`` and from ``froms`` when given)."""
+        ``dests`` and from ``froms`` when given). After a restore, also send ``fills_out[r]``
+        (rank r's copy, held here) to fill r's own slot, and receive this rank's own copy into
+        ``fill_in = (holder, slot)``: ranks that restored straight into their arrays."""
         if self.scomm is None:
             self.setup()
         rank = self.scomm.Get_rank()
         tag_hdr, tag_data = Codes.tags()
-        mine.seal_header(rank)
         ops, meaning = [], []
-        for dest in self.buddies:
-            if dests is None or dest in dests:
-                ops += [(dest, tag_hdr, 1, mine.hdr, mine.header_bytes), (dest, tag_data, 1, mine.ptr, mine.nbytes)]
-                meaning += [None, None]
+        to = [d for d in self.buddies if dests is None or d in dests]
+        if to:
+            mine.seal_header(rank)
+        for dest in to:
+            ops += [(dest, tag_hdr, 1, mine.hdr, mine.header_bytes), (dest, tag_data, 1, mine.ptr, mine.nbytes)]
+            meaning += [None, None]
         for owner in self.owners:
             if froms is not None and owner not in froms:
                 continue
@@ -146,6 +150,14 @@ class Replication:
             slot.epoch = -1
             ops += [(owner, tag_hdr, 0, slot.hdr, slot.header_bytes), (owner, tag_data, 0, slot.ptr, slot.nbytes)]
             meaning += [("hdr", owner, slot, epoch), ("data", owner, slot, epoch)]
+        own_hdr, own_data = Codes.own_tags()
+        for r, slot in (fills_out or {}).items():
+            ops += [(r, own_hdr, 1, slot.hdr, slot.header_bytes), (r, own_data, 1, slot.ptr, slot.nbytes)]
+            meaning += [None, None]
+        if fill_in is not None:
+            holder, slot = fill_in
+            ops += [(holder, own_hdr, 0, slot.hdr, slot.header_bytes), (holder, own_data, 0, slot.ptr, slot.nbytes)]
+            meaning += [("hdr", rank, slot, epoch), ("data", rank, slot, epoch)]
         self.repl = self.repl or Replicator()
         self.repl.start(self.scomm, ops, meaning, barrier=True)
 

@@ -19,7 +19,7 @@ from dpmpi.snapshot import plan
 from dpmpi.snapshot.buffers import Buffers
 from dpmpi.snapshot.committer import Committer
 from dpmpi.snapshot.errors import SnapshotLostError
-from dpmpi.snapshot.layout import signature
+from dpmpi.snapshot.layout import from_signature, signature
 from dpmpi.snapshot.native import Codes, Slot
 from dpmpi.snapshot.persistence import Persistence
 from dpmpi.snapshot.replication import Replication
@@ -36,23 +36,30 @@ def waitall(reqs: list, comm: MPI.Comm, op: str) -> None:
         raise from_mpi(cause_of(exc, statuses), comm, op) from exc
 
 
-def post_slot(post: Any, peer: int, slot: Slot) -> list:
-    """A slot's header and data as non-blocking messages (``post``: comm.Isend or comm.Irecv),
-    in chunks of at most ``DPMPI_CHUNK`` (4 MiB: cext/dpmpi_snap.c says why)."""
+def post_copy(post: Any, peer: int, header: Any, parts: list) -> list:
+    """A copy's header and its entries' bytes (``parts``, one byte buffer per entry) as
+    non-blocking messages (``post``: comm.Isend or comm.Irecv), each entry in chunks of at most
+    ``DPMPI_CHUNK`` (4 MiB: cext/dpmpi_snap.c says why). Both sides cut the same way: the layouts
+    are checked equal first, and padding between entries is not sent."""
     tag_hdr, tag_data = Codes.tags()
     chunk = Codes.chunk()
-    reqs = [post([slot.header_buffer(), MPI.BYTE], peer, tag_hdr)]
-    data = slot.buffer()
-    for off in range(0, max(slot.nbytes, 1), chunk):
-        reqs.append(post([data[off:off + chunk], MPI.BYTE], peer, tag_data))
+    reqs = [post([header, MPI.BYTE], peer, tag_hdr)]
+    for data in parts:
+        for off in range(0, len(data), chunk):
+            reqs.append(post([data[off:off + chunk], MPI.BYTE], peer, tag_data))
     return reqs
+
+
+def slot_parts(slot: Slot, entries: tuple) -> list:
+    """The entries' bytes in ``slot`` (laid out as ``entries``)."""
+    return [slot.buffer(e.offset, e.offset + e.nbytes) for e in entries]
 
 
 def _gather(scomm: MPI.Intracomm, buffers: Buffers, repl: Replication, persist: Persistence) -> list:
     rank = scomm.Get_rank()
     try:
         return scomm.allgather((rank, signature(buffers.entries), buffers.holdings(), repl.holdings(),
-                                repl.layouts, persist.epochs(rank)))
+                                repl.layouts, persist.epochs(rank), buffers.can_receive_direct()))
     except MPI.Exception as exc:
         raise from_mpi(exc, scomm, "Snapshot.restore") from exc
 
@@ -60,7 +67,7 @@ def _gather(scomm: MPI.Intracomm, buffers: Buffers, repl: Replication, persist: 
 def _check_layouts(infos: list) -> None:
     """The layouts that were registered for each logical rank (a replacement must match)."""
     known: dict[int, list] = {}
-    for _r, _sig, _o, _h, layouts, _d in infos:
+    for _r, _sig, _o, _h, layouts, _d, _direct in infos:
         for owner, sig in layouts.items():
             known.setdefault(owner, sig)
     mismatch = [r for r, sig, *_ in infos if r in known and json.dumps(known[r]) != json.dumps(sig)]
@@ -97,13 +104,13 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     timings["agree"] = time.perf_counter() - t
     _check_layouts(infos)
     repl.layouts = {r: sig for r, sig, *_ in infos}
-    held = {r: {**held_r, r: own_r} for r, _sig, own_r, held_r, _l, _d in infos}
+    held = {r: {**held_r, r: own_r} for r, _sig, own_r, held_r, _l, _d, _direct in infos}
     epoch, transfers, lost = plan.plan_restore(held, size)
     if epoch < 0 and not lost:
         raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
                          "snap.stage() and snap.commit(epoch) first")
     if epoch < 0:
-        disk = [set(d) for *_x, d in infos]
+        disk = [set(d) for *_x, d, _direct in infos]
         on_disk = set.intersection(*disk) if disk else set()
         if on_disk:
             return _from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0)
@@ -113,54 +120,81 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             + ("" if persist.directory is None else f" (and {persist.directory} has no epoch common to all ranks)")
             + ". Use more replicas (Snapshot(..., replicas=K)) or persist_dir for a disk fallback.",
             MPI.ERR_PROC_FAILED, lost)
-    # transfers: a rank without its own copy gets it from a holder
+    # transfers: a rank without its own copy gets it from a holder; straight into its arrays
+    # where it can (no copy back), else into its own slot. The holder checks the copy it sends
+    # while the receiver pulls it (single-copy transports: the receiver's side moves the bytes).
+    direct = plan.direct_receivers(transfers, size, repl.replicas, epoch, held, {i[0]: i[6] for i in infos},
+                                   repl.nodes)
     t = time.perf_counter()
-    reqs, incoming = [], None
+    reqs, incoming, parts = [], None, []
     if rank in transfers:
         incoming = buffers.receive_into()
-        reqs += post_slot(scomm.Irecv, transfers[rank], incoming)
+        parts = buffers.array_buffers() if rank in direct else slot_parts(incoming, buffers.entries)
+        reqs += post_copy(scomm.Irecv, transfers[rank], incoming.header_buffer(), parts)
+    sent: dict[int, tuple[Slot, tuple]] = {}  # receiver -> (the replica sent, its layout)
     for r, holder in transfers.items():
         if holder == rank:
             slot = next(s for s in repl.held[r] if s.epoch == epoch)
             slot.seal_header()
-            reqs += post_slot(scomm.Isend, r, slot)
+            entries_r = from_signature(repl.layouts[r])
+            reqs += post_copy(scomm.Isend, r, slot.header_buffer(), slot_parts(slot, entries_r))
+            sent[r] = (slot, entries_r)
+    bad_sent = [] if incoming is not None else _bad_copies(buffers, sent)
     waitall(reqs, scomm, "Snapshot.restore (transfer)")
+    if incoming is not None:
+        bad_sent = _bad_copies(buffers, sent)
+    del parts
     timings["transfer"] = time.perf_counter() - t
     # write back, checking the checksum on the way, then agree that every rank's copy was good.
     # A rank whose arrays still hold this epoch (unchanged since it was staged) has nothing to do.
     t = time.perf_counter()
-    if incoming is not None:
-        incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
-        slot = incoming
+    fill = None  # the own slot that the re-replication fills (after a direct transfer)
+    if rank in direct:
+        good = int(incoming.hdr[0]) == epoch  # (its checksum was checked by the sender)
+        kept = False
+        fill = buffers.use_unfilled(epoch)
     else:
-        slot = next(s for s in buffers.own if s.epoch == epoch)
-    buffers.committed = buffers.own.index(slot)
-    kept = incoming is None and arrays_hold == epoch
-    good = True if kept else buffers.write_back(slot, epoch)
+        if incoming is not None:
+            incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
+            slot = incoming
+        else:
+            slot = next(s for s in buffers.own if s.epoch == epoch)
+        buffers.committed = buffers.own.index(slot)
+        kept = incoming is None and arrays_hold == epoch
+        good = True if kept else buffers.write_back(slot, epoch)
     timings["copy"] = time.perf_counter() - t
     t = time.perf_counter()
     try:
-        bad = scomm.allgather(not good)
+        bad = scomm.allgather(([] if good else [rank]) + bad_sent)
     except MPI.Exception as exc:
         raise from_mpi(exc, scomm, "Snapshot.restore (verify)") from exc
     timings["verify"] = time.perf_counter() - t
     if any(bad):
-        ranks = tuple(r for r, b in enumerate(bad) if b)
-        raise SnapshotLostError(f"snapshot of epoch {epoch} failed its checksum on rank(s) {list(ranks)}: "
+        ranks = tuple(sorted({r for b in bad for r in b}))
+        raise SnapshotLostError(f"snapshot of epoch {epoch} failed its checksum for rank(s) {list(ranks)}: "
                                 f"the copy is corrupt (those ranks' arrays hold it; restore another "
                                 f"way, e.g. from persist_dir)", MPI.ERR_OTHER, ranks)
-    # keep only this epoch; make replica slots for the new topology; re-replicate
-    buffers.use(slot, epoch)
+    # keep only this epoch; make replica slots for the new topology; re-replicate (and fill the
+    # own slots of the ranks that received straight into their arrays, from the same holders)
+    if fill is None:
+        buffers.use(slot, epoch)
     repl.keep_only(epoch)
     t = time.perf_counter()
     if repl.replicas:
         repl.make_slots()
         dests, froms = plan.missing_copies(rank, size, repl.replicas, epoch, held, repl.nodes)
-        repl.replicate(epoch, buffers.own[buffers.committed], dests, froms)
+        fills_out = {r: sent[r][0] for r in direct if r in sent}
+        fill_in = None if fill is None else (transfers[rank], fill)
+        repl.replicate(epoch, buffers.own[buffers.committed], dests, froms, fills_out, fill_in)
     timings["rereplicate_post"] = time.perf_counter() - t
-    return epoch, {"epoch": epoch, "received": incoming is not None, "kept": kept,
+    return epoch, {"epoch": epoch, "received": incoming is not None, "direct": fill is not None, "kept": kept,
                    "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
                    "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
+
+
+def _bad_copies(buffers: Buffers, sent: dict) -> list[int]:
+    """The receivers whose copy, sent from here, did not match its checksum."""
+    return [r for r, (slot, entries) in sent.items() if buffers.checksum(slot, entries) != slot.digest]
 
 
 def _from_disk(buffers: Buffers, repl: Replication, persist: Persistence, rank: int, epoch: int,
