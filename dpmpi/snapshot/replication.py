@@ -15,7 +15,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi.mpicall import keep_forever, warm_up
+from dpmpi.mpicall import keep_forever
 from dpmpi.errors import ProcFailedError, from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.layout import Entry, from_signature, signature, total
@@ -48,8 +48,9 @@ class Replication:
         self.owners: tuple[int, ...] = ()
 
     # -- the communicator --
-    def setup_comm(self, op: str) -> None:
-        """A new communicator for snapshot traffic, duplicated from the current one (collective)."""
+    def setup_comm(self, op: str, payload: Any = None) -> list:
+        """A new communicator for snapshot traffic, duplicated from the current one (collective);
+        every rank's ``payload``, gathered with the ranks' nodes (in rank order)."""
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE and self.replicas:
             raise RuntimeError("dpmpi.Snapshot replicates on a background thread and needs MPI_THREAD_MULTIPLE; "
                                "do not lower mpi4py.rc.thread_level (its default, 'multiple', is right)")
@@ -60,18 +61,22 @@ class Replication:
             scomm = comm.Dup()
         except MPI.Exception as exc:
             raise from_mpi(exc, comm, op) from exc
-        warm_up(scomm, op)
-        try:  # each rank's node: copies go to other nodes than their owner's (dpmpi.placement)
-            self.nodes = scomm.allgather(MPI.Get_processor_name())
+        self.scomm = scomm  # (from here a repair's revoke reaches it)
+        # each rank's node: copies go to other nodes than their owner's (dpmpi.placement). This
+        # first collective is also the new communicator's warm-up (dpmpi.mpicall.warm_up): no
+        # process returns from an allgather before every process has entered it
+        try:
+            gathered = scomm.allgather((MPI.Get_processor_name(), payload))
         except MPI.Exception as exc:
             raise from_mpi(exc, scomm, op) from exc
+        self.nodes = [node for node, _p in gathered]
         rank, size = scomm.Get_rank(), scomm.Get_size()
         self.buddies = plan.buddies(rank, size, self.replicas, self.nodes)
         self.owners = plan.owners(rank, size, self.replicas, self.nodes)
-        self.scomm = scomm
         add = getattr(self.comm, "add_repair_listener", None)
         if add is not None:  # a dpmpi resilient communicator (or one derived from it)
             add(self)
+        return [p for _node, p in gathered]
 
     def setup(self) -> None:
         """The snapshot communicator and every rank's layout (collective)."""
@@ -269,10 +274,12 @@ class Replication:
             self.layouts = {renumber[o]: sig for o, sig in self.layouts.items() if o in renumber}
         self.renumbers = []
 
-    def begin_again(self, op: str) -> None:
-        """A new snapshot communicator after a repair (collective); jobs may start again."""
-        self.setup_comm(op)
+    def begin_again(self, op: str, payload: Any = None) -> list:
+        """A new snapshot communicator after a repair (collective); jobs may start again. Every
+        rank's ``payload`` (see ``setup_comm``)."""
+        gathered = self.setup_comm(op, payload)
         self.interrupted = False
+        return gathered
 
     def holdings(self) -> dict[int, dict[int, int]]:
         """The committed replicas held here: {owner: {epoch: checksum}}."""

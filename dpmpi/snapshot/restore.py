@@ -55,13 +55,11 @@ def slot_parts(slot: Slot, entries: tuple) -> list:
     return [slot.buffer(e.offset, e.offset + e.nbytes) for e in entries]
 
 
-def _gather(scomm: MPI.Intracomm, buffers: Buffers, repl: Replication, persist: Persistence) -> list:
-    rank = scomm.Get_rank()
-    try:
-        return scomm.allgather((rank, signature(buffers.entries), buffers.holdings(), repl.holdings(),
-                                repl.layouts, persist.epochs(rank), buffers.can_receive_direct()))
-    except MPI.Exception as exc:
-        raise from_mpi(exc, scomm, "Snapshot.restore") from exc
+def _holdings(buffers: Buffers, repl: Replication, persist: Persistence) -> tuple:
+    """What this rank tells the others in a restore's agreement (its rank is added once the new
+    snapshot communicator numbers it)."""
+    return (signature(buffers.entries), buffers.holdings(), repl.holdings(), repl.layouts,
+            persist.epochs(repl.comm.Get_rank()), buffers.can_receive_direct())
 
 
 def _check_layouts(infos: list) -> None:
@@ -97,10 +95,11 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     """Restore the newest epoch restorable everywhere (collective); (epoch, report).
     ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown)."""
     t = time.perf_counter()
-    repl.begin_again("Snapshot.restore")
+    # one agreement: the new snapshot communicator's first collective carries what each rank holds
+    gathered = repl.begin_again("Snapshot.restore", _holdings(buffers, repl, persist))
     scomm = repl.scomm
     rank, size = scomm.Get_rank(), scomm.Get_size()
-    infos = _gather(scomm, buffers, repl, persist)
+    infos = [(r, *info) for r, info in enumerate(gathered)]
     timings["agree"] = time.perf_counter() - t
     _check_layouts(infos)
     repl.layouts = {r: sig for r, sig, *_ in infos}
