@@ -81,6 +81,18 @@ def keep_forever(obj: Any) -> None:
     _KEPT.append(obj)
 
 
+def retire(comm: MPI.Comm) -> None:
+    """A communicator that a failure or a repair ended (revoked, or replaced): never freed, kept
+    for the life of the process. Open MPI reuses a freed communicator's context id, and ob1 parks
+    a message that arrives for a context id no communicator has (a peer's send posted before the
+    revoke, delivered after the free) until a communicator with that id is created, then delivers
+    it there as if it had been sent on it: a new communicator took an old one's stale messages
+    (seen here as a replication that never completed, every process alive). A revoked
+    communicator that still exists drops (or refuses) them instead."""
+    if comm != MPI.COMM_NULL:
+        _KEPT.append(comm)
+
+
 def keep_pending(requests: list) -> None:
     """Keep the requests of a failed wait (and their buffers) for the life of the process."""
     _KEPT.extend(r for r in requests if r)

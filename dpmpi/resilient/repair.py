@@ -11,7 +11,7 @@ from mpi4py import MPI
 
 from dpmpi import _guard, faults
 from dpmpi.comm import rebind
-from dpmpi.mpicall import warm_up
+from dpmpi.mpicall import retire, warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.resilient import derived, settings
 from dpmpi.resilient.affinity import adopt_cpus
@@ -176,18 +176,11 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
 
 
 def bury(state: State) -> None:
-    """Free the communicators that the committed repair replaced."""
+    """Retire the communicators that the committed repair replaced: revoked (or left by a failed
+    attempt), they are never freed (``dpmpi.mpicall.retire`` says why)."""
     for comm in state.graveyard:
-        free(comm)
+        retire(comm)
     state.graveyard.clear()
-
-
-def free(comm: MPI.Comm) -> None:
-    try:
-        if comm != MPI.COMM_NULL:
-            comm.Free()
-    except MPI.Exception:
-        pass  # a communicator that cannot be freed any more is only a small leak
 
 
 def revoke(comm: MPI.Comm) -> None:

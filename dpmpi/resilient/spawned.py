@@ -8,7 +8,7 @@ from dataclasses import asdict
 from mpi4py import MPI
 
 from dpmpi import _guard, watcher
-from dpmpi.mpicall import warm_up
+from dpmpi.mpicall import retire, warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
 from dpmpi.resilient import derived, repair
 from dpmpi.resilient.affinity import adopt_cpus, my_place
@@ -50,7 +50,7 @@ def join() -> State:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
             raise from_mpi(exc, merged, "dpmpi.init (spawned)") from exc
         # a failure during the repair that started us: join its next attempt like a new spare
-        repair.free(raw)
+        retire(raw)
         if state.watcher is not None:
             state.watcher.rearm()  # nothing to watch yet (not active)
         state.active = ResilientComm(MPI.COMM_SELF, state)  # rebuilt in place if called in

@@ -38,7 +38,7 @@ class State:
         # the ResilientComm the program holds (on a spare not called in: one wrapping COMM_SELF);
         # a repair rebuilds it in place
         self.active: Comm | None = None
-        self.graveyard: list[MPI.Comm] = []  # replaced communicators, freed after the next commit
+        self.graveyard: list[MPI.Comm] = []  # replaced communicators, retired (never freed) after the next commit
         # objects with their own communicators and MPI threads (snapshots, the failure watcher,
         # NCCL communicators): told before a repair's first MPI call and after it commits
         self.listeners = Listeners()

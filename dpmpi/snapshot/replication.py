@@ -15,7 +15,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi.mpicall import keep_forever
+from dpmpi.mpicall import keep_forever, retire
 from dpmpi.errors import ProcFailedError, from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.layout import Entry, from_signature, signature, total
@@ -32,6 +32,7 @@ class Replication:
         self.replicas = replicas
         self.lock = lock
         self.scomm: MPI.Intracomm | None = None  # dpmpi's communicator for snapshot traffic
+        self.revoked = False  # whether scomm was revoked (then it is retired, never freed)
         self.repl: Replicator | None = None
         self.layouts: dict[int, list] = {}  # logical rank -> its layout signature
         self.held: dict[int, list[Slot]] = {}  # owner's logical rank -> two replica slots
@@ -90,15 +91,21 @@ class Replication:
         self.make_slots()
 
     def free_comm(self) -> None:
+        """Free the snapshot communicator; a revoked one is retired instead, never freed
+        (``dpmpi.mpicall.retire``: its id must not be reused while peers' messages may arrive)."""
         if self.scomm is not None:
-            try:
-                self.scomm.Free()
-            except MPI.Exception:
-                pass
-            self.scomm = None
+            if self.revoked:
+                retire(self.scomm)
+            else:
+                try:
+                    self.scomm.Free()
+                except MPI.Exception:
+                    pass
+            self.scomm, self.revoked = None, False
 
     def revoke(self) -> None:
         if self.scomm is not None:
+            self.revoked = True
             try:
                 self.scomm.Revoke()  # completes its pending requests with ERR_REVOKED
             except MPI.Exception:
