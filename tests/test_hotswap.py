@@ -10,16 +10,18 @@ ITERS = 200
 LAST = lambda n: ITERS * n * (n + 1) / 2  # noqa: E731
 
 
-def check(job, n_active, replaced=None, wids=None):
-    """Every logical rank 0..n_active-1 completed all iterations with correct sums."""
+def check(job, n_active, replaced=None, wids=None, later_repairs=False):
+    """Every logical rank 0..n_active-1 completed all iterations with correct sums.
+    ``later_repairs``: a replacement may have lived through a later repair (then SURVIVOR)."""
     assert job.returncode == 0, f"exit code {job.returncode}\n{job.stdout}\n{job.stderr}"
     done = {e["rank"]: e for e in job.events if e["event"] == "done"}
     assert sorted(done) == list(range(n_active)), job.stdout + job.stderr
     for e in done.values():
         assert (e["iterations"], e["size"], e["last_sum"]) == (ITERS, n_active, LAST(n_active))
     assert not [e for e in job.events if e["event"].startswith("wrong")], job.stdout
+    roles = ("RECOVERED", "SURVIVOR") if later_repairs else ("RECOVERED",)
     for rank, wid in (replaced or {}).items():
-        assert (done[rank]["wid"], done[rank]["role"]) == (wid, "RECOVERED")
+        assert done[rank]["wid"] == wid and done[rank]["role"] in roles, done[rank]
     for rank, e in done.items():
         if rank not in (replaced or {}):  # a survivor keeps its place (renumbered after a shrink)
             assert e["role"] in ("SURVIVOR", "INITIAL") and e["wid"] == (wids[rank] if wids else rank)
@@ -53,15 +55,23 @@ def test_a_warm_spare_prepares_then_takes_over(dpmpi_run):
 
 
 def test_two_ranks_die_together_two_spares(dpmpi_run, tmp_path):
+    """Ranks 1 and 2 die at the start of the same iteration. Usually one repair covers both; but
+    a rank whose collective was ended by the other's death (its watcher tells Open MPI at once)
+    survives into a first repair and dies in the iteration after it: two repairs, in either
+    order. Both must end with the two places taken by the two spares."""
     log = tmp_path / "events.jsonl"
     job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
                     faults="1:iteration@51:KILL,2:iteration@51:KILL", env={"DPMPI_EVENTS": str(log)})
-    check(job, 4, replaced={1: 4, 2: 5})
+    wids = {e["rank"]: e["wid"] for e in job.events if e["event"] == "done"}
+    check(job, 4, replaced={1: wids.get(1), 2: wids.get(2)}, later_repairs=True)
+    assert {wids[1], wids[2]} == {4, 5}
     records = [json.loads(line) for line in log.read_text().splitlines()]
     repairs = [r for r in records if r["event"] == "repair"]
-    assert sorted(r["process_id"] for r in repairs) == [0, 3, 4, 5]  # one line per process of the new communicator
+    last = max(r["repair"] for r in repairs)
+    assert sorted(r["process_id"] for r in repairs if r["repair"] == last) == [0, 3, 4, 5]
+    assert sorted(f for n in range(1, last + 1) for f in next(r["failed"] for r in repairs if r["repair"] == n)) == [1, 2]
     for r in repairs:
-        assert (r["repair"], r["failed"], r["filled"], r["size"]) == (1, [1, 2], {"1": ["spare", 4], "2": ["spare", 5]}, 4)
+        assert r["size"] == 4 and all(how == "spare" for how, _p in r["filled"].values())
         assert set(r["phases_ms"]) == {"revoke", "shrink", "agree", "reassign", "rebuild"}
         assert r["repaired_at"] >= r["detected_at"] and r["total_ms"] > 0
 
@@ -100,11 +110,14 @@ def test_idle_spare_killed_then_active_fails(dpmpi_run):
 
 def test_spares_exhausted_shrink(dpmpi_run):
     job = dpmpi_run(5, "hotswap.py", launcher_args=["--spares", "1"], faults="1:iteration@51:KILL,2:iteration@51:KILL")
-    done = check(job, 3, replaced={1: 4}, wids={0: 0, 2: 3})  # rank 2 dropped, old rank 3 is now 2
-    assert all(e["epoch"] == 1 for e in done.values())
+    # the spare takes one place, the other is dropped: old rank 3 is now 2. One repair, or two
+    # (see test_two_ranks_die_together_two_spares): then the spare lives through the second one
+    done = check(job, 3, replaced={1: 4}, wids={0: 0, 2: 3}, later_repairs=True)
+    assert {e["epoch"] for e in done.values()} in ({1}, {2})
     assert "SparesDepletedWarning" in job.stderr and "continuing with 3 ranks" in job.stderr
-    told = [e for e in job.events if e["event"] == "listener-done"]  # the survivors learn the renumbering
-    assert sorted(e["wid"] for e in told) == [0, 3] and all(e["renumber"] == {"0": 0, "1": 1, "3": 2} for e in told)
+    told = [e for e in job.events if e["event"] == "listener-done" and e["renumber"] != {"0": 0, "1": 1, "2": 2, "3": 3}]
+    assert sorted(e["wid"] for e in told) in ([0, 3], [0, 3, 4])  # the survivors learn the renumbering
+    assert all(e["renumber"] in ({"0": 0, "1": 1, "3": 2}, {"0": 0, "2": 1, "3": 2}) for e in told)
 
 
 def test_spares_exhausted_abort(dpmpi_run):

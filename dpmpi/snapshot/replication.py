@@ -91,8 +91,7 @@ class Replication:
         self.make_slots()
 
     def free_comm(self) -> None:
-        """Free the snapshot communicator; a revoked one is retired instead, never freed
-        (``dpmpi.mpicall.retire``: its id must not be reused while peers' messages may arrive)."""
+        """Free the snapshot communicator; a revoked one is retired (``dpmpi.mpicall.retire``)."""
         if self.scomm is not None:
             if self.revoked:
                 retire(self.scomm)
@@ -139,37 +138,13 @@ class Replication:
     def replicate(self, epoch: int, mine: Slot, dests: set[int] | None = None, froms: set[int] | None = None,
                   fills_out: dict[int, Slot] | None = None, fill_in: tuple[int, Slot] | None = None) -> None:
         """Send ``mine`` to the buddies and receive the owners' copies, on the C thread (only to
-        ``dests`` and from ``froms`` when given). After a restore, also send ``fills_out[r]``
-        (rank r's copy, held here) to fill r's own slot, and receive this rank's own copy into
-        ``fill_in = (holder, slot)``: ranks that restored straight into their arrays."""
+        ``dests`` and from ``froms`` when given). After a restore, also send ``fills_out[r]`` (r's
+        copy, held here) to fill r's own slot, and receive this rank's into ``fill_in`` (holder, slot)."""
         if self.scomm is None:
             self.setup()
-        rank = self.scomm.Get_rank()
-        tag_hdr, tag_data = Codes.tags()
-        ops, meaning = [], []
         to = [d for d in self.buddies if dests is None or d in dests]
-        if to:
-            mine.seal_header(rank)
-        for dest in to:
-            ops += [(dest, tag_hdr, 1, mine.hdr, mine.header_bytes), (dest, tag_data, 1, mine.ptr, mine.nbytes)]
-            meaning += [None, None]
-        for owner in self.owners:
-            if froms is not None and owner not in froms:
-                continue
-            pair = self.held[owner]
-            newest = max(pair, key=lambda s: s.epoch)
-            slot = pair[1] if newest is pair[0] else pair[0]  # never the newest replica
-            slot.epoch = -1
-            ops += [(owner, tag_hdr, 0, slot.hdr, slot.header_bytes), (owner, tag_data, 0, slot.ptr, slot.nbytes)]
-            meaning += [("hdr", owner, slot, epoch), ("data", owner, slot, epoch)]
-        own_hdr, own_data = Codes.own_tags()
-        for r, slot in (fills_out or {}).items():
-            ops += [(r, own_hdr, 1, slot.hdr, slot.header_bytes), (r, own_data, 1, slot.ptr, slot.nbytes)]
-            meaning += [None, None]
-        if fill_in is not None:
-            holder, slot = fill_in
-            ops += [(holder, own_hdr, 0, slot.hdr, slot.header_bytes), (holder, own_data, 0, slot.ptr, slot.nbytes)]
-            meaning += [("hdr", rank, slot, epoch), ("data", rank, slot, epoch)]
+        receive = {o: self.held[o] for o in self.owners if froms is None or o in froms}
+        ops, meaning = job(self.scomm.Get_rank(), epoch, mine, to, receive, fills_out or {}, fill_in)
         self.repl = self.repl or Replicator()
         self.repl.start(self.scomm, ops, meaning, barrier=True)
 
@@ -298,3 +273,34 @@ class Replication:
             for s in pair:
                 if s.epoch != epoch:
                     s.epoch = -1
+
+
+def job(rank: int, epoch: int, mine: Slot, to: list[int], receive: dict[int, list[Slot]],
+        fills_out: dict[int, Slot], fill_in: tuple[int, Slot] | None) -> tuple[list, list]:
+    """A replication job's operations (peer, tag, send, buffer, length) and what each received one
+    is, for ``collect``: ``mine`` to the ranks ``to``; from each owner of ``receive``, its copy
+    into the older slot of its pair (never the newest replica); the fills after a direct restore
+    (``Replication.replicate``)."""
+    tag_hdr, tag_data = Codes.tags()
+    own_hdr, own_data = Codes.own_tags()
+    ops: list = []
+    meaning: list = []
+    if to:
+        mine.seal_header(rank)
+    for dest in to:
+        ops += [(dest, tag_hdr, 1, mine.hdr, mine.header_bytes), (dest, tag_data, 1, mine.ptr, mine.nbytes)]
+        meaning += [None, None]
+    for owner, pair in receive.items():
+        newest = max(pair, key=lambda s: s.epoch)
+        slot = pair[1] if newest is pair[0] else pair[0]
+        slot.epoch = -1
+        ops += [(owner, tag_hdr, 0, slot.hdr, slot.header_bytes), (owner, tag_data, 0, slot.ptr, slot.nbytes)]
+        meaning += [("hdr", owner, slot, epoch), ("data", owner, slot, epoch)]
+    for r, slot in fills_out.items():
+        ops += [(r, own_hdr, 1, slot.hdr, slot.header_bytes), (r, own_data, 1, slot.ptr, slot.nbytes)]
+        meaning += [None, None]
+    if fill_in is not None:
+        holder, slot = fill_in
+        ops += [(holder, own_hdr, 0, slot.hdr, slot.header_bytes), (holder, own_data, 0, slot.ptr, slot.nbytes)]
+        meaning += [("hdr", rank, slot, epoch), ("data", rank, slot, epoch)]
+    return ops, meaning
