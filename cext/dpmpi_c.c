@@ -22,7 +22,6 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,81 +159,6 @@ static void fatal_comm_hook(void **comm, int *err, ...) {
     _exit(1); /* (the real handler does not return) */
 }
 
-/* ---- Open MPI's failure notice during a communicator's creation ----
- * ompi_comm_revoke_local(comm) calls comm->c_coll->coll_revoke_local(comm) without checking
- * c_coll, and a communicator being created (Split, Dup, Shrink) is registered before its
- * collectives are selected at the end of its activation: c_coll is still NULL. When a process
- * failure is reported while such a communicator waits in its activation (any thread's progress
- * runs ompi_errhandler_proc_failed_internal, which revokes the collectives of every communicator
- * holding the dead process), the process segfaults: seen here in Split's activation (address
- * 0x450: a NULL c_coll; 6 of 12 runs of a test that kills a rank right after its Split returned,
- * before dpmpi waited for everyone to leave Split) and once in Shrink's.
- * dpmpi takes libmpi's own PLT slot for ompi_comm_revoke_local: when c_coll is NULL, the call
- * runs with a stand-in table whose revoke entry does nothing (the real one, set at selection,
- * revokes the sub-communicators of the collective modules: a communicator without modules has
- * none), and c_coll is set back to NULL unless the activation set the real table meanwhile. The
- * offsets come from the function's own code (the load of c_coll and the indirect call); if they
- * cannot be found there, nothing is patched. */
-typedef bool (*fn_revoke_local)(void *comm, bool coll_only);
-static fn_revoke_local real_revoke_local;
-static long coll_off, revoke_slot_off;
-static void **standin_coll; /* revoke_slot_off / 8 + 1 pointers, all to coll_noop */
-
-static int coll_noop(void *comm) {
-    (void)comm;
-    return 0;
-}
-
-static bool revoke_local_hook(void *comm, bool coll_only) {
-    void *_Atomic *slot = (void *_Atomic *)((char *)comm + coll_off);
-    void *expected = NULL;
-    if (atomic_load(slot) != NULL || !atomic_compare_exchange_strong(slot, &expected, (void *)standin_coll))
-        return real_revoke_local(comm, coll_only);
-    bool r = real_revoke_local(comm, coll_only);
-    expected = (void *)standin_coll;
-    atomic_compare_exchange_strong(slot, &expected, NULL);
-    return r;
-}
-
-static int32_t disp32(const unsigned char *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-/* The offsets of c_coll in the communicator and of coll_revoke_local in its table, read from
- * ompi_comm_revoke_local's code: `mov D1(%rbx),%rax; mov %rbx,%rdi; call *D2(%rax)` (x86-64). */
-static int find_revoke_offsets(const unsigned char *code, long *c_off, long *s_off) {
-#if defined(__x86_64__)
-    for (int i = 0; i < 160; i++) {
-        const unsigned char *p = code + i;
-        if (p[0] == 0x48 && p[1] == 0x8b && p[2] == 0x83 && p[7] == 0x48 && p[8] == 0x89 && p[9] == 0xdf &&
-            p[10] == 0xff && p[11] == 0x90) {
-            *c_off = disp32(p + 3);
-            *s_off = disp32(p + 12);
-            return *c_off > 0 && *c_off < 4096 && *s_off >= 0 && *s_off < 8192 && *s_off % 8 == 0;
-        }
-    }
-#else
-    (void)code, (void)c_off, (void)s_off;
-#endif
-    return 0;
-}
-
-static int hook_revoke_local(void *h) {
-    void *real = h ? dlsym(h, "ompi_comm_revoke_local") : NULL;
-    long c_off, s_off;
-    if (!real || !find_revoke_offsets(real, &c_off, &s_off)) return 0;
-    void **table = calloc((size_t)s_off / 8 + 1, sizeof(void *));
-    if (!table) return 0;
-    for (long i = 0; i <= s_off / 8; i++) table[i] = (void *)coll_noop;
-    coll_off = c_off;
-    revoke_slot_off = s_off;
-    standin_coll = table;
-    real_revoke_local = (fn_revoke_local)real;
-    return 1;
-}
-
 static int patch_relocs(ElfW(Addr) base, const ElfW(Rela) *rel, size_t bytes, const ElfW(Sym) *symtab,
                         const char *strtab, const char *name, void *target) {
     int n = 0;
@@ -287,9 +211,6 @@ static int hook_cb(struct dl_phdr_info *info, size_t size, void *data) {
     if (real_fatal_comm) /* only the PLT slot (direct calls); the errhandler objects keep the real address */
         *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab,
                                  (const char *)strtab, "ompi_mpi_errors_are_fatal_comm_handler", (void *)fatal_comm_hook);
-    if (!real_revoke_local && hook_revoke_local(h))
-        *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab,
-                                 (const char *)strtab, "ompi_comm_revoke_local", (void *)revoke_local_hook);
     return 1;
 }
 

@@ -76,13 +76,11 @@ def test_two_ranks_die_together_two_spares(dpmpi_run, tmp_path):
         assert r["repaired_at"] >= r["detected_at"] and r["total_ms"] > 0
 
 
-@pytest.mark.parametrize("phase", ["shrink", "reassign", "split", "split-made", "agree"])
+@pytest.mark.parametrize("phase", ["shrink", "reassign", "split", "agree"])
 def test_second_failure_inside_each_repair_phase(dpmpi_run, phase):
     """Rank 3 dies at the start of a phase of the repair of rank 2's death: the others are inside
     that phase's collective (or the one before) when it dies. The repair starts again and ends
-    with both places taken by spares. "split-made": it dies as soon as its Split returned, the
-    others maybe still inside it (Open MPI crashed there on the failure notice: 6 of 12 runs
-    before dpmpi patched ompi_comm_revoke_local)."""
+    with both places taken by spares."""
     job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
                     faults=f"2:iteration@51:KILL,3:repair-{phase}@1:KILL")
     done = check(job, 4, replaced={2: 4, 3: 5})

@@ -111,9 +111,6 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             t = time.perf_counter()
             me = new_plan.logical(state.process_id)
             raw = new_world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
-            # a process that dies here leaves the others inside Split's activation, where Open MPI
-            # 5.0.11 crashed on the failure notice (cext/dpmpi_c.c: ompi_comm_revoke_local)
-            faults.point("repair-split-made")
             if raw != MPI.COMM_NULL:
                 warm_up(raw, "Split")
             phases["rebuild"] += time.perf_counter() - t
