@@ -82,6 +82,6 @@ def direct_receivers(transfers: Mapping[int, int], size: int, replicas: int, epo
     """The ranks of ``transfers`` that receive their copy straight into their arrays (no copy
     back from a slot): those that can (``can[r]``: no device arrays) and need not send their own
     copy on afterwards (no buddy of theirs lacks it). Their own slot is filled in the background
-    by the re-replication, from the same holder (``own_fills``)."""
+    by the re-replication, from the same holder (``Replication.replicate``: fills)."""
     return {r for r in transfers if can.get(r, False)
             and not missing_copies(r, size, replicas, epoch, held, nodes)[0]}

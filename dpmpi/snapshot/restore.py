@@ -95,7 +95,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     """Restore the newest epoch restorable everywhere (collective); (epoch, report).
     ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown)."""
     t = time.perf_counter()
-    # one agreement: the new snapshot communicator's first collective carries what each rank holds
+    # the new snapshot communicator (Dup), whose first collective carries what each rank holds
     gathered = repl.begin_again("Snapshot.restore", _holdings(buffers, repl, persist))
     scomm = repl.scomm
     rank, size = scomm.Get_rank(), scomm.Get_size()
