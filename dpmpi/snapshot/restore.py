@@ -138,30 +138,34 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             entries_r = from_signature(repl.layouts[r])
             reqs += post_copy(scomm.Isend, r, slot.header_buffer(), slot_parts(slot, entries_r))
             sent[r] = (slot, entries_r)
-    bad_sent = [] if incoming is not None else _bad_copies(buffers, sent)
-    waitall(reqs, scomm, "Snapshot.restore (transfer)")
-    if incoming is not None:
+    # A rank that receives nothing writes its own slot back (checking its checksum on the way; a
+    # rank whose arrays still hold this epoch, unchanged since it was staged, copies nothing) and
+    # checks the copies it sends while the receivers pull them; a receiver does it afterwards.
+    fill = None  # the own slot that the re-replication fills (after a direct transfer)
+    if incoming is None:
+        slot = next(s for s in buffers.own if s.epoch == epoch)
+        buffers.committed = buffers.own.index(slot)
+        kept = arrays_hold == epoch
+        good = True if kept else buffers.write_back(slot, epoch)
+        timings["copy"] = time.perf_counter() - t
         bad_sent = _bad_copies(buffers, sent)
+    waitall(reqs, scomm, "Snapshot.restore (transfer)")
     del parts
     timings["transfer"] = time.perf_counter() - t
-    # write back, checking the checksum on the way, then agree that every rank's copy was good.
-    # A rank whose arrays still hold this epoch (unchanged since it was staged) has nothing to do.
     t = time.perf_counter()
-    fill = None  # the own slot that the re-replication fills (after a direct transfer)
     if rank in direct:
         good = int(incoming.hdr[0]) == epoch  # (its checksum was checked by the sender)
         kept = False
         fill = buffers.use_unfilled(epoch)
-    else:
-        if incoming is not None:
-            incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
-            slot = incoming
-        else:
-            slot = next(s for s in buffers.own if s.epoch == epoch)
+    elif incoming is not None:
+        incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
+        slot = incoming
         buffers.committed = buffers.own.index(slot)
-        kept = incoming is None and arrays_hold == epoch
-        good = True if kept else buffers.write_back(slot, epoch)
-    timings["copy"] = time.perf_counter() - t
+        kept = False
+        good = buffers.write_back(slot, epoch)
+    if incoming is not None:
+        bad_sent = _bad_copies(buffers, sent)
+        timings["copy"] = time.perf_counter() - t
     t = time.perf_counter()
     try:
         bad = scomm.allgather(([] if good else [rank]) + bad_sent)
