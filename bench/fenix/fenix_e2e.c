@@ -3,15 +3,15 @@
  * to set dpmpi's figures beside Fenix's on the same machine. Built by bench/fenix_e2e.py against
  * a Fenix checkout the user provides (dpmpi ships no Fenix code).
  *
- *   mpirun --with-ft ulfm -n A+1 fenix_e2e STATE_MIB STEPS STEP_MS VICTIM KILL_STEP OFFSET_S
+ *   mpirun --with-ft ulfm -n A+1 fenix_e2e STATE_MIB STEPS STEP_MS VICTIM KILL_STEP OFFSET_S KILL_FILE PASSES
  *
  * Each active rank holds STATE_MIB of doubles and runs STEPS steps of about STEP_MS: relaxation
- * passes over its state (the number of passes is calibrated once by rank 0), then an Allreduce of
+ * passes over its state (PASSES of them; 0: calibrated by rank 0 to STEP_MS), then an Allreduce of
  * a residual; after each step the state and the step number are stored and committed (Fenix's
  * in-memory RAID, partner mirroring). Logical rank VICTIM kills itself with SIGKILL OFFSET_S
- * seconds into step KILL_STEP (in its first life only). One JSON line per event on stdout:
- * "kill" (the victim, just before it dies), "back" (every rank, at the start of the step the kill
- * hit, after the recovery), "final" (every rank: its state's checksum, for the bit-for-bit check
+ * seconds into step KILL_STEP (in its first life only), writing its kill time to KILL_FILE first.
+ * One JSON line per event on stdout: "back" (every rank, at the start of its first step after the
+ * recovery, with that step), "final" (every rank: its state's checksum, for the bit-for-bit check
  * against a failure-free run). Times are CLOCK_REALTIME seconds. */
 #include <fenix.h>
 #include <math.h>
@@ -64,9 +64,25 @@ static uint64_t digest(void) {
     return h;
 }
 
+/* The victim's end: its kill time and offset into the step go to KILL_FILE (a file, not stdout:
+ * mpirun's forwarding of a killed process's last output is not reliable), then SIGKILL. At the
+ * latest at the end of the step's compute, if the step is shorter than the offset. */
+static const char *kill_file;
+
+static void die(double t0) {
+    double t = now();
+    FILE *f = fopen(kill_file, "w");
+    if (f) {
+        fprintf(f, "{\"event\": \"kill\", \"rank\": %d, \"step\": %d, \"time\": %.6f, \"offset\": %.6f}\n", rank,
+                step, t, t - t0);
+        fclose(f);
+    }
+    raise(SIGKILL);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 7) {
-        fprintf(stderr, "usage: fenix_e2e STATE_MIB STEPS STEP_MS VICTIM KILL_STEP OFFSET_S\n");
+    if (argc < 9) {
+        fprintf(stderr, "usage: fenix_e2e STATE_MIB STEPS STEP_MS VICTIM KILL_STEP OFFSET_S KILL_FILE PASSES\n");
         return 2;
     }
     MPI_Init(&argc, &argv);
@@ -76,6 +92,8 @@ int main(int argc, char **argv) {
     victim = atoi(argv[4]);
     kill_step = atoi(argv[5]);
     offset_s = atof(argv[6]);
+    kill_file = argv[7];
+    passes = atoi(argv[8]); /* 0: calibrate (rank 0 times one sweep) */
     u = malloc(n * sizeof(double));
     MPI_Comm world, comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &world);
@@ -90,11 +108,16 @@ int main(int argc, char **argv) {
         Fenix_Data_member_create(0, 1, u, (int)n, MPI_DOUBLE);
         Fenix_Data_member_create(0, 2, &step, 1, MPI_INT);
         /* calibrate: passes per step so that a step lasts about step_ms */
-        double t = now();
-        relax();
-        double one = now() - t;
-        passes = (int)(step_ms / 1e3 / (one > 1e-6 ? one : 1e-6) + 0.5);
-        if (passes < 1) passes = 1;
+        if (passes <= 0) {
+            double *saved = malloc(n * sizeof(double)), t = now();
+            memcpy(saved, u, n * sizeof(double));
+            relax();
+            double one = now() - t;
+            memcpy(u, saved, n * sizeof(double));
+            free(saved);
+            passes = (int)(step_ms / 1e3 / (one > 1e-6 ? one : 1e-6) + 0.5);
+            if (passes < 1) passes = 1;
+        }
         MPI_Bcast(&passes, 1, MPI_INT, 0, comm);
         Fenix_Data_member_store(0, 1, FENIX_DATA_SUBSET_FULL);
         Fenix_Data_member_store(0, 2, FENIX_DATA_SUBSET_FULL);
@@ -111,7 +134,7 @@ int main(int argc, char **argv) {
         recovered = 1;
     }
     while (step < steps) {
-        if (recovered && step == kill_step) {
+        if (recovered) {
             printf("{\"event\": \"back\", \"rank\": %d, \"step\": %d, \"time\": %.6f, \"failed_step\": %d}\n", rank, step,
                    now(), failed_step);
             fflush(stdout);
@@ -121,11 +144,8 @@ int main(int argc, char **argv) {
         int dies = rank == victim && role == FENIX_ROLE_INITIAL_RANK && step == kill_step;
         for (int p = 0; p < passes; p++) {
             for (size_t a = 1; a < n - 1; a += CHUNK) {
-                if (dies && now() - t0 >= offset_s) {
-                    printf("{\"event\": \"kill\", \"rank\": %d, \"step\": %d, \"time\": %.6f}\n", rank, step, now());
-                    fflush(stdout);
-                    raise(SIGKILL);
-                }
+                int last = p == passes - 1 && a + CHUNK >= n - 1;
+                if (dies && (now() - t0 >= offset_s || last)) die(t0);
                 r += relax_range(a, a + CHUNK);
             }
         }
