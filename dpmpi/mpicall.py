@@ -86,9 +86,9 @@ def retire(comm: MPI.Comm) -> None:
     for the life of the process. Open MPI reuses a freed communicator's context id, and ob1 parks
     a message that arrives for a context id no communicator has (a peer's send posted before the
     revoke, delivered after the free) until a communicator with that id is created, then delivers
-    it there as if it had been sent on it: a new communicator took an old one's stale messages
-    (seen here as a replication that never completed, every process alive). A revoked
-    communicator that still exists drops (or refuses) them instead."""
+    it there as if it had been sent on it: a new communicator would take an old one's stale
+    messages (the suspected cause of a replication seen never to complete after a repair, every
+    process alive). A revoked communicator that still exists drops (or refuses) them instead."""
     if comm != MPI.COMM_NULL:
         _KEPT.append(comm)
 
