@@ -773,3 +773,28 @@ def test_repair_listeners_are_weak_ordered_and_unique():
     ls.discard(b)
     ls.discard(b)  # no error
     assert ls.snapshot() == []
+
+
+def test_a_torn_exchange_during_a_failure_is_a_peer_failure():
+    """A peer dying inside a collective exchange of Python objects can leave a survivor with a
+    torn message (an UnpicklingError ended a healthy rank in a chaos run): dpmpi reports it as
+    the peer failure it is."""
+    import pickle
+
+    from mpi4py import MPI
+
+    from dpmpi.errors import ProcFailedError, from_mpi
+    from dpmpi.mpicall import exchange
+
+    def torn():
+        raise pickle.UnpicklingError("invalid load key, '\\xc0'.")
+
+    with pytest.raises(MPI.Exception) as info:
+        exchange(torn)
+    assert info.value.Get_error_class() == MPI.ERR_PROC_FAILED
+    assert isinstance(info.value.__cause__, pickle.UnpicklingError)
+    assert isinstance(from_mpi(info.value, None, "restore"), ProcFailedError)
+    assert exchange(lambda: [1, 2]) == [1, 2]
+    with pytest.raises(MPI.Exception) as revoked:  # MPI's own errors pass through unchanged
+        exchange(lambda: (_ for _ in ()).throw(MPI.Exception(MPI.ERR_REVOKED)))
+    assert revoked.value.Get_error_class() == MPI.ERR_REVOKED

@@ -9,7 +9,7 @@ from typing import Any
 from mpi4py import MPI
 
 from dpmpi.comm import Comm, rebind
-from dpmpi.mpicall import warm_up
+from dpmpi.mpicall import exchange, warm_up
 from dpmpi.errors import from_mpi
 from dpmpi.resilient.plan import Recipe
 from dpmpi.resilient.state import State
@@ -77,7 +77,7 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
         if isinstance(key, bool) or not isinstance(key, int):
             raise TypeError(f"Split key must be an int, got {key!r}")
         try:
-            table = praw.allgather((me, color, key))
+            table = exchange(lambda: praw.allgather((me, color, key)))
         except MPI.Exception as exc:
             raise from_mpi(exc, praw, "Split") from exc
         recipe = Recipe(op, parent._index, {lr: (c, k) for lr, c, k in table})

@@ -11,7 +11,7 @@ from mpi4py import MPI
 
 from dpmpi import _guard, faults
 from dpmpi.comm import rebind
-from dpmpi.mpicall import retire, warm_up
+from dpmpi.mpicall import exchange, retire, warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.resilient import derived, settings
 from dpmpi.resilient.affinity import adopt_cpus
@@ -88,7 +88,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             faults.point("repair-reassign")
             t = time.perf_counter()
             mine = View(state.process_id, state.plan, state.recipes if was_active else None)
-            alive, base, recipes = newest_view(new_world.allgather(mine))
+            alive, base, recipes = newest_view(exchange(lambda: new_world.allgather(mine)))
             new_plan, failed, filled, renumber = plan_repair(base, alive, state.policy)
             phases["reassign"] += time.perf_counter() - t
             born = [f.process_id for f in filled.values() if f.how == "respawn"]

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from mpi4py import MPI
 
 from dpmpi import eventlog, faults, watcher
-from dpmpi.mpicall import warm_up
+from dpmpi.mpicall import exchange, warm_up
 from dpmpi.resilient import settings
 from dpmpi.resilient.plan import Filled, Place, Plan, Recipe
 from dpmpi.resilient.state import State
@@ -68,9 +68,9 @@ def spawn(state: State, comm: MPI.Intracomm, info: SpawnInfo) -> MPI.Intracomm:
         mpi_info.Free()
     merged = inter.Merge(high=False)
     warm_up(merged, "Spawn")
-    merged.bcast(info, root=0)
+    exchange(lambda: merged.bcast(info, root=0))
     # where everyone runs (the children's failure watchers, and ours for the children)
-    table = merged.allgather((state.process_id, watcher.identity(), state.watch_mode))
+    table = exchange(lambda: merged.allgather((state.process_id, watcher.identity(), state.watch_mode)))
     state.procs.update({proc: watcher.Ident(*ident) for proc, ident, _m in table})
     state.intercomms.append(inter)  # kept: freeing an intercommunicator to live children may block
     return merged

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from mpi4py import MPI
 
 from dpmpi import _guard, watcher
-from dpmpi.mpicall import retire, warm_up
+from dpmpi.mpicall import exchange, retire, warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
 from dpmpi.resilient import derived, repair
 from dpmpi.resilient.affinity import adopt_cpus, my_place
@@ -28,9 +28,9 @@ def join() -> State:
     try:
         merged = parent.Merge(high=True)
         warm_up(merged, "Spawn")
-        info: SpawnInfo = merged.bcast(None, root=0)
+        info: SpawnInfo = exchange(lambda: merged.bcast(None, root=0))
         process_id = info.process_ids[MPI.COMM_WORLD.Get_rank()]
-        table = merged.allgather((process_id, watcher.identity(), None))
+        table = exchange(lambda: merged.allgather((process_id, watcher.identity(), None)))
     except MPI.Exception as exc:
         raise from_mpi(exc, parent, "dpmpi.init (spawned)") from exc
     state = State(merged, info.base, info.policy, info.poll, process_id)

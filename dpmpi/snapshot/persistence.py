@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from mpi4py import MPI
 
+from dpmpi.mpicall import exchange
 from dpmpi.errors import from_mpi
 from dpmpi.snapshot.errors import SnapshotLostError
 from dpmpi.snapshot.layout import Entry, layout, signature, view
@@ -63,7 +64,7 @@ def load(raw: MPI.Intracomm, arrays: Mapping[str, Any], directory: str) -> int:
     entries = layout(dict(arrays))
     rank = raw.Get_rank()
     try:
-        lists = raw.allgather(disk_epochs(directory, rank))
+        lists = exchange(lambda: raw.allgather(disk_epochs(directory, rank)))
     except MPI.Exception as exc:
         raise from_mpi(exc, raw, "Snapshot.load") from exc
     common = set.intersection(*(set(x) for x in lists)) if lists else set()

@@ -15,7 +15,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi.mpicall import keep_forever, retire
+from dpmpi.mpicall import exchange, keep_forever, retire
 from dpmpi.errors import ProcFailedError, from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.layout import Entry, from_signature, signature, total
@@ -67,7 +67,7 @@ class Replication:
         # first collective is also the new communicator's warm-up (dpmpi.mpicall.warm_up): no
         # process returns from an allgather before every process has entered it
         try:
-            gathered = scomm.allgather((MPI.Get_processor_name(), payload))
+            gathered = exchange(lambda: scomm.allgather((MPI.Get_processor_name(), payload)))
         except MPI.Exception as exc:
             raise from_mpi(exc, scomm, op) from exc
         self.nodes = [node for node, _p in gathered]
@@ -84,7 +84,7 @@ class Replication:
         self.setup_comm("Snapshot setup")
         scomm = self.scomm
         try:
-            layouts = scomm.allgather(signature(self.entries))
+            layouts = exchange(lambda: scomm.allgather(signature(self.entries)))
         except MPI.Exception as exc:
             raise from_mpi(exc, scomm, "Snapshot setup") from exc
         self.layouts = dict(enumerate(layouts))

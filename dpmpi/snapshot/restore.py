@@ -13,7 +13,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi.mpicall import cause_of, keep_pending
+from dpmpi.mpicall import cause_of, exchange, keep_pending
 from dpmpi.errors import from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.buffers import Buffers
@@ -168,7 +168,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         timings["copy"] = time.perf_counter() - t
     t = time.perf_counter()
     try:
-        bad = scomm.allgather(([] if good else [rank]) + bad_sent)
+        bad = exchange(lambda: scomm.allgather(([] if good else [rank]) + bad_sent))
     except MPI.Exception as exc:
         raise from_mpi(exc, scomm, "Snapshot.restore (verify)") from exc
     timings["verify"] = time.perf_counter() - t
