@@ -78,6 +78,7 @@ def test_a_numpy_step_is_interrupted_in_its_update(dpmpi_run):
         assert rec["repaired_at"] - t_kill < 0.5 * step_s, (rec, step_s)
 
 
+@pytest.mark.long  # (make test's time budget; make test-long runs it)
 def test_ulfm_detection_alone_interrupts_the_step_too(dpmpi_run):
     # no pidfds: the watcher's receive on its own communicator (what peers on other nodes rely on)
     env = {"DPMPI_WATCH_PIDFD": "0", "DPMPI_WATCH_ULFM": "1"}
