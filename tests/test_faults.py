@@ -147,7 +147,7 @@ def test_a_stopped_rank_is_killed_by_the_heartbeat_and_recovered(dpmpi_run):
     assert "killed (SIGKILL) so the job can recover" in lines[0]
 
 
-@pytest.mark.parametrize("how", ["sleep", pytest.param("spin", marks=pytest.mark.long)])  # (make test's budget)
+@pytest.mark.parametrize("how", [pytest.param(h, marks=pytest.mark.long) for h in ("sleep", "spin")])  # (make test's budget)
 def test_a_rank_that_pauses_3_timeouts_is_not_killed(dpmpi_run, how):
     # time.sleep(3), or a pure-Python loop holding the GIL for 3 s, between two collectives, T = 1 s
     job = dpmpi_run(N, "survive.py", "--iters", "100", "--pause", f"1:50:3:{how}",

@@ -80,6 +80,7 @@ def test_second_failure_during_the_rebuild(dpmpi_run):
     assert {e["repairs"] for e in job.by_rank("done").values()} == {2}
 
 
+@pytest.mark.long  # (make test's time budget; make test-long runs it)
 def test_nccl_faults_without_a_death(dpmpi_run):
     """Nobody dies: rank 0's NCCL reports an async error (its 12th collective), later rank 1's 30th
     collective never runs (the deadline ends it). Each time the rank that sees it aborts and

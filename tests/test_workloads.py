@@ -37,7 +37,7 @@ def reference(dpmpi_run, workload):
     return _reference[workload]
 
 
-@pytest.mark.parametrize("workload", ["mlp", "jacobi"])
+@pytest.mark.parametrize("workload", [pytest.param("mlp", marks=pytest.mark.long), "jacobi"])  # (make test's budget)
 def test_the_plain_mpi4py_twin_computes_the_same_state(workload, dpmpi_run, run_job, mpirun):
     cmd = [*mpirun, "-n", "4", sys.executable, str(EXAMPLES / f"{SCRIPT[workload]}_mpi4py.py"), "--steps", str(STEPS),
            *map(str, ARGS[workload])]
