@@ -47,7 +47,7 @@ def describe(a: Any) -> Described:
 
 def slot_view(slot: Any, entry: Any) -> np.ndarray:
     """The bytes of ``entry`` in ``slot`` as a host array of the entry's size."""
-    return np.frombuffer(slot.buffer(entry.offset, entry.offset + entry.nbytes), np.uint8)
+    return np.frombuffer(slot.part(entry), np.uint8)
 
 
 class DeviceSlots:

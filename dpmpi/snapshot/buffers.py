@@ -181,8 +181,8 @@ class Buffers:
             read(self.arrays)
             return
         slot = self.own[0]
-        read({e.name: slot.buffer(e.offset, e.offset + e.nbytes) for e in self.entries})
-        slot.epoch, slot.digest = epoch, self.engine.checksum(*segments(self.entries, slot.ptr))
+        read({e.name: slot.part(e) for e in self.entries})
+        slot.epoch, slot.digest = epoch, self.checksum(slot, self.entries)
         if not self.write_back(slot, epoch):
             raise SnapshotCopyError(f"epoch {epoch} read from its file changed in memory before it was written back")
 

@@ -89,6 +89,10 @@ class Slot:
         stop = self.nbytes if stop is None else stop
         return memoryview(cext().ffi.buffer(self.ptr, max(self.nbytes, 1)))[start:stop]
 
+    def part(self, entry: Any) -> memoryview:
+        """The bytes of one layout entry (``dpmpi.snapshot.layout.Entry``) in this slot."""
+        return self.buffer(entry.offset, entry.offset + entry.nbytes)
+
     def header_buffer(self) -> Any:
         return cext().ffi.buffer(self.hdr)
 

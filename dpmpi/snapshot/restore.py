@@ -50,11 +50,6 @@ def post_copy(post: Any, peer: int, header: Any, parts: list) -> list:
     return reqs
 
 
-def slot_parts(slot: Slot, entries: tuple) -> list:
-    """The entries' bytes in ``slot`` (laid out as ``entries``)."""
-    return [slot.buffer(e.offset, e.offset + e.nbytes) for e in entries]
-
-
 def _holdings(buffers: Buffers, repl: Replication, persist: Persistence) -> tuple:
     """What this rank tells the others in a restore's agreement (its rank is added once the new
     snapshot communicator numbers it)."""
@@ -128,7 +123,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     reqs, incoming, parts = [], None, []
     if rank in transfers:
         incoming = buffers.receive_into()
-        parts = buffers.array_buffers() if rank in direct else slot_parts(incoming, buffers.entries)
+        parts = buffers.array_buffers() if rank in direct else [incoming.part(e) for e in buffers.entries]
         reqs += post_copy(scomm.Irecv, transfers[rank], incoming.header_buffer(), parts)
     sent: dict[int, tuple[Slot, tuple]] = {}  # receiver -> (the replica sent, its layout)
     for r, holder in transfers.items():
@@ -136,7 +131,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             slot = next(s for s in repl.held[r] if s.epoch == epoch)
             slot.seal_header()
             entries_r = from_signature(repl.layouts[r])
-            reqs += post_copy(scomm.Isend, r, slot.header_buffer(), slot_parts(slot, entries_r))
+            reqs += post_copy(scomm.Isend, r, slot.header_buffer(), [slot.part(e) for e in entries_r])
             sent[r] = (slot, entries_r)
     # A rank that receives nothing writes its own slot back (checking its checksum on the way; a
     # rank whose arrays still hold this epoch, unchanged since it was staged, copies nothing) and
