@@ -16,7 +16,7 @@ args = parse(__doc__, "mlp")
 # wait=False: the last DPMPI_SPARES ranks get a communicator too (role SPARE), build their state
 # and snapshot memory now, and wait in rt.run() until one of them is needed (a warm spare)
 comm = dpmpi.init(wait=False)
-model = MLP(args.state_mib, args.batch)
+model = MLP(args.state_mib, args.batch, wait_ms=args.wait_ms)
 weights = model.initial_state()  # {"params", "m", "v"}; a replacement gets the snapshot's values
 rt = dpmpi.Runtime(comm, weights, snapshot_every=args.snapshot_every, replicas=args.replicas,
                    confirm_steps=args.confirm_steps)

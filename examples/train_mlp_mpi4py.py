@@ -10,5 +10,5 @@ from mpi4py import MPI
 from workloads import MLP, parse, plain_loop
 
 args = parse(__doc__, "mlp", twin=True)
-model = MLP(args.state_mib, args.batch)
+model = MLP(args.state_mib, args.batch, wait_ms=args.wait_ms)
 plain_loop(MPI.COMM_WORLD, model, model.initial_state(), args)

@@ -41,7 +41,11 @@ def digest(state: dict) -> str:
 class MLP:
     """y = W2 tanh(W1 x + b1) + b2, trained on a fixed random teacher; Adam."""
 
-    def __init__(self, state_mib: float, batch: int, seed: int = 1, d_in: int = 256, d_out: int = 16) -> None:
+    def __init__(self, state_mib: float, batch: int, seed: int = 1, d_in: int = 256, d_out: int = 16,
+                 wait_ms: float = 0.0) -> None:
+        # wait_ms: a GIL-released wait at the start of every step (time.sleep), standing in for work
+        # on an accelerator that leaves the CPU idle; the math does not depend on it
+        self.wait_s = wait_ms / 1e3
         # the state is params + two Adam moments: 3 x 8 bytes per parameter
         n_params = max(int(state_mib * MiB / 24), (d_in + d_out + 2) * 4)
         self.d_in, self.d_out, self.batch, self.seed = d_in, d_out, batch, seed
@@ -107,6 +111,8 @@ class MLP:
         """One training step on ``comm`` (a dpmpi or mpi4py communicator); ``update`` is a
         context manager factory around the state change (the dpmpi runtime's, or a no-op)."""
         rank, size = comm.Get_rank(), comm.Get_size()
+        if self.wait_s > 0:
+            time.sleep(self.wait_s)
         grad, loss = self.gradient(state["params"], step, rank)
         comm.Allreduce(MPI.IN_PLACE, grad, op=MPI.SUM)
         grad /= size
@@ -157,6 +163,8 @@ def parse(doc: str, workload: str, twin: bool = False):
     parser.add_argument("--progress", action="store_true", help="print a JSON line per step")
     if workload == "mlp":
         parser.add_argument("--batch", type=int, default=64, help="samples per rank per step (default 64)")
+        parser.add_argument("--wait-ms", type=float, default=0.0,
+                            help="a GIL-released wait per step, standing in for accelerator work (default 0)")
     else:
         parser.add_argument("--width", type=int, default=1024, help="grid columns (default 1024)")
     if twin:
@@ -173,6 +181,8 @@ def parse(doc: str, workload: str, twin: bool = False):
     args = parser.parse_args()
     if args.steps < 0 or args.state_mib <= 0:
         parser.error("--steps must be >= 0 and --state-mib > 0")
+    if getattr(args, "wait_ms", 0.0) < 0:
+        parser.error("--wait-ms must be >= 0")
     return args
 
 

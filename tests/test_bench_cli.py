@@ -31,6 +31,9 @@ def test_bad_lists_and_values_are_refused_with_a_message(capsys):
     with pytest.raises(common.BenchError, match="unknown workload 'lstm'"):
         e2e.workload("lstm", 8)
     assert e2e.workload("mlp-batch256", 64) == ("train_mlp", ["--state-mib", "64", "--batch", "256"])
+    assert e2e.workload("accel250", 64) == ("train_mlp", ["--state-mib", "64", "--batch", "16", "--wait-ms", "250"])
+    with pytest.raises(common.BenchError, match="unknown workload 'accel0'"):
+        e2e.workload("accel0", 8)
 
 
 def test_extra_mpirun_arguments_after_the_double_dash():

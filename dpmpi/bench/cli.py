@@ -42,7 +42,7 @@ DEFAULTS = {
     "restore": {"ranks": ([2], [2]), "state_mib": ([8, 64, 256], [8, 64]), "repeats": (3, 1), "timeout": (300, 300)},
     "snapshot": {"sizes": ([1, 16, 64, 256, 1024], [1, 16, 64]), "repl_sizes": ([16, 64, 256], [16, 64]),
                  "repeats": (5, 3), "compute_mib": (64, 16), "timeout": (600, 600)},
-    "e2e": {"workloads": (["mlp-batch16", "mlp-batch256", "jacobi"], ["jacobi"]), "state_mib": ([8, 64], [4, 16]),
+    "e2e": {"workloads": (["mlp-batch16", "mlp-batch256", "jacobi", "accel250"], ["jacobi"]), "state_mib": ([8, 64], [4, 16]),
             "kills": (10, 2), "baseline_kills": (5, 1), "ranks": ([4], [4]), "timeout": (600, 300),
             "kill_at": ([0.0], [0.0])},
     "overhead": {"workloads": (["mlp", "jacobi", "accel"], ["jacobi", "accel"]), "state_mib": ([64], [8]),

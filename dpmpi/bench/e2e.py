@@ -12,8 +12,9 @@ jacobi.py), per workload and state size, against what a user has today.
    this driver relaunches it, it reloads the newest checkpoint and recomputes to the failed step.
    Kill -> relaunched and reloaded (lost work excluded), and kill -> caught up (included).
 
-Workloads: ``mlp-batchB`` (the MLP, batch size B: a short or a long step) and ``jacobi`` (the
-stencil). The failure-free overhead is ``dpmpi-bench overhead``."""
+Workloads: ``mlp-batchB`` (the MLP, batch size B: a short or a long step), ``jacobi`` (the
+stencil) and ``accelMS`` (an accelerator-like step: the MLP at batch 16 after a GIL-released wait
+of MS milliseconds, ``time.sleep``, standing in for a kernel the CPU waits on). The failure-free overhead is ``dpmpi-bench overhead``."""
 from __future__ import annotations
 
 import os
@@ -33,7 +34,10 @@ def workload(name: str, mib: float) -> tuple[str, list[str]]:
         return "jacobi", ["--state-mib", f"{mib:g}"]
     if name.startswith("mlp-batch") and name[9:].isdigit():
         return "train_mlp", ["--state-mib", f"{mib:g}", "--batch", name[9:]]
-    raise BenchError(f"e2e: unknown workload {name!r} (mlp-batchB with B a batch size, or jacobi)")
+    if name.startswith("accel") and name[5:].isdigit() and int(name[5:]) > 0:
+        return "train_mlp", ["--state-mib", f"{mib:g}", "--batch", "16", "--wait-ms", name[5:]]
+    raise BenchError(f"e2e: unknown workload {name!r} (mlp-batchB with B a batch size, accelMS with MS a "
+                     f"GIL-released wait per step in ms, or jacobi)")
 
 
 def dpmpi_kill(ctx: Context, script: str, args: list[str], n_active: int, victim: int, step: int, steps: int,
