@@ -32,7 +32,6 @@ where a failure-free run ends.
 """
 from __future__ import annotations
 
-import array
 import contextlib
 import time
 from dataclasses import asdict, dataclass, field
@@ -256,16 +255,13 @@ class Runtime:
                                                                            "phases_ms", "total_ms")})
                 # unknown until it succeeds (a failure inside it may have written some arrays back)
                 hold, self._arrays_hold = self._arrays_hold, None
-                epoch = self.snapshot.restore(arrays_hold=hold)
+                # where the survivors were (the replacement knows nothing of it) travels in the
+                # restore's first collective: no round trip of its own after the restore (one
+                # there waited 20-30 ms behind the re-replication's traffic in half the jobs)
+                epoch = self.snapshot.restore(arrays_hold=hold, carry=max(failed_step, -1))
                 self._arrays_hold = epoch
                 restored_at = time.time()
-                # where the survivors were: the replacement knows nothing of it. A buffer, not a
-                # pickled object: seen once in 41 chaos runs, a second death during this exchange
-                # left one survivor with a torn pickle (UnpicklingError, which is no failure
-                # class, so that healthy rank died); a torn int only misreports failed_step.
-                where = array.array("q", [failed_step])
-                self.comm.Allreduce(MPI.IN_PLACE, [where, MPI.INT64_T], op=MPI.MAX)
-                failed_step = int(where[0])
+                failed_step = int(self.snapshot.last_restore["carried"])
                 break
             except _RECOVERABLE as exc:
                 if attempts >= _MAX_RECOVERY_ATTEMPTS:

@@ -66,6 +66,9 @@ def test_killed_at_a_random_step_ends_identical_to_a_failure_free_run(workload, 
     assert restored, job.stdout[-2000:]
     for e in restored:  # snapshots every step: at most one whole step is recomputed
         assert 0 <= e["steps_recomputed"] <= 1, (plan, e)
+    if len(victims) == 1:  # every rank, the replacement too, knows the step the failure struck
+        assert {e["failed_step"] for e in restored} == set(plan.values()), (plan, restored)
+        assert len(restored) == 4, restored
     # the victims' places are held by spares (world ranks 4 and up) at the end
     replaced = {e["rank"] for e in job.events if e["event"] == "final" and e["wid"] >= 4}
     assert replaced == set(plan), (plan, replaced)

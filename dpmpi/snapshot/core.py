@@ -284,21 +284,25 @@ class Snapshot:
         self._replication.repair_done(event)
 
     @uninterrupted
-    def restore(self, *, arrays_hold: int | None = None) -> int:
+    def restore(self, *, arrays_hold: int | None = None, carry: int = -1) -> int:
         """Write the newest globally restorable epoch back into the arrays; return it.
 
         Collective over the communicator (after ``comm.Respawn()`` when a rank failed; a
         replacement calls it on a Snapshot it just made). Survivors restore from their own slot,
         a replacement from a buddy's copy (checksums checked while copying back). ``arrays_hold=E``
         promises this rank's arrays are unchanged since ``stage(E)``: if E is restored, nothing is
-        copied (``dpmpi.Runtime`` passes it). Raises ``SnapshotLostError`` when a rank and all its
+        copied (``dpmpi.Runtime`` passes it). ``carry``: an int shared in the restore's first
+        collective; ``last_restore["carried"]`` is the largest over all ranks (the Runtime learns
+        where the survivors were without another collective). Raises ``SnapshotLostError`` when a rank and all its
         copies are gone (after trying ``persist_dir``), or when a copy fails its checksum."""
         self._check_open()
         hold = None if arrays_hold is None else _int_arg("arrays_hold", arrays_hold, 0)
+        carry = _int_arg("carry", carry, -1)
         t0 = time.perf_counter()
         restore.quiesce(self._committer, self._buffers, self._replication, self._persistence)
         timings = {"quiesce": time.perf_counter() - t0}
-        epoch, self.last_restore = restore.restore(self._buffers, self._replication, self._persistence, t0, timings, hold)
+        epoch, self.last_restore = restore.restore(self._buffers, self._replication, self._persistence, t0, timings, hold,
+                                                   carry)
         return epoch
 
     @classmethod

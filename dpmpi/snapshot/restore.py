@@ -86,15 +86,18 @@ def quiesce(committer: Committer, buffers: Buffers, repl: Replication, persist: 
 
 
 def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float,
-            timings: dict[str, float], arrays_hold: int | None = None) -> tuple[int, dict[str, Any]]:
+            timings: dict[str, float], arrays_hold: int | None = None, carry: int = -1) -> tuple[int, dict[str, Any]]:
     """Restore the newest epoch restorable everywhere (collective); (epoch, report).
-    ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown)."""
+    ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown).
+    ``carry``: an int the caller shares in the restore's first collective; the report's
+    ``carried`` is the largest over all ranks (dpmpi.Runtime: the step where the failure struck)."""
     t = time.perf_counter()
     # the new snapshot communicator (Dup), whose first collective carries what each rank holds
-    gathered = repl.begin_again("Snapshot.restore", _holdings(buffers, repl, persist))
+    gathered = repl.begin_again("Snapshot.restore", (carry, _holdings(buffers, repl, persist)))
     scomm = repl.scomm
     rank, size = scomm.Get_rank(), scomm.Get_size()
-    infos = [(r, *info) for r, info in enumerate(gathered)]
+    carried = max(int(c) for c, _info in gathered)
+    infos = [(r, *info) for r, (_c, info) in enumerate(gathered)]
     timings["agree"] = time.perf_counter() - t
     _check_layouts(infos)
     repl.layouts = {r: sig for r, sig, *_ in infos}
@@ -107,7 +110,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         disk = [set(d) for *_x, d, _direct in infos]
         on_disk = set.intersection(*disk) if disk else set()
         if on_disk:
-            return _from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0)
+            return _from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0, carried)
         raise SnapshotLostError(
             f"snapshot lost for rank(s) {list(lost)}: each of them and every holder of its copies failed "
             f"together, so no epoch survives for every rank"
@@ -185,8 +188,8 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         fill_in = None if fill is None else (transfers[rank], fill)
         repl.replicate(epoch, buffers.own[buffers.committed], dests, froms, fills_out, fill_in)
     timings["rereplicate_post"] = time.perf_counter() - t
-    return epoch, {"epoch": epoch, "received": incoming is not None, "direct": fill is not None, "kept": kept,
-                   "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
+    return epoch, {"epoch": epoch, "carried": carried, "received": incoming is not None, "direct": fill is not None,
+                   "kept": kept, "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
                    "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
 
 
@@ -196,7 +199,7 @@ def _bad_copies(buffers: Buffers, sent: dict) -> list[int]:
 
 
 def _from_disk(buffers: Buffers, repl: Replication, persist: Persistence, rank: int, epoch: int,
-               lost: tuple[int, ...], t0: float) -> tuple[int, dict[str, Any]]:
+               lost: tuple[int, ...], t0: float, carried: int) -> tuple[int, dict[str, Any]]:
     warnings.warn(f"dpmpi: in-memory snapshots lost for rank(s) {list(lost)}; restoring epoch {epoch} "
                   f"from {persist.directory}", RuntimeWarning, stacklevel=4)
     buffers.load(lambda arrays: persist.read(rank, epoch, arrays, buffers.entries, buffers.engine), epoch)
@@ -204,4 +207,4 @@ def _from_disk(buffers: Buffers, repl: Replication, persist: Persistence, rank: 
     repl.keep_only(-1)
     if repl.replicas:
         repl.make_slots()
-    return epoch, {"epoch": epoch, "from_disk": True, "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
+    return epoch, {"epoch": epoch, "carried": carried, "from_disk": True, "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
