@@ -29,13 +29,14 @@ import os
 import queue
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 PREFIX = "dpmpisim"
 SUBNET = "10.77.0.0/24"  # inside the namespaces only: never seen by the host's own network
@@ -105,6 +106,39 @@ def _comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
+
+
+def stacks(pids: Sequence[int], per_process_s: float = 20.0) -> str:
+    """Every thread's C stack of each process (``gdb -batch``), for the report of a hang; says so
+    when gdb is not installed. The processes are stopped only while gdb reads them."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return "(gdb not found: no stacks)\n"
+    out = []
+    for pid in pids:
+        out.append(f"== process {pid} ({_comm(pid)})")
+        try:
+            ran = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"], capture_output=True,
+                                 text=True, timeout=per_process_s)
+            out += [line for line in ran.stdout.splitlines() if line.startswith(("#", "Thread "))]
+        except subprocess.TimeoutExpired:
+            out.append(f"(gdb did not finish in {per_process_s:g} s)")
+    return "\n".join(out) + "\n"
+
+
+def session_pids(sid: int) -> list[int]:
+    """The processes of session ``sid`` (a job started with start_new_session: sid is its pid)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid:  # (state, ppid, pgrp, session, ...)
+                found.append(int(name))
+    return found
 
 
 def _ppid(pid: int) -> int:
@@ -210,7 +244,7 @@ class Cluster:
         its output read as it comes."""
         proc = self.popen(cmd, node, env=env, cwd=str(self.dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True)
-        return Job(proc)
+        return Job(proc, lambda: [p for node in range(len(self.names)) for p in self.ranks(node)])
 
     def gate(self, name: str = "go") -> Path:
         """A FIFO that a program can wait on (open it, read a line) until ``release(path)``.
@@ -268,8 +302,9 @@ class Job:
     Two reader threads (one per pipe), owned by the Job, live until the job closes its pipes;
     they touch no MPI and only append to the Job's lists and queue."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
+    def __init__(self, proc: subprocess.Popen, ranks: Callable[[], list[int]] = list) -> None:
         self.proc = proc
+        self._ranks = ranks  # the job's MPI processes, on every node (their stacks if it hangs)
         self.out: list[str] = []
         self.err: list[str] = []
         self.events: list[dict] = []
@@ -308,10 +343,12 @@ class Job:
 
     def finish(self, timeout: float) -> tuple[int | None, str, str]:
         """(exit code, stdout, stderr); the exit code is None when the job hung for ``timeout``
-        seconds (its session is killed then; what ran on other nodes dies with the Cluster)."""
+        seconds (its session is killed then; what ran on other nodes dies with the Cluster), and
+        stderr then ends with the C stacks of the job's MPI processes (``stacks``)."""
         try:
             rc: int | None = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            self.err.append("[hang] the stacks of the job's MPI processes:\n" + stacks(self._ranks()))
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             rc = None

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from dpmpi import cluster_sim
+
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 # mpi4py's own test suite (vendored): unittest modules that need mpirun, run by
 # bench/peer_mpi4py.py (make peer), never collected by pytest
@@ -48,9 +50,11 @@ def run_cmd(cmd, cwd, env=None, timeout=90):
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        hung = cluster_sim.stacks([p for p in cluster_sim.session_pids(proc.pid) if p != proc.pid])
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"hang: {cmd} did not finish in {timeout} s\nstdout:\n{out}\nstderr:\n{err}")
+        pytest.fail(f"hang: {cmd} did not finish in {timeout} s\nstdout:\n{out}\nstderr:\n{err}\n"
+                    f"the C stacks of the job's processes:\n{hung}")
     if os.environ.get("DPMPITEST_TRACE"):
         with open(os.environ["DPMPITEST_TRACE"], "a") as f:
             f.write(json.dumps({"cmd": cmd, "rc": proc.returncode, "stderr": err[-3000:]}) + "\n")

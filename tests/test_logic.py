@@ -1,5 +1,6 @@
 """Tier 1: pure logic, no MPI initialised (fault plans, launcher arguments, exit codes)."""
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -798,3 +799,20 @@ def test_a_torn_exchange_during_a_failure_is_a_peer_failure():
     with pytest.raises(MPI.Exception) as revoked:  # MPI's own errors pass through unchanged
         exchange(lambda: (_ for _ in ()).throw(MPI.Exception(MPI.ERR_REVOKED)))
     assert revoked.value.Get_error_class() == MPI.ERR_REVOKED
+
+
+def test_a_hung_jobs_report_holds_its_processes_stacks():
+    # what the fault tests print when a job hangs (tests/conftest.py, dpmpi.cluster_sim.Job)
+    from dpmpi import cluster_sim
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        assert cluster_sim.session_pids(proc.pid) == [proc.pid]
+        text = cluster_sim.stacks([proc.pid])
+        assert text.startswith(f"== process {proc.pid} (sleep)"), text
+        if shutil.which("gdb"):
+            assert "\n#0 " in text, text
+        else:
+            assert "gdb not found" in text
+    finally:
+        proc.kill()
+        proc.wait()

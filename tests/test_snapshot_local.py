@@ -140,6 +140,12 @@ def test_arrays_that_still_hold_the_restored_epoch_are_not_copied():
         assert snap.restore(arrays_hold=1) == 2 and same(arrays, state(33)) and snap.last_restore["kept"] is False
         with pytest.raises(ValueError, match="arrays_hold"):
             snap.restore(arrays_hold=-1)
+        assert snap.restore(carry=7) == 2 and snap.last_restore["carried"] == 7  # the largest over ranks (one here)
+        assert snap.restore() == 2 and snap.last_restore["carried"] == -1
+        with pytest.raises(ValueError, match="carry"):
+            snap.restore(carry=-2)
+        with pytest.raises(TypeError, match="carry"):
+            snap.restore(carry=1.5)
 
 
 def test_memory_falls_back_to_unlocked_with_one_warning(tmp_path):

@@ -285,24 +285,20 @@ class Snapshot:
 
     @uninterrupted
     def restore(self, *, arrays_hold: int | None = None, carry: int = -1) -> int:
-        """Write the newest globally restorable epoch back into the arrays; return it.
-
-        Collective over the communicator (after ``comm.Respawn()`` when a rank failed; a
-        replacement calls it on a Snapshot it just made). Survivors restore from their own slot,
-        a replacement from a buddy's copy (checksums checked while copying back). ``arrays_hold=E``
-        promises this rank's arrays are unchanged since ``stage(E)``: if E is restored, nothing is
-        copied (``dpmpi.Runtime`` passes it). ``carry``: an int shared in the restore's first
-        collective; ``last_restore["carried"]`` is the largest over all ranks (the Runtime learns
-        where the survivors were without another collective). Raises ``SnapshotLostError`` when a rank and all its
-        copies are gone (after trying ``persist_dir``), or when a copy fails its checksum."""
+        """Write the newest globally restorable epoch back into the arrays; return it (collective,
+        after ``comm.Respawn()``; a replacement calls it on a Snapshot it just made). Survivors
+        restore from their own slot, a replacement from a buddy's copy (checksums checked).
+        ``arrays_hold=E``: the arrays are unchanged since ``stage(E)`` (if E is restored, nothing
+        is copied). ``carry``: an int sent in the restore's first collective, the largest over all
+        ranks in ``last_restore["carried"]``. ``SnapshotLostError``: a rank and all its copies are
+        gone (``persist_dir`` tried too), or a copy failed its checksum."""
         self._check_open()
         hold = None if arrays_hold is None else _int_arg("arrays_hold", arrays_hold, 0)
         carry = _int_arg("carry", carry, -1)
         t0 = time.perf_counter()
         restore.quiesce(self._committer, self._buffers, self._replication, self._persistence)
-        timings = {"quiesce": time.perf_counter() - t0}
-        epoch, self.last_restore = restore.restore(self._buffers, self._replication, self._persistence, t0, timings, hold,
-                                                   carry)
+        epoch, self.last_restore = restore.restore(self._buffers, self._replication, self._persistence, t0,
+                                                   {"quiesce": time.perf_counter() - t0}, hold, carry)
         return epoch
 
     @classmethod
