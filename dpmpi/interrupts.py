@@ -2,7 +2,8 @@
 
 The program opts in around a region (``Runtime.run``'s steps, ``with
 dpmpi.interrupt_on_failure():``): inside it, a peer's death noticed by the watcher (dpmpi.watcher)
-raises ``ProcFailedError`` in the main thread at the next Python instruction. dpmpi's own code
+raises ``ProcFailedError`` in the main thread where CPython runs signal handlers (the next call,
+loop iteration or function entry; not between arithmetic operators on arrays). dpmpi's own code
 (decorated with ``uninterrupted``, and every ``dpmpi.Comm`` call through ``dpmpi._hooks``) defers
 it until it returns to the program.
 
@@ -130,8 +131,8 @@ def on_signal(signum: int, frame: Any) -> None:
 @contextlib.contextmanager
 def interrupt_on_failure() -> Iterator[None]:
     """Opt in (programs using the primitives; ``Runtime.run`` does it around each step): inside
-    the block, a peer's death raises ``ProcFailedError`` in the main thread at the next Python
-    instruction, and ``time.sleep`` or a lock/``Event`` wait returns early with it. dpmpi's own
+    the block, a peer's death raises ``ProcFailedError`` in the main thread at its next call or
+    loop iteration (not between arithmetic operators on arrays), and ``time.sleep`` or a lock/``Event`` wait returns early with it. dpmpi's own
     calls inside the block are never interrupted (the failure is raised when they return). A
     failure noticed before the block raises at its start. Needs ``dpmpi.init()``; without a
     watcher (``DPMPI_WATCH=0``, another thread than the main one) the block runs uninterrupted

@@ -107,7 +107,7 @@ class Runtime:
     failure loses at most ``snapshot_every`` steps plus the one in progress; False lets the
     replication run on into the next step (less waiting, and up to one more step lost).
     ``interrupt`` (default True): while a step runs, a peer's death noticed by dpmpi's failure
-    watcher interrupts it at once (``ProcFailedError`` at the next Python instruction, or out of a
+    watcher interrupts it at once (``ProcFailedError`` at the next call or loop iteration, or out of a
     ``time.sleep``/lock wait) instead of at the step's next MPI call; see ``dpmpi.watcher`` and
     ``dpmpi.interrupts``. False: the watcher never interrupts the steps. ``confirm_steps``: end
     each step's update with an agreement (``comm.Agree``) before its state is snapshotted, so a

@@ -15,8 +15,8 @@ Without it a survivor notices a death only at its next MPI call, so a long step 
   it. The duplicate is made again after each repair (one ``Dup`` in the repair's commit).
 
 On a notice the thread sends a signal (``DPMPI_WATCH_SIGNAL``, default ``SIGRTMIN+6``) to the main
-thread. Its handler raises ``ProcFailedError`` (``RevokedError`` for a revoke) at the next Python
-instruction, and a GIL-released wait that Python retries on a signal (``time.sleep``, a lock or
+thread. Its handler raises ``ProcFailedError`` (``RevokedError`` for a revoke) where CPython runs
+signal handlers (the next call, loop iteration or function entry), and a GIL-released wait that Python retries on a signal (``time.sleep``, a lock or
 ``Event.wait``) returns early with it, but only where the program asked for it: inside
 ``Runtime.run``'s steps, or inside ``with dpmpi.interrupt_on_failure():``. Never inside dpmpi's
 own code (a repair, a snapshot call, a ``dpmpi.Comm`` call): a notice that arrives there is
