@@ -66,8 +66,12 @@ def test_killed_at_a_random_step_ends_identical_to_a_failure_free_run(workload, 
     assert restored, job.stdout[-2000:]
     for e in restored:  # snapshots every step: at most one whole step is recomputed
         assert 0 <= e["steps_recomputed"] <= 1, (plan, e)
-    if len(victims) == 1:  # every rank, the replacement too, knows the step the failure struck
-        assert {e["failed_step"] for e in restored} == set(plan.values()), (plan, restored)
+    if len(victims) == 1:  # every rank, the replacement too, knows the same failed step: the
+        # furthest a survivor got (the victim dies at the start of its step; a survivor may
+        # still be finishing the one before)
+        failed = {e["failed_step"] for e in restored}
+        (step,) = plan.values()
+        assert len(failed) == 1 and failed <= {step - 1, step}, (plan, restored)
         assert len(restored) == 4, restored
     # the victims' places are held by spares (world ranks 4 and up) at the end
     replaced = {e["rank"] for e in job.events if e["event"] == "final" and e["wid"] >= 4}
