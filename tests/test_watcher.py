@@ -107,6 +107,7 @@ def test_a_second_death_inside_the_repair_does_not_interrupt_it(dpmpi_run):
     assert e["watch"]["interrupts"] == 1, e["watch"]
 
 
+@pytest.mark.long  # (make test's time budget; make test-long runs it)
 def test_without_failures_the_watcher_costs_nothing_visible(dpmpi_run):
     job, finals = run(dpmpi_run, 4, 1, "", None, "--seconds", 0.4)
     for r, e in finals.items():
