@@ -98,14 +98,29 @@ class MLP:
 
     @staticmethod
     def adam(state: dict, grad: np.ndarray, step: int, lr: float = 1e-3) -> None:
+        """m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g; p -= lr m^ / (sqrt(v^) + eps). Written
+        as ufunc calls, not operators (the same operations in the same order, so bit for bit the
+        same result): CPython runs a signal handler at a call, never between two operators, so a
+        failure noticed by dpmpi's watcher interrupts this update between two array operations
+        rather than at its end (docs/runtime.md)."""
         b1, b2, eps = 0.9, 0.999, 1e-8
         m, v, params = state["m"], state["v"], state["params"]
-        m *= b1
-        m += (1 - b1) * grad
-        v *= b2
-        v += (1 - b2) * grad * grad
+        tmp, tmp2 = np.empty_like(grad), np.empty_like(grad)
+        np.multiply(m, b1, out=m)
+        np.multiply(1 - b1, grad, out=tmp)
+        np.add(m, tmp, out=m)
+        np.multiply(v, b2, out=v)
+        np.multiply(1 - b2, grad, out=tmp)
+        np.multiply(tmp, grad, out=tmp)
+        np.add(v, tmp, out=v)
         t = step + 1
-        params -= lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        np.divide(m, 1 - b1 ** t, out=tmp2)
+        np.multiply(lr, tmp2, out=tmp2)
+        np.divide(v, 1 - b2 ** t, out=tmp)
+        np.sqrt(tmp, out=tmp)
+        np.add(tmp, eps, out=tmp)
+        np.divide(tmp2, tmp, out=tmp2)
+        np.subtract(params, tmp2, out=params)
 
     def step(self, comm, state: dict, step: int, update) -> float:
         """One training step on ``comm`` (a dpmpi or mpi4py communicator); ``update`` is a
