@@ -148,6 +148,8 @@ void dpmpi_watch_quiesce(void);
 void dpmpi_watch_stop_signals(void);
 /* The notice word of the current generation (read it without a call: p[0]). */
 int *dpmpi_watch_noticed_ptr(void);
+/* Written 1 by the Python handler of the watcher's signal when it runs: no more re-sends. */
+int *dpmpi_watch_acked_ptr(void);
 void dpmpi_watch_get(dpmpi_watch_info *out);
 /* Sleep up to `seconds` (the GIL released), or until a watched pidfd fires: 1 when one fired since
  * *seen (then updated), else 0. For idle spares: a repair follows a peer's end. */

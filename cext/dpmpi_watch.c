@@ -31,8 +31,12 @@
  *    stays pending on a static buffer, on a communicator that is never freed.
  *  - A pidfd that fires is also told to this process's Open MPI (dpmpi_tell.c), right after the
  *    signal, so that the repair does not wait for the runtime's own report of the death.
- *  - On a notice it sends one signal (`signo`) to the main thread; what the signal does there
- *    (raise ProcFailedError, or nothing) is decided by dpmpi/watcher.py's handler. When the
+ *  - On a notice it sends a signal (`signo`) to the main thread; what the signal does there
+ *    (raise ProcFailedError, or nothing) is decided by dpmpi/watcher.py's handler, which first
+ *    sets `acked`. Until it has, the thread sends the signal again, RESEND_MAX times at most,
+ *    2, 4, 8, ... ms apart: CPython can take a signal without running its handler before a
+ *    blocking call that the signal then does not interrupt (it arrived while the main thread
+ *    waited for the GIL; seen: a 250 ms time.sleep ran to its end in 3 of ~40 e2e jobs). When the
  *    interpreter ends, Python resets its handlers to SIG_DFL, whose action for this real-time
  *    signal is to end the process: so an atexit hook stops the signals first
  *    (dpmpi_watch_stop_signals), while peers that end normally are still noticed during the
@@ -81,6 +85,11 @@ static struct {
     atomic_int noticed;
     int source, id;
     double at;
+    /* set by Python's handler when it runs (through a pointer); until then the signal is sent
+     * again at resend_at (monotonic seconds), resends times so far */
+    atomic_int acked;
+    int resends;
+    double resend_at, resend_gap;
     /* the MPI gate */
     pthread_mutex_t mpi_mu;
     int mpi_ok;
@@ -98,10 +107,39 @@ static long fired; /* pidfds that fired so far (under nap_mu) */
 
 static char recv_buf[8]; /* what the receive would get (nobody sends): static, never freed */
 
+#define RESEND_MAX 8
+#define RESEND_FIRST_S 0.002
+
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static double now_real(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Seconds until the signal must be sent again (-1: never), and send it if due now: a notice of
+ * the current generation whose signal no handler has taken yet. */
+static double resend_due(void) {
+    double wait = -1.0;
+    pthread_mutex_lock(&w.mu);
+    if (atomic_load(&w.noticed) && !atomic_load(&w.acked) && w.signo > 0 && w.resends < RESEND_MAX) {
+        double now = now_mono();
+        if (now >= w.resend_at) {
+            atomic_fetch_add(&w.signals, 1);
+            w.resends++;
+            w.resend_gap *= 2.0;
+            w.resend_at = now + w.resend_gap;
+            pthread_kill(w.target, w.signo);
+        }
+        if (w.resends < RESEND_MAX) wait = w.resend_at - now > 0 ? w.resend_at - now : 0.0;
+    }
+    pthread_mutex_unlock(&w.mu);
+    return wait;
 }
 
 /* Record a notice for generation `gen` (if it is still the current one and has none yet), then
@@ -112,9 +150,13 @@ static void notice(unsigned long gen, int source, int id) {
         w.source = source;
         w.id = id;
         w.at = now_real();
+        atomic_store(&w.acked, 0);
         atomic_store(&w.noticed, 1);
         if (w.signo > 0) { /* under the lock: after dpmpi_watch_stop_signals() none is sent */
             atomic_fetch_add(&w.signals, 1);
+            w.resends = 0;
+            w.resend_gap = RESEND_FIRST_S;
+            w.resend_at = now_mono() + w.resend_gap;
             pthread_kill(w.target, w.signo);
         }
     }
@@ -172,6 +214,11 @@ static void *watch_main(void *arg) {
         pf[k].revents = 0;
         int timeout = (have_comm && !ulfm_done) ? (int)(period * 1000.0 + 0.5) : -1;
         if (timeout == 0) timeout = 1;
+        double resend = resend_due();
+        if (resend >= 0) {
+            int ms = (int)(resend * 1000.0) + 1;
+            if (timeout < 0 || ms < timeout) timeout = ms;
+        }
         int rc = poll(pf, (nfds_t)(k + 1), timeout);
         atomic_fetch_add(&w.wakeups, 1);
         if (rc < 0 && errno != EINTR) {
@@ -316,6 +363,7 @@ int dpmpi_watch_set(int n, const int *fds, const int *ids, void *comm, void *byt
     w.tag = tag;
     w.period = period;
     atomic_store(&w.noticed, 0);
+    w.resends = 0;
     w.source = 0;
     w.id = 0;
     w.at = 0.0;
@@ -340,6 +388,8 @@ void dpmpi_watch_quiesce(void) {
 }
 
 int *dpmpi_watch_noticed_ptr(void) { return (int *)&w.noticed; }
+
+int *dpmpi_watch_acked_ptr(void) { return (int *)&w.acked; }
 
 void dpmpi_watch_get(dpmpi_watch_info *out) {
     pthread_mutex_lock(&w.mu);

@@ -194,7 +194,7 @@ class Watcher:
 
             path = _guard.loaded_library("libpmix.so")
             self.tell = path is not None and ext.lib.dpmpi_tell_bind(path.encode()) == 0
-        interrupts.attach(ext.lib.dpmpi_watch_noticed_ptr(), self.failure)
+        interrupts.attach(ext.lib.dpmpi_watch_noticed_ptr(), self.failure, ext.lib.dpmpi_watch_acked_ptr())
 
     def _pidfds(self, proc: int) -> list[int]:
         """The peer's process pidfd and, when it can be had, one on its watcher thread."""
