@@ -161,8 +161,14 @@ class Jacobi:
         # halos: my first row goes up, my last row goes down
         comm.Sendrecv(u[1], dest=up, sendtag=1, recvbuf=u[-1], source=down, recvtag=1)
         comm.Sendrecv(u[-2], dest=down, sendtag=2, recvbuf=u[0], source=up, recvtag=2)
-        new = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
-        delta = float(np.max(np.abs(new - u[1:-1, 1:-1]))) if new.size else 0.0
+        # 0.25 * (up + down + left + right), as ufunc calls (the same operations in the same
+        # order, so bit for bit the same): dpmpi's watcher can interrupt between calls, never
+        # between operators (see MLP.adam)
+        new = np.add(u[:-2, 1:-1], u[2:, 1:-1])
+        np.add(new, u[1:-1, :-2], out=new)
+        np.add(new, u[1:-1, 2:], out=new)
+        np.multiply(0.25, new, out=new)
+        delta = float(np.max(np.abs(np.subtract(new, u[1:-1, 1:-1])))) if new.size else 0.0
         with update():
             u[1:-1, 1:-1] = new
         return delta
