@@ -64,8 +64,8 @@ def defer_leave() -> bool:
     _defer -= 1
     # No call after reading the notice: CPython runs a pending signal handler at a call, and the
     # handler does nothing in this frame (_SKIP), so a notice read as 0 just before a call at
-    # which its signal was then handled was lost until the next dpmpi call (seen: a survivor slept
-    # through its whole 250 ms wait in 2 of 24 e2e jobs).
+    # which its signal was then handled was lost until the next dpmpi call (found by
+    # tests/test_watcher_local.py, which tries every such point).
     return _defer == 0 and _arm > 0 and _noticed is not None and _noticed[0] != 0
 
 
@@ -140,9 +140,10 @@ def on_signal(signum: int, frame: Any) -> None:
 def interrupt_on_failure() -> Iterator[None]:
     """Opt in (programs using the primitives; ``Runtime.run`` does it around each step): inside
     the block, a peer's death raises ``ProcFailedError`` in the main thread at its next call or
-    loop iteration (not between arithmetic operators on arrays), and ``time.sleep`` or a lock/``Event`` wait returns early with it. dpmpi's own
-    calls inside the block are never interrupted (the failure is raised when they return). A
-    failure noticed before the block raises at its start. Needs ``dpmpi.init()``; without a
+    loop iteration (not between arithmetic operators on arrays), and ``time.sleep`` or a
+    lock/``Event`` wait returns early with it. dpmpi's own calls inside the block are never
+    interrupted (the failure is raised when they return). A failure noticed before the block
+    raises at its start. Needs ``dpmpi.init()``; without a
     watcher (``DPMPI_WATCH=0``, another thread than the main one) the block runs uninterrupted
     and failures surface at the next MPI call, as without it."""
     if not _initialised:

@@ -258,8 +258,8 @@ def test_a_notice_handled_at_any_call_inside_dpmpis_marks_is_raised_when_dpmpi_c
     does nothing and leaves the notice to them. Each such point there is tried in turn (a tracer
     sees every instruction): the notice arriving at that point, with its signal handled there,
     must be raised when the dpmpi call returns. Before, defer_leave read the notice and then called
-    bool(): a notice that came between the two was lost until the next dpmpi call (a survivor
-    slept through its whole 250 ms wait in 2 of 24 e2e jobs)."""
+    bool(): a notice that came between the two was lost until the next dpmpi call (this test
+    failed at that point)."""
     import dis
 
     from dpmpi import interrupts

@@ -86,7 +86,8 @@ def quiesce(committer: Committer, buffers: Buffers, repl: Replication, persist: 
 
 
 def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float,
-            timings: dict[str, float], arrays_hold: int | None = None, carry: int = -1) -> tuple[int, dict[str, Any]]:
+            timings: dict[str, float], arrays_hold: int | None = None,
+            carry: int = -1) -> tuple[int, dict[str, Any]]:
     """Restore the newest epoch restorable everywhere (collective); (epoch, report).
     ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown).
     ``carry``: an int the caller shares in the restore's first collective; the report's
@@ -207,4 +208,5 @@ def _from_disk(buffers: Buffers, repl: Replication, persist: Persistence, rank: 
     repl.keep_only(-1)
     if repl.replicas:
         repl.make_slots()
-    return epoch, {"epoch": epoch, "carried": carried, "from_disk": True, "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
+    return epoch, {"epoch": epoch, "carried": carried, "from_disk": True,
+                   "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
