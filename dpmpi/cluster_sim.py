@@ -120,7 +120,9 @@ def stacks(pids: Sequence[int], per_process_s: float = 20.0) -> str:
         try:
             ran = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"], capture_output=True,
                                  text=True, timeout=per_process_s)
-            out += [line for line in ran.stdout.splitlines() if line.startswith(("#", "Thread "))]
+            frames = [line for line in ran.stdout.splitlines() if line.startswith(("#", "Thread "))]
+            why = (ran.stderr.strip().splitlines() or ["no output"])[-1]
+            out += frames or [f"(gdb read no stack: {why})"]  # e.g. ptrace not permitted
         except subprocess.TimeoutExpired:
             out.append(f"(gdb did not finish in {per_process_s:g} s)")
     return "\n".join(out) + "\n"

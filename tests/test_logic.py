@@ -809,8 +809,8 @@ def test_a_hung_jobs_report_holds_its_processes_stacks():
         assert cluster_sim.session_pids(proc.pid) == [proc.pid]
         text = cluster_sim.stacks([proc.pid])
         assert text.startswith(f"== process {proc.pid} (sleep)"), text
-        if shutil.which("gdb"):
-            assert "\n#0 " in text, text
+        if shutil.which("gdb"):  # frames, or why gdb could not read them (e.g. ptrace not permitted)
+            assert "\n#0 " in text or "gdb read no stack" in text, text
         else:
             assert "gdb not found" in text
     finally:
