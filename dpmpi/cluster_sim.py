@@ -130,17 +130,9 @@ def stacks(pids: Sequence[int], per_process_s: float = 20.0) -> str:
 
 def session_pids(sid: int) -> list[int]:
     """The processes of session ``sid`` (a job started with start_new_session: sid is its pid)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == sid:  # (state, ppid, pgrp, session, ...)
-                found.append(int(name))
-    return found
+    from dpmpi.bench.chaos_logic import read_procs  # (the chaos bench's reading of /proc)
+
+    return [p.pid for p in read_procs(sid).values() if p.sid == sid]
 
 
 def _ppid(pid: int) -> int:

@@ -258,7 +258,7 @@ class Runtime:
                 # where the survivors were (the replacement knows nothing of it) travels in the
                 # restore's first collective: no round trip of its own after the restore (one
                 # there waited 20-30 ms behind the re-replication's traffic in half the jobs)
-                epoch = self.snapshot.restore(arrays_hold=hold, carry=max(failed_step, -1))
+                epoch = self.snapshot.restore(arrays_hold=hold, carry=failed_step)
                 self._arrays_hold = epoch
                 restored_at = time.time()
                 failed_step = int(self.snapshot.last_restore["carried"])

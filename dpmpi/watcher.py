@@ -16,12 +16,12 @@ Without it a survivor notices a death only at its next MPI call, so a long step 
 
 On a notice the thread sends a signal (``DPMPI_WATCH_SIGNAL``, default ``SIGRTMIN+6``) to the main
 thread. Its handler raises ``ProcFailedError`` (``RevokedError`` for a revoke) where CPython runs
-signal handlers (the next call, loop iteration or function entry), and a GIL-released wait that Python retries on a signal (``time.sleep``, a lock or
-``Event.wait``) returns early with it, but only where the program asked for it: inside
-``Runtime.run``'s steps, or inside ``with dpmpi.interrupt_on_failure():``. Never inside dpmpi's
-own code (a repair, a snapshot call, a ``dpmpi.Comm`` call): a notice that arrives there is
-raised when that code returns to the program. A notice is sticky until the next repair
-re-arms the watcher with the new set of processes.
+signal handlers (the next call, loop iteration or function entry), and a GIL-released wait that
+Python retries on a signal (``time.sleep``, a lock or ``Event.wait``) returns early with it, but
+only where the program asked for it: inside ``Runtime.run``'s steps, or inside ``with
+dpmpi.interrupt_on_failure():``. Never inside dpmpi's own code (a repair, a snapshot call, a
+``dpmpi.Comm`` call): a notice that arrives there is raised when that code returns to the program.
+A notice is sticky until the next repair re-arms the watcher with the new set of processes.
 
 Owner and lifetime: ``dpmpi.init`` creates the one ``Watcher`` of the process (``_State.watcher``)
 from the main thread and starts the C thread; the repair's first step (its listeners' ``repair_begins``)

@@ -14,7 +14,8 @@ jacobi.py), per workload and state size, against what a user has today.
 
 Workloads: ``mlp-batchB`` (the MLP, batch size B: a short or a long step), ``jacobi`` (the
 stencil) and ``accelMS`` (an accelerator-like step: the MLP at batch 16 after a GIL-released wait
-of MS milliseconds, ``time.sleep``, standing in for a kernel the CPU waits on). The failure-free overhead is ``dpmpi-bench overhead``."""
+of MS milliseconds, ``time.sleep``, standing in for a kernel the CPU waits on). The failure-free
+overhead is ``dpmpi-bench overhead``."""
 from __future__ import annotations
 
 import os
