@@ -165,6 +165,7 @@ class Runtime:
         if self._updates > 1:
             raise RuntimeError(f"step {self.step} entered rt.update() twice; modify the state in one block")
         self._commit_pending()
+        self.snapshot.wait_refill()  # (after a restore by page exchange: until its copy back is done)
         self._arrays_hold = None  # (from here until the next stage, the arrays change)
         yield
         if self.confirm_steps:  # every rank ended the step with no peer lost (raises otherwise)
@@ -258,7 +259,9 @@ class Runtime:
                 # where the survivors were (the replacement knows nothing of it) travels in the
                 # restore's first collective: no round trip of its own after the restore (one
                 # there waited 20-30 ms behind the re-replication's traffic in half the jobs)
-                epoch = self.snapshot.restore(arrays_hold=hold, carry=failed_step)
+                # survivors exchange pages with their copy instead of copying 64 MiB back; the
+                # copy back into the slot runs while the step reads, update() waits for it
+                epoch = self.snapshot.restore(arrays_hold=hold, carry=failed_step, swap=True)
                 self._arrays_hold = epoch
                 restored_at = time.time()
                 failed_step = int(self.snapshot.last_restore["carried"])

@@ -816,3 +816,43 @@ def test_a_hung_jobs_report_holds_its_processes_stacks():
     finally:
         proc.kill()
         proc.wait()
+
+
+# -- restore by page exchange: pure decisions (dpmpi.snapshot.pageswap) and the layout --
+def test_pageswap_reads_only_private_anonymous_mappings():
+    from dpmpi.snapshot import pageswap
+
+    maps = "\n".join([
+        "7f0000000000-7f0000100000 rw-p 00000000 00:00 0 ",
+        "7f0000100000-7f0000200000 rw-p 00000000 00:00 0",  # adjacent: merged
+        "7f0000300000-7f0000400000 rw-s 00000000 00:01 1234 /dev/zero (deleted)",  # shared
+        "7f0000400000-7f0000500000 rw-p 00000000 08:01 99 /data/w.bin",  # a private file mapping
+        "7f0000500000-7f0000600000 r--p 00000000 00:00 0",  # read-only
+        "55d000000000-55d000100000 rw-p 00000000 00:00 0 [heap]",
+        "7ffd00000000-7ffd00100000 rw-p 00000000 00:00 0 [stack]",
+    ])
+    ranges = pageswap.parse_maps(maps)
+    assert ranges == [(0x7f0000000000, 0x7f0000200000), (0x55d000000000, 0x55d000100000)]
+    assert pageswap.covered(ranges, 0x7f00000ff000, 0x7f0000101000)
+    assert not pageswap.covered(ranges, 0x7f00001ff000, 0x7f0000201000)
+    assert not pageswap.covered(ranges, 0x7f0000400010, 0x7f0000400020)
+
+
+def test_pageswap_split_and_shift():
+    from dpmpi.snapshot import pageswap
+
+    page = 4096
+    assert pageswap.split(0x10010, 0x20010, 3 * page, page) == (page - 16, 2 * page)
+    assert pageswap.split(0x10000, 0x20000, 3 * page + 5, page) == (0, 3 * page)
+    assert pageswap.split(0x10010, 0x20020, 3 * page, page) is None  # not at the same offset in a page
+    assert pageswap.split(0x10010, 0x20010, page, page) is None  # no whole page inside
+    assert pageswap.shift_for([(0x10010, 100), (0x20020, 50), (0x30010, 1)], page) == 16
+    assert pageswap.shift_for([], page) == 0
+
+
+def test_large_arrays_start_at_page_offsets_in_a_slot():
+    from dpmpi.snapshot.layout import from_signature
+
+    sig = [["a", "B", [100], 100], ["b", "d", [10000], 80000], ["c", "B", [3], 3], ["d", "B", [65536], 65536]]
+    offsets = [e.offset for e in from_signature(sig)]
+    assert offsets == [0, 4096, 4096 + 80000, 4096 * 21]

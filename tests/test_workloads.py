@@ -61,12 +61,18 @@ def test_killed_at_a_random_step_ends_identical_to_a_failure_free_run(workload, 
     plan = kills(victims, SEED + sum(victims) + len(workload))
     # faults.point("step") is hit once per step: the k-th hit is step k - 1
     faults = ",".join(f"{v}:step@{s + 1}:KILL" for v, s in plan.items())
-    job = launch(dpmpi_run, workload, len(victims), faults)
+    # rank 0 killed: survivors copy their arrays back (exchanges off); otherwise they exchange pages
+    # with their copy (restore(swap=True) from 64 KiB on), the copy refilled in the background
+    swap = victims != (0,)
+    job = launch(dpmpi_run, workload, len(victims), faults, env={"DPMPI_SWAP_MIN": "65536" if swap else "0"})
     assert finals(job) == reference(dpmpi_run, workload), f"kill plan {plan}"
     restored = [e for e in job.events if e["event"] == "restored"]
     assert restored, job.stdout[-2000:]
     for e in restored:  # snapshots every step: at most one whole step is recomputed
         assert 0 <= e["steps_recomputed"] <= 1, (plan, e)
+        d = e["detail"]
+        from_own = not d["received"] and not d["kept"] and not d.get("from_disk")
+        assert (d["swapped_mib"] > 0) == (swap and from_own), (plan, e)
     if len(victims) == 1:  # every rank, the replacement too, knows the same failed step: the
         # furthest a survivor got (the victim dies at the start of its step; a survivor may
         # still be finishing the one before)

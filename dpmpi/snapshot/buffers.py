@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from dpmpi import config
+from dpmpi.snapshot import pageswap
 from dpmpi.snapshot.errors import SnapshotCopyError
 from dpmpi.snapshot.layout import Entry, checked_views, total
-from dpmpi.snapshot.native import Codes, Engine, Slot, cext, pointers, prefault, segments
+from dpmpi.snapshot.native import Codes, Engine, Slot, cext, pointers, prefault, segments, swap_pages
 
 
 class Buffers:
@@ -28,7 +30,11 @@ class Buffers:
         self.nbytes = total(entries)
         prefault(*self.sources())  # now, off the critical path: a restore writes into these pages
         self.engine = Engine(threads)
-        self.own = [Slot(self.nbytes, lock), Slot(self.nbytes, lock)]
+        # the arrays whose pages a restore may exchange with the slot's ({name: address}), and where
+        # the own slots start in a page so that those line up (dpmpi.snapshot.pageswap)
+        self.swappable = self._swappable()
+        shift = pageswap.shift_for((a, e.nbytes) for e in entries if (a := self.swappable.get(e.name)) is not None)
+        self.own = [Slot(self.nbytes, lock, shift), Slot(self.nbytes, lock, shift)]
         if device is not None:
             for slot in self.own:
                 device.register(slot)
@@ -37,6 +43,16 @@ class Buffers:
         self.epoch = -1  # the newest committed epoch
         self.unstaged: tuple[Slot, int, int] | None = None  # (slot, epoch, digest) before the last stage
         self.last_rc = 0  # the last copy job's result
+
+    def _swappable(self) -> dict[str, int]:
+        minimum = config.get("DPMPI_SWAP_MIN")
+        if self.device is not None or not minimum:
+            return {}
+        ffi, ranges = cext().ffi, pageswap.anonymous_ranges()
+        ptrs, views = self.sources()
+        addrs = [int(ffi.cast("uintptr_t", p)) for p in ptrs]
+        return {e.name: a for e, a, v in zip(self.host_entries, addrs, views)
+                if v.nbytes >= minimum and pageswap.covered(ranges, a, a + v.nbytes)}
 
     def sources(self) -> tuple[list, list[memoryview]]:
         """Pointers to the registered host arrays, checked against the registration."""
@@ -173,6 +189,52 @@ class Buffers:
         if self.device is not None:
             self.device.from_slot(slot, self.entries)
         return True
+
+    def can_swap(self) -> bool:
+        """Whether ``swap_back`` would exchange pages (some registered array allows it)."""
+        if not self.swappable:
+            return False
+        ffi = cext().ffi
+        return any(self.swappable.get(e.name) == int(ffi.cast("uintptr_t", p))
+                   for e, p in zip(self.host_entries, self.sources()[0]))
+
+    def swap_back(self, slot: Slot, epoch: int) -> int:
+        """Write ``slot`` (holding ``epoch``) into the host arrays by exchanging their whole pages
+        with the slot's where they allow it (``pageswap``) and copying the other bytes; the bytes
+        exchanged. The checksum is not checked here and the slot then holds the arrays' old bytes:
+        ``start_refill`` copies the arrays back into it, ``finish_refill`` checks the checksum."""
+        ffi = cext().ffi
+        ptrs = self.sources()[0]
+        swapped = 0
+        for e, p in zip(self.entries, ptrs):
+            addr, src = int(ffi.cast("uintptr_t", p)), slot.ptr + e.offset
+            cut = (pageswap.split(addr, int(ffi.cast("uintptr_t", src)), e.nbytes)
+                   if self.swappable.get(e.name) == addr else None)
+            if cut is not None and swap_pages(p + cut[0], src + cut[0], cut[1], slot.locked):
+                head, body = cut
+                ffi.memmove(p, src, head)
+                ffi.memmove(p + head + body, src + head + body, e.nbytes - head - body)
+                swapped += body
+            else:
+                ffi.memmove(p, src, e.nbytes)
+        slot.epoch = -1  # (until finish_refill)
+        return swapped
+
+    def start_refill(self, slot: Slot) -> None:
+        """Copy the arrays into ``slot`` on the copy threads (after ``swap_back``); the arrays must
+        not change until ``finish_refill`` returns."""
+        in_slot, host, lens = self._pairs(slot, self.sources()[0])
+        self.engine.start(in_slot, host, lens)
+
+    def finish_refill(self, slot: Slot, epoch: int, digest: int) -> None:
+        """Wait for the refill; ``slot`` holds ``epoch`` again if the arrays match its checksum."""
+        rc, got = self.engine.wait()
+        slot.relock()
+        if rc != 0 or got != digest:
+            raise SnapshotCopyError(f"the arrays restored to epoch {epoch} by page exchange do not match its "
+                                    f"checksum (copy code {rc}): this rank's copy was corrupt in memory; its "
+                                    f"buddies still hold epoch {epoch}")
+        slot.epoch, slot.digest = epoch, digest
 
     def load(self, read: Callable[[Mapping[str, Any]], None], epoch: int) -> None:
         """Fill the arrays from a file: ``read(arrays)`` writes every entry and checks the file's

@@ -1,10 +1,11 @@
 """The background committer: ``stage(epoch)`` seals and replicates the copy as soon as it is
-done, on one thread for the Snapshot's life (starting one per stage cost ~1.8 ms here:
-Thread.start waits until the new thread runs).
+done, and ``restore(swap=True)`` refills the own copy and re-replicates it, on one thread for the
+Snapshot's life (starting one per stage cost ~1.8 ms here: Thread.start waits until the new
+thread runs).
 
-Owner and lifetime: the Snapshot that made it; the thread runs ``commit(epoch)`` (which may
-start a replication job, under the replication's ``mpi_lock``) one epoch at a time, and ends at
-``close``. The program's thread waits for each with ``join``.
+Owner and lifetime: the Snapshot that made it; the thread runs one job at a time (a job may
+start a replication, under the replication's ``mpi_lock``), and ends at ``close``. The
+program's thread waits for each with ``join``.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Callable
 
 
 class Committer:
-    """Runs commits in the background, one epoch at a time."""
+    """Runs commits (and refills) in the background, one at a time."""
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
@@ -26,28 +27,29 @@ class Committer:
     def started(self) -> bool:
         return self._thread is not None
 
-    def submit(self, epoch: int, commit: Callable[[int], None]) -> None:
-        """Run ``commit(epoch)`` in the background. The thread, started by the first call, keeps
-        that ``commit`` (and what it belongs to) alive until ``close``."""
+    def submit(self, epoch: int, job: Callable[[int], None]) -> None:
+        """Run ``job(epoch)`` in the background. The thread, started by the first call, keeps that
+        first job (and what it belongs to: the Snapshot, for a commit) alive until ``close``."""
         if self._thread is None:
             self._queue = queue.SimpleQueue()
-            self._thread = threading.Thread(target=self._run, args=(commit,), name="dpmpi-commit", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(job,), name="dpmpi-commit", daemon=True)
             self._thread.start()
         done = threading.Event()
         self.pending = (epoch, done)
-        self._queue.put((epoch, done))
+        self._queue.put((epoch, done, job))
 
-    def _run(self, commit: Callable[[int], None]) -> None:
+    def _run(self, _first: Callable[[int], None]) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            epoch, done = item
+            epoch, done, job = item
             try:
-                commit(epoch)
+                job(epoch)
             except BaseException as exc:  # given to the program by join()
                 self._error = exc
             finally:
+                del job, item
                 done.set()
 
     def join(self) -> tuple[int, BaseException | None] | None:

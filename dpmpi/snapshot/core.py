@@ -51,6 +51,26 @@ def _int_arg(name: str, value: Any, minimum: int) -> int:
     return value
 
 
+def _grown(name: str, value: Any, last: int) -> int:
+    value = _int_arg(name, value, 0)
+    if value <= last:
+        raise ValueError(f"commit({value}): epochs must grow; the last committed epoch is {last}")
+    return value
+
+
+def _dropped(snap: Snapshot) -> None:
+    """A Snapshot dropped without close(): nothing it owns may be freed while a copy or a
+    replication may still use it (the interpreter's exit closes open ones first)."""
+    if getattr(snap, "_closed", True):
+        return
+    try:
+        repl = snap._replication.repl
+        if snap._committer.started or snap._buffers.engine.busy() or (repl is not None and repl.running):
+            snap._leak()
+    except Exception:
+        pass
+
+
 def _threads_from(value: int | None) -> int:
     if value is None:
         value = config.get(ENV_THREADS)
@@ -109,6 +129,7 @@ class Snapshot:
         self._replication = Replication(self._comm, entries, n, bool(lock_memory), n if waiting else 0)
         self._persistence = Persistence(directory, every)
         self._committer = Committer()
+        self._refilling = False  # the committer runs a restore's refill (restore(swap=True))
         self._closed = False
         self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self.nbytes)}
         self.last_restore: dict[str, Any] = {}
@@ -153,10 +174,11 @@ class Snapshot:
         after loses less; ``commit(epoch)`` then waits for that. Every rank must then stage the
         same epochs (the first such call is collective: it sets up replication)."""
         self._check_open()
+        self.wait_refill()
         if self._buffers.staging is not None or self._committer.pending is not None:
             raise ValueError("stage() was already called; call commit(epoch) before staging again")
         if epoch is not None:
-            epoch = self._check_epoch(epoch)
+            epoch = _grown("epoch", epoch, self.epoch)
             if self._replication.replicas and self._replication.scomm is None:
                 self._replication.setup()
         t0 = time.perf_counter()
@@ -177,6 +199,7 @@ class Snapshot:
     def wait(self) -> None:
         """Wait until the last commit's replication and file write are done (local). Raises
         ProcFailedError if a peer failed during the replication."""
+        self._refilling = False
         joined = self._committer.join()
         if joined is not None and joined[1] is not None:
             raise joined[1]
@@ -203,19 +226,9 @@ class Snapshot:
         keep_forever((self._buffers.own, self._replication.memory(), self._buffers.engine))
 
     def __del__(self) -> None:
-        # A Snapshot dropped without close(): nothing it owns may be freed while a copy or a
-        # replication may still use it (the interpreter's exit closes open ones first).
-        if getattr(self, "_closed", True):
-            return
-        try:
-            repl = self._replication.repl
-            if self._committer.started or self._buffers.engine.busy() or (repl is not None and repl.running):
-                self._leak()
-        except Exception:
-            pass
+        _dropped(self)
 
-    def _inject_copy_failure(self, after_bytes: int) -> None:
-        """Test hook: the next staging copy stops (half-writing a unit) after ``after_bytes``."""
+    def _inject_copy_failure(self, after_bytes: int) -> None:  # test hook: the next copy stops after it
         self._buffers.engine.fail_after(after_bytes)
 
     def __enter__(self) -> Snapshot:
@@ -223,12 +236,6 @@ class Snapshot:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def _check_epoch(self, epoch: Any) -> int:
-        epoch = _int_arg("epoch", epoch, 0)
-        if epoch <= self.epoch:
-            raise ValueError(f"commit({epoch}): epochs must grow; the last committed epoch is {self.epoch}")
-        return epoch
 
     @uninterrupted
     def commit(self, epoch: int, *, durable: bool = True) -> None:
@@ -243,6 +250,7 @@ class Snapshot:
         failure before it ends may restore the previous epoch. After ``stage(epoch)``, waits for
         the background commit of that epoch (then, if durable, for its replication)."""
         self._check_open()
+        self.wait_refill()
         t0 = time.perf_counter()
         if self._committer.pending is not None:
             auto_epoch, error = self._committer.join()
@@ -251,7 +259,7 @@ class Snapshot:
             if error is not None:
                 raise error
         else:
-            epoch = self._check_epoch(epoch)
+            epoch = _grown("epoch", epoch, self.epoch)
             if self._buffers.staging is None:
                 raise ValueError("commit() without stage(): call snap.stage() after updating the arrays")
             self._commit_now(epoch)
@@ -273,8 +281,7 @@ class Snapshot:
         if self._persistence.due(epoch):
             self._persistence.write(slot, self._comm.Get_rank(), self._buffers.entries)
 
-    # -- the repair listener contract (ResilientComm.add_repair_listener); the snapshot's
-    # replication is the registered listener, these are for callers that hold the Snapshot --
+    # -- the repair listener contract, for callers that hold the Snapshot (Replication is the listener) --
     def repair_begins(self) -> None:
         """Stop the replication before a repair's first MPI call (see ``Replication``)."""
         self._replication.repair_begins()
@@ -284,29 +291,42 @@ class Snapshot:
         self._replication.repair_done(event)
 
     @uninterrupted
-    def restore(self, *, arrays_hold: int | None = None, carry: int = -1) -> int:
+    def restore(self, *, arrays_hold: int | None = None, carry: int = -1, swap: bool = False) -> int:
         """Write the newest globally restorable epoch back into the arrays; return it (collective,
         after ``comm.Respawn()``; a replacement calls it on a Snapshot it just made). Survivors
         restore from their own slot, a replacement from a buddy's copy (checksums checked).
         ``arrays_hold=E``: the arrays are unchanged since ``stage(E)`` (if E is restored, nothing
         is copied). ``carry``: an int sent in the restore's first collective, the largest over all
-        ranks in ``last_restore["carried"]``. ``SnapshotLostError``: a rank and all its copies are
-        gone (``persist_dir`` tried too), or a copy failed its checksum."""
+        ranks in ``last_restore["carried"]``. ``swap=True``: pages exchanged instead of copied
+        (docs/snapshots.md); modify the arrays only after ``wait_refill()``. ``SnapshotLostError``:
+        a rank and its copies are gone (``persist_dir`` tried too), or a copy failed its checksum."""
         self._check_open()
         hold = None if arrays_hold is None else _int_arg("arrays_hold", arrays_hold, 0)
         carry = _int_arg("carry", carry, -1)
         t0 = time.perf_counter()
+        self._refilling = False  # (quiesce waits for a refill still running)
         restore.quiesce(self._committer, self._buffers, self._replication, self._persistence)
-        epoch, self.last_restore = restore.restore(self._buffers, self._replication, self._persistence, t0,
-                                                   {"quiesce": time.perf_counter() - t0}, hold, carry)
+        epoch, self.last_restore, refill = restore.restore(
+            self._buffers, self._replication, self._persistence, t0, {"quiesce": time.perf_counter() - t0}, hold,
+            carry, bool(swap))
+        if refill is not None:
+            self._committer.submit(epoch, refill)
+            self._refilling = True
         return epoch
+
+    @uninterrupted
+    def wait_refill(self) -> None:
+        """After ``restore(swap=True)``: return once the arrays may be modified (copied back into
+        this rank's slot, checksum matched; ``SnapshotCopyError`` if not). Local."""
+        if self._refilling:
+            self._refilling = False
+            _epoch, error = self._committer.join() or (0, None)
+            if error is not None:
+                raise error
 
     @classmethod
     @uninterrupted
     def load(cls, comm: Any, arrays: Mapping[str, Any], persist_dir: str | os.PathLike) -> int:
         """Fill ``arrays`` from the newest epoch that ``persist_dir`` holds for every rank, and
         return it (collective over ``comm``): a whole job restarting from disk."""
-        raw = comm.mpi if isinstance(comm, Comm) else comm
-        if not isinstance(raw, MPI.Intracomm):
-            raise TypeError(f"Snapshot.load needs a dpmpi.Comm or an mpi4py Intracomm, got {type(comm).__name__}")
-        return persistence.load(raw, arrays, os.fspath(persist_dir))
+        return persistence.load(comm.mpi if isinstance(comm, Comm) else comm, arrays, os.fspath(persist_dir))

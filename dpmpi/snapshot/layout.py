@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 ALIGN = 64  # arrays start at 64-byte offsets in a slot (the copy kernel streams 32-byte stores)
+# arrays of 64 KiB or more start at 4 KiB offsets: their whole pages line up with the array's, so
+# that a restore can exchange pages instead of copying (dpmpi.snapshot.pageswap)
+PAGE_ALIGN, PAGE_ALIGN_MIN = 4096, 64 << 10
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ def view(name: str, obj: Any) -> memoryview:
 def _placed(items: Iterable[tuple[str, str, tuple[int, ...], int]]) -> tuple[Entry, ...]:
     entries, offset = [], 0
     for name, fmt, shape, nbytes in items:
+        if nbytes >= PAGE_ALIGN_MIN:
+            offset = (offset + PAGE_ALIGN - 1) // PAGE_ALIGN * PAGE_ALIGN
         entries.append(Entry(name, fmt, tuple(shape), nbytes, offset))
         offset += (nbytes + ALIGN - 1) // ALIGN * ALIGN
     return tuple(entries)

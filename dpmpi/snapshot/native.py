@@ -63,17 +63,18 @@ _LOCK_WARNED = False
 class Slot:
     """One copy of one rank's state in memory owned by dpmpi (``epoch`` -1: holds nothing)."""
 
-    def __init__(self, nbytes: int, lock: bool) -> None:
+    def __init__(self, nbytes: int, lock: bool, shift: int = 0) -> None:
         global _LOCK_WARNED
         ext = cext()
         locked, err = ext.ffi.new("int *"), ext.ffi.new("int *")
-        size = max(nbytes, 1)
+        size = max(nbytes, 1) + shift  # shift: where the bytes start in the first page (pageswap.shift_for)
         ptr = ext.lib.dpmpi_mem_alloc(size, int(lock), locked, err)
         if ptr == ext.ffi.NULL:
             raise MemoryError(f"dpmpi: cannot map {size} bytes for a snapshot slot ({os.strerror(err[0])})")
         self.locked = bool(locked[0])
-        self.ptr = ext.ffi.gc(ext.ffi.cast("char *", ptr),
-                              lambda p, n=size, k=int(self.locked): ext.lib.dpmpi_mem_free(p, n, k))
+        self.shift, self.size = shift, size
+        self.ptr = ext.ffi.gc(ext.ffi.cast("char *", ptr) + shift,
+                              lambda p, n=size, k=int(self.locked): ext.lib.dpmpi_mem_free(p - shift, n, k))
         self.nbytes = nbytes
         self.epoch = -1
         self.digest = 0
@@ -84,6 +85,11 @@ class Slot:
                 f"dpmpi: snapshot memory is not locked (mlock: {os.strerror(err[0])}); it works, but the OS may "
                 f"page it out. Raise the limit (ulimit -l, or CAP_IPC_LOCK), or pass lock_memory=False to "
                 f"silence this.", ResourceWarning, stacklevel=5)
+
+    def relock(self) -> None:
+        """Lock the slot's pages again after a page exchange unlocked them (``swap_pages``)."""
+        if self.locked:
+            cext().lib.dpmpi_pages_lock(self.ptr - self.shift, self.size, 1)  # (an error: unlocked, still works)
 
     def buffer(self, start: int = 0, stop: int | None = None) -> memoryview:
         stop = self.nbytes if stop is None else stop
@@ -105,6 +111,12 @@ class Slot:
         self.hdr[0], self.hdr[1], self.hdr[2] = self.epoch, self.nbytes, self.digest
         if owner is not None:
             self.hdr[3] = owner
+
+
+def swap_pages(array: Any, in_slot: Any, nbytes: int, slot_locked: bool) -> bool:
+    """Exchange whole pages of an array and its copy in a slot (``dpmpi_pages.c``); False: nothing
+    was exchanged, the array's bytes there are unspecified (copy the slot's over them)."""
+    return cext().lib.dpmpi_pages_swap(array, in_slot, nbytes, int(slot_locked)) == 0
 
 
 def segments(entries: tuple, base: Any) -> tuple[list, list]:

@@ -21,7 +21,7 @@ from dpmpi.snapshot.errors import SnapshotLostError
 from dpmpi.snapshot.layout import Entry, layout, signature, view
 from dpmpi.snapshot.native import Engine, Slot, cext
 
-FILE_MAGIC = "dpmpi-snapshot-1"
+FILE_MAGIC = "dpmpi-snapshot-2"  # 2: large arrays at 4 KiB offsets (layout.PAGE_ALIGN)
 
 
 def file_name(directory: str, rank: int, epoch: int) -> str:
@@ -44,6 +44,9 @@ def load_file(path: str, arrays: Mapping[str, Any], entries: tuple[Entry, ...], 
     ext = cext()
     with open(path, "rb") as f:
         header = json.loads(f.readline())
+        if header.get("magic") == "dpmpi-snapshot-1":
+            raise ValueError(f"{path} was written by an older dpmpi (file format 1, another layout); "
+                             f"load it with the dpmpi that wrote it")
         if header.get("magic") != FILE_MAGIC:
             raise ValueError(f"{path} is not a dpmpi snapshot file")
         if header["layout"] != signature(entries):
@@ -61,6 +64,8 @@ def load_file(path: str, arrays: Mapping[str, Any], entries: tuple[Entry, ...], 
 def load(raw: MPI.Intracomm, arrays: Mapping[str, Any], directory: str) -> int:
     """Fill ``arrays`` from the newest epoch that ``directory`` holds for every rank of ``raw``
     and return it (collective)."""
+    if not isinstance(raw, MPI.Intracomm):
+        raise TypeError(f"Snapshot.load needs a dpmpi.Comm or an mpi4py Intracomm, got {type(raw).__name__}")
     entries = layout(dict(arrays))
     rank = raw.Get_rank()
     try:

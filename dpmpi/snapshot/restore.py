@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from mpi4py import MPI
 
 from dpmpi.mpicall import cause_of, exchange, keep_pending
-from dpmpi.errors import from_mpi
+from dpmpi.errors import ProcFailedError, from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.buffers import Buffers
 from dpmpi.snapshot.committer import Committer
@@ -87,11 +87,14 @@ def quiesce(committer: Committer, buffers: Buffers, repl: Replication, persist: 
 
 def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float,
             timings: dict[str, float], arrays_hold: int | None = None,
-            carry: int = -1) -> tuple[int, dict[str, Any]]:
-    """Restore the newest epoch restorable everywhere (collective); (epoch, report).
+            carry: int = -1, swap: bool = False) -> tuple[int, dict[str, Any], Callable[[int], None] | None]:
+    """Restore the newest epoch restorable everywhere (collective); (epoch, report, refill).
     ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown).
     ``carry``: an int the caller shares in the restore's first collective; the report's
-    ``carried`` is the largest over all ranks (dpmpi.Runtime: the step where the failure struck)."""
+    ``carried`` is the largest over all ranks (dpmpi.Runtime: the step where the failure struck).
+    ``swap``: a rank that restores from its own slot exchanges pages with it (``Buffers.swap_back``)
+    and returns ``refill``, for the caller's background thread: it waits for the copy of the
+    arrays back into the slot, checks it, then starts the re-replication (else None)."""
     t = time.perf_counter()
     # the new snapshot communicator (Dup), whose first collective carries what each rank holds
     gathered = repl.begin_again("Snapshot.restore", (carry, _holdings(buffers, repl, persist)))
@@ -111,7 +114,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         disk = [set(d) for *_x, d, _direct in infos]
         on_disk = set.intersection(*disk) if disk else set()
         if on_disk:
-            return _from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0, carried)
+            return (*_from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0, carried), None)
         raise SnapshotLostError(
             f"snapshot lost for rank(s) {list(lost)}: each of them and every holder of its copies failed "
             f"together, so no epoch survives for every rank"
@@ -141,11 +144,16 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     # rank whose arrays still hold this epoch, unchanged since it was staged, copies nothing) and
     # checks the copies it sends while the receivers pull them; a receiver does it afterwards.
     fill = None  # the own slot that the re-replication fills (after a direct transfer)
+    refill, swapped = None, 0  # (own slot, its checksum) after a page exchange; the bytes exchanged
     if incoming is None:
         slot = next(s for s in buffers.own if s.epoch == epoch)
         buffers.committed = buffers.own.index(slot)
         kept = arrays_hold == epoch
-        good = True if kept else buffers.write_back(slot, epoch)
+        if not kept and swap and buffers.can_swap():
+            refill = (slot, slot.digest)
+            swapped, good = buffers.swap_back(slot, epoch), True  # (checked by the refill)
+        else:
+            good = True if kept else buffers.write_back(slot, epoch)
         timings["copy"] = time.perf_counter() - t
         bad_sent = _bad_copies(buffers, sent)
     waitall(reqs, scomm, "Snapshot.restore (transfer)")
@@ -182,16 +190,40 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         buffers.use(slot, epoch)
     repl.keep_only(epoch)
     t = time.perf_counter()
+    args = None
     if repl.replicas:
         repl.make_slots()
         dests, froms = plan.missing_copies(rank, size, repl.replicas, epoch, held, repl.nodes)
         fills_out = {r: sent[r][0] for r in direct if r in sent}
         fill_in = None if fill is None else (transfers[rank], fill)
-        repl.replicate(epoch, buffers.own[buffers.committed], dests, froms, fills_out, fill_in)
+        args = (epoch, buffers.own[buffers.committed], dests, froms, fills_out, fill_in)
+        if refill is None:
+            repl.replicate(*args)
+    if refill is not None:
+        buffers.start_refill(refill[0])
     timings["rereplicate_post"] = time.perf_counter() - t
     return epoch, {"epoch": epoch, "carried": carried, "received": incoming is not None, "direct": fill is not None,
-                   "kept": kept, "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
-                   "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}
+                   "kept": kept, "swapped_mib": round(swapped / 2**20, 3),
+                   "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
+                   "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}, \
+        None if refill is None else _refill_job(buffers, repl, *refill, args)
+
+
+def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, digest: int,
+                args: tuple | None) -> Callable[[int], None]:
+    """After a page exchange: wait for the arrays' copy back into ``slot`` and check it, then
+    start the re-replication that ``restore`` left (its sends read that slot). Runs on the
+    Snapshot's background committer; like a commit, it starts no replication once a repair
+    began on this process."""
+    def job(epoch: int) -> None:
+        buffers.finish_refill(slot, epoch, digest)
+        if args is not None:
+            with repl.mpi_lock:
+                if repl.interrupted:
+                    raise ProcFailedError(f"re-replication of epoch {epoch} not started: a repair is under way",
+                                          MPI.ERR_PROC_FAILED)
+                repl.replicate(*args)
+    return job
 
 
 def _bad_copies(buffers: Buffers, sent: dict) -> list[int]:
