@@ -198,11 +198,14 @@ class Buffers:
         return any(self.swappable.get(e.name) == int(ffi.cast("uintptr_t", p))
                    for e, p in zip(self.host_entries, self.sources()[0]))
 
-    def swap_back(self, slot: Slot, epoch: int) -> int:
+    def swap_back(self, slot: Slot, epoch: int) -> tuple[bool, int]:
         """Write ``slot`` (holding ``epoch``) into the host arrays by exchanging their whole pages
-        with the slot's where they allow it (``pageswap``) and copying the other bytes; the bytes
-        exchanged. The checksum is not checked here and the slot then holds the arrays' old bytes:
-        ``start_refill`` copies the arrays back into it, ``finish_refill`` checks the checksum."""
+        with the slot's where they allow it (``pageswap``) and copying the other bytes: (whether
+        the slot matched its checksum, checked first (False: nothing written), the bytes
+        exchanged). The slot then holds the arrays' old bytes: ``start_refill`` copies the arrays
+        back into it, ``finish_refill`` seals it."""
+        if slot.epoch != epoch or self.checksum(slot, self.entries) != slot.digest:
+            return False, 0
         ffi = cext().ffi
         ptrs = self.sources()[0]
         swapped = 0
@@ -218,7 +221,7 @@ class Buffers:
             else:
                 ffi.memmove(p, src, e.nbytes)
         slot.epoch = -1  # (until finish_refill)
-        return swapped
+        return True, swapped
 
     def start_refill(self, slot: Slot) -> None:
         """Copy the arrays into ``slot`` on the copy threads (after ``swap_back``); the arrays must
@@ -226,14 +229,15 @@ class Buffers:
         in_slot, host, lens = self._pairs(slot, self.sources()[0])
         self.engine.start(in_slot, host, lens)
 
-    def finish_refill(self, slot: Slot, epoch: int, digest: int) -> None:
-        """Wait for the refill; ``slot`` holds ``epoch`` again if the arrays match its checksum."""
-        rc, got = self.engine.wait()
+    def finish_refill(self, slot: Slot, epoch: int) -> None:
+        """Wait for the refill; ``slot`` then holds ``epoch`` with the checksum of what was copied
+        (the epoch's own, unless the program wrote into the arrays before ``wait_refill``, e.g.
+        halo rows received before its update: those bytes are the program's to rewrite)."""
+        rc, digest = self.engine.wait()
         slot.relock()
-        if rc != 0 or got != digest:
-            raise SnapshotCopyError(f"the arrays restored to epoch {epoch} by page exchange do not match its "
-                                    f"checksum (copy code {rc}): this rank's copy was corrupt in memory; its "
-                                    f"buddies still hold epoch {epoch}")
+        if rc != 0:
+            raise SnapshotCopyError(f"copying the arrays restored to epoch {epoch} back into this rank's copy "
+                                    f"failed (code {rc}); its buddies still hold epoch {epoch}")
         slot.epoch, slot.digest = epoch, digest
 
     def load(self, read: Callable[[Mapping[str, Any]], None], epoch: int) -> None:

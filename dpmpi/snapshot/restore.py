@@ -144,14 +144,14 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     # rank whose arrays still hold this epoch, unchanged since it was staged, copies nothing) and
     # checks the copies it sends while the receivers pull them; a receiver does it afterwards.
     fill = None  # the own slot that the re-replication fills (after a direct transfer)
-    refill, swapped = None, 0  # (own slot, its checksum) after a page exchange; the bytes exchanged
+    refill, swapped = None, 0  # the own slot to refill after a page exchange; the bytes exchanged
     if incoming is None:
         slot = next(s for s in buffers.own if s.epoch == epoch)
         buffers.committed = buffers.own.index(slot)
         kept = arrays_hold == epoch
         if not kept and swap and buffers.can_swap():
-            refill = (slot, slot.digest)
-            swapped, good = buffers.swap_back(slot, epoch), True  # (checked by the refill)
+            good, swapped = buffers.swap_back(slot, epoch)
+            refill = slot if good else None
         else:
             good = True if kept else buffers.write_back(slot, epoch)
         timings["copy"] = time.perf_counter() - t
@@ -200,23 +200,22 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         if refill is None:
             repl.replicate(*args)
     if refill is not None:
-        buffers.start_refill(refill[0])
+        buffers.start_refill(refill)
     timings["rereplicate_post"] = time.perf_counter() - t
     return epoch, {"epoch": epoch, "carried": carried, "received": incoming is not None, "direct": fill is not None,
                    "kept": kept, "swapped_mib": round(swapped / 2**20, 3),
                    "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
                    "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}, \
-        None if refill is None else _refill_job(buffers, repl, *refill, args)
+        None if refill is None else _refill_job(buffers, repl, refill, args)
 
 
-def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, digest: int,
-                args: tuple | None) -> Callable[[int], None]:
-    """After a page exchange: wait for the arrays' copy back into ``slot`` and check it, then
-    start the re-replication that ``restore`` left (its sends read that slot). Runs on the
-    Snapshot's background committer; like a commit, it starts no replication once a repair
-    began on this process."""
+def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | None) -> Callable[[int], None]:
+    """After a page exchange: wait for the arrays' copy back into ``slot``, seal it, then start
+    the re-replication that ``restore`` left (its sends read that slot). Runs on the Snapshot's
+    background committer; like a commit, it starts no replication once a repair began on this
+    process."""
     def job(epoch: int) -> None:
-        buffers.finish_refill(slot, epoch, digest)
+        buffers.finish_refill(slot, epoch)
         if args is not None:
             with repl.mpi_lock:
                 if repl.interrupted:
