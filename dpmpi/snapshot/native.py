@@ -113,10 +113,29 @@ class Slot:
             self.hdr[3] = owner
 
 
+@functools.cache
+def lock_unlimited() -> bool:
+    """Whether this process may lock any amount of memory (RLIMIT_MEMLOCK unlimited, or
+    CAP_IPC_LOCK): then the kernel's count of locked memory is never checked against a limit."""
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] == resource.RLIM_INFINITY:
+        return True
+    try:
+        with open("/proc/self/status") as f:
+            caps = next((line.split()[1] for line in f if line.startswith("CapEff:")), "0")
+        return bool(int(caps, 16) >> 14 & 1)  # CAP_IPC_LOCK
+    except (OSError, ValueError):
+        return False
+
+
 def swap_pages(array: Any, in_slot: Any, nbytes: int, slot_locked: bool) -> bool:
     """Exchange whole pages of an array and its copy in a slot (``dpmpi_pages.c``); False: nothing
-    was exchanged, the array's bytes there are unspecified (copy the slot's over them)."""
-    return cext().lib.dpmpi_pages_swap(array, in_slot, nbytes, int(slot_locked)) == 0
+    was exchanged, the array's bytes there are unspecified (copy the slot's over them). A locked
+    slot is unlocked first only where the kernel's count of locked memory is checked against a
+    limit (moving a locked range adds to that count; unlocking 64 MiB costs ~2 ms here)."""
+    unlock = slot_locked and not lock_unlimited()
+    return cext().lib.dpmpi_pages_swap(array, in_slot, nbytes, int(unlock)) == 0
 
 
 def segments(entries: tuple, base: Any) -> tuple[list, list]:
