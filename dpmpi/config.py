@@ -134,9 +134,9 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_SNAPSHOT_NICE", "int", 19, "the nice value of the snapshot threads (0: the program's "
         "priority)", minimum=0, maximum=19),
     Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)"),
-    Var("DPMPI_SWAP_MIN", "int", 1 << 20, "restore(swap=True) (dpmpi.Runtime) gives host arrays of at least "
-        "this many bytes, in private anonymous memory, the snapshot's pages instead of a copy (0: never)",
-        minimum=0),
+    Var("DPMPI_SWAP_MIN", "int", 0, "restore(swap=True) (dpmpi.Runtime) gives host arrays of at least "
+        "this many bytes, in private anonymous memory, the snapshot's pages instead of a copy (0, the default: "
+        "never; see docs/snapshots.md before turning it on)", minimum=0),
     # -- the GPU path (dpmpi.gpu) --
     Var("DPMPI_GPU_BACKEND", "choice", "cupy", "the GPU path's backend: cupy (NCCL through CuPy) or fake "
         "(host arrays stand in for device arrays, MPI carries the collectives: machines without a GPU)",

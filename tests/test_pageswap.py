@@ -10,9 +10,15 @@ import dpmpi
 from mpi4py import MPI
 
 
+@pytest.fixture(autouse=True)
+def exchange_on(monkeypatch):
+    """Page exchange is off by default (DPMPI_SWAP_MIN=0): on from 1 MiB here."""
+    monkeypatch.setenv("DPMPI_SWAP_MIN", str(1 << 20))
+
+
 def big(seed, n=(3 << 20) // 8 + 5):
-    """Two arrays over the default DPMPI_SWAP_MIN (1 MiB), neither a whole number of pages, and
-    a small one that is always copied."""
+    """Two arrays over DPMPI_SWAP_MIN (1 MiB here), neither a whole number of pages, and a small
+    one that is always copied."""
     rng = np.random.default_rng(seed)
     return {"w": rng.standard_normal(n), "m": rng.standard_normal(n).astype(np.float32),
             "small": rng.standard_normal(100)}
@@ -101,20 +107,21 @@ def test_bytes_written_before_wait_refill_are_no_error():
         assert np.array_equal(small, big(7)["small"]) or (small == 5.0).all()
 
 
-def test_without_swap_or_below_the_minimum_nothing_is_exchanged(monkeypatch):
+def test_without_swap_below_the_minimum_or_by_default_nothing_is_exchanged(monkeypatch):
     arrays = big(4)
     with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
         snap.stage()
         snap.commit(1)
         fill(arrays, 5)
         assert snap.restore() == 1 and snap.last_restore["swapped_mib"] == 0 and same(arrays, big(4))
-    monkeypatch.setenv("DPMPI_SWAP_MIN", str(64 << 20))
-    with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
-        snap.stage()
-        snap.commit(1)
-        fill(arrays, 6)
-        assert snap.restore(swap=True) == 1 and snap.last_restore["swapped_mib"] == 0 and same(arrays, big(4))
-        snap.wait_refill()
+    for minimum in (str(64 << 20), ""):  # above the arrays' sizes; unset (the default: never)
+        monkeypatch.setenv("DPMPI_SWAP_MIN", minimum)
+        with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
+            snap.stage()
+            snap.commit(1)
+            fill(arrays, 6)
+            assert snap.restore(swap=True) == 1 and snap.last_restore["swapped_mib"] == 0 and same(arrays, big(4))
+            snap.wait_refill()
 
 
 def test_shared_and_file_memory_keeps_its_pages(tmp_path):
