@@ -76,9 +76,9 @@ void dpmpi_mem_free(void *p, size_t nbytes, int locked);
 /* Fault in [p, p + nbytes) writable, contents unchanged (MADV_POPULATE_WRITE): 0 or an errno. */
 int dpmpi_prefault(void *p, size_t nbytes);
 /* Exchange the pages of [a, a + len) and [b, b + len) without copying (page-aligned, private
- * anonymous, not overlapping; b_locked: b is mlocked, and is unlocked first). 0, or an errno: then
- * a's bytes are unspecified and b's unchanged (the caller copies b into a). (dpmpi_pages.c) */
-int dpmpi_pages_swap(void *a, void *b, size_t len, int b_locked);
+ * anonymous, not overlapping; unlock_b: munlock b first). 0, or an errno: then a's bytes are
+ * unspecified and b's unchanged (the caller copies b into a). (dpmpi_pages.c) */
+int dpmpi_pages_swap(void *a, void *b, size_t len, int unlock_b);
 /* mlock (lock 1) or munlock (0) [p, p + len): 0 or an errno. */
 int dpmpi_pages_lock(void *p, size_t len, int lock);
 /* The checksum of segments, as a copy job over the same segments computes it. */

@@ -7,9 +7,10 @@
  * the process never see a hole in the address space: MREMAP_DONTUNMAP leaves the source range
  * mapped (reading zeros) until the next move replaces it, so no concurrent mmap can land there.
  * Both ranges must be private anonymous memory (the caller checks /proc/self/maps): a shared or
- * file mapping would lose its sharing or its file. Moving a locked range with DONTUNMAP leaks
- * the kernel's locked-memory count (seen here: +64 MiB of VmLck per exchange), so a locked slot
- * range is unlocked first and locked again later (dpmpi_pages_lock), off the critical path.
+ * file mapping would lose its sharing or its file. Moving a locked range with DONTUNMAP adds to
+ * the kernel's locked-memory count (seen here: +64 MiB of VmLck per exchange), so where that count
+ * is checked against a limit the caller has a locked slot range unlocked first (unlock_b) and
+ * locks it again later (dpmpi_pages_lock), off the critical path.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,12 +34,12 @@ static int move(void *from, void *to, size_t len, int keep_source) {
     return mremap(from, len, len, flags, to) == MAP_FAILED ? errno : 0;
 }
 
-int dpmpi_pages_swap(void *a, void *b, size_t len, int b_locked) {
+int dpmpi_pages_swap(void *a, void *b, size_t len, int unlock_b) {
     if (!a || !b || !aligned(a, len) || !aligned(b, len)) return EINVAL;
     if ((char *)a < (char *)b + len && (char *)b < (char *)a + len) return EINVAL;
     void *tmp = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (tmp == MAP_FAILED) return errno;
-    if (b_locked && munlock(b, len) != 0) {
+    if (unlock_b && munlock(b, len) != 0) {
         int err = errno;
         munmap(tmp, len);
         return err;

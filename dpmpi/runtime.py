@@ -259,8 +259,9 @@ class Runtime:
                 # where the survivors were (the replacement knows nothing of it) travels in the
                 # restore's first collective: no round trip of its own after the restore (one
                 # there waited 20-30 ms behind the re-replication's traffic in half the jobs)
-                # survivors exchange pages with their copy instead of copying 64 MiB back; the
-                # copy back into the slot runs while the step reads, update() waits for it
+                # with DPMPI_SWAP_MIN set, survivors exchange pages with their copy instead of
+                # copying it back; the copy back into the slot runs while the step reads, and
+                # update() waits for it
                 epoch = self.snapshot.restore(arrays_hold=hold, carry=failed_step, swap=True)
                 self._arrays_hold = epoch
                 restored_at = time.time()

@@ -317,7 +317,7 @@ class Snapshot:
     @uninterrupted
     def wait_refill(self) -> None:
         """After ``restore(swap=True)``: return once the arrays may be modified (copied back into
-        this rank's slot, checksum matched; ``SnapshotCopyError`` if not). Local."""
+        this rank's slot, which holds the epoch again; its re-replication started). Local."""
         if self._refilling:
             self._refilling = False
             _epoch, error = self._committer.join() or (0, None)
