@@ -1,6 +1,7 @@
 """restore(swap=True) on one process (MPI singleton, COMM_SELF): the arrays take the snapshot's
 pages instead of a copy (dpmpi.snapshot.pageswap, cext/dpmpi_pages.c), the own copy is refilled
-from them in the background and checked. The multi-rank case runs in every Runtime fault test."""
+from them in the background. The multi-rank case: tests/test_workloads.py (kills with
+DPMPI_SWAP_MIN set, asserting which ranks exchanged)."""
 import mmap
 
 import numpy as np
