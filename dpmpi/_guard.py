@@ -262,11 +262,6 @@ def install() -> None:
 
 
 MCA_EVENT_TICK = "mpi_event_tick_rate"
-# MPI_Finalize without its PMIx fence over every process of the job: after a rank died, that
-# fence waited until dpmpi's Finalize watchdog ended 4 of 4 survivors in 4 of 20 recovered runs
-# here (2 s each); Open MPI's fault-tolerant drain before it (a shrink and a synchronous ring
-# barrier) and dpmpi's ending agreement already flush the communication it was for
-MCA_ASYNC_FINALIZE = "async_mpi_finalize"
 
 
 def event_tick() -> int:
@@ -281,7 +276,6 @@ def mpi_defaults() -> None:
     tick = event_tick()
     if tick > 0:
         os.environ.setdefault("OMPI_MCA_" + MCA_EVENT_TICK, str(tick))
-    os.environ.setdefault("OMPI_MCA_" + MCA_ASYNC_FINALIZE, "1")
 
 
 def rank_process() -> bool:

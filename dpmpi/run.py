@@ -169,15 +169,10 @@ def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool =
     user = opts.mpirun_args
     if not any(a == "--mca" and i + 1 < len(user) and user[i + 1] == "btl" for i, a in enumerate(user)):
         cmd += ["--mca", "btl", "^ofi"]  # MPI_Init ~20 ms instead of ~1 s, Spawn ~0.2 s instead of ~1.2 s
-    def unset(name: str) -> bool:  # an MCA parameter neither on the user's command line nor in the environment
-        return not any(a == "--mca" and i + 1 < len(user) and user[i + 1] == name
-                       for i, a in enumerate(user)) and ("OMPI_MCA_" + name) not in env
-
     tick = _guard.event_tick()
-    if tick > 0 and unset(_guard.MCA_EVENT_TICK):
+    if tick > 0 and not any(a == "--mca" and i + 1 < len(user) and user[i + 1] == _guard.MCA_EVENT_TICK
+                            for i, a in enumerate(user)) and ("OMPI_MCA_" + _guard.MCA_EVENT_TICK) not in env:
         cmd += ["--mca", _guard.MCA_EVENT_TICK, str(tick)]  # death reports handled within ~1 ms in MPI calls
-    if unset(_guard.MCA_ASYNC_FINALIZE):  # (C programs too: see dpmpi._guard)
-        cmd += ["--mca", _guard.MCA_ASYNC_FINALIZE, "1"]
     placed = any(a.split("=")[0] in _HOST_OPTIONS + _BIND_OPTIONS for a in user)
     cores = os.cpu_count() or 1
     if not placed and (spawn_room or opts.n > cores):
