@@ -190,13 +190,14 @@ class Buffers:
             self.device.from_slot(slot, self.entries)
         return True
 
+    def _unmoved(self, ptrs: list) -> list[bool]:
+        """Per entry: whether its array may exchange pages (``swappable``, still at that address)."""
+        ffi = cext().ffi
+        return [self.swappable.get(e.name) == int(ffi.cast("uintptr_t", p)) for e, p in zip(self.host_entries, ptrs)]
+
     def can_swap(self) -> bool:
         """Whether ``swap_back`` would exchange pages (some registered array allows it)."""
-        if not self.swappable:
-            return False
-        ffi = cext().ffi
-        return any(self.swappable.get(e.name) == int(ffi.cast("uintptr_t", p))
-                   for e, p in zip(self.host_entries, self.sources()[0]))
+        return bool(self.swappable) and any(self._unmoved(self.sources()[0]))
 
     def swap_back(self, slot: Slot, epoch: int) -> tuple[bool, int]:
         """Write ``slot`` (holding ``epoch``) into the host arrays by exchanging their whole pages
@@ -209,10 +210,10 @@ class Buffers:
         ffi = cext().ffi
         ptrs = self.sources()[0]
         swapped = 0
-        for e, p in zip(self.entries, ptrs):
-            addr, src = int(ffi.cast("uintptr_t", p)), slot.ptr + e.offset
-            cut = (pageswap.split(addr, int(ffi.cast("uintptr_t", src)), e.nbytes)
-                   if self.swappable.get(e.name) == addr else None)
+        for e, p, unmoved in zip(self.entries, ptrs, self._unmoved(ptrs)):
+            src = slot.ptr + e.offset
+            addr = int(ffi.cast("uintptr_t", p))
+            cut = pageswap.split(addr, int(ffi.cast("uintptr_t", src)), e.nbytes) if unmoved else None
             if cut is not None and swap_pages(p + cut[0], src + cut[0], cut[1], slot.locked):
                 head, body = cut
                 ffi.memmove(p, src, head)

@@ -127,13 +127,13 @@ class Replication:
         self.held = held
 
     # -- jobs --
-    def commit(self, epoch: int, mine: Slot) -> None:
-        """Replicate the newly committed ``mine`` unless a repair is under way on this process."""
+    def commit(self, epoch: int, mine: Slot, *more: Any) -> None:
+        """``replicate(epoch, mine, *more)`` from a background thread unless a repair is under way here."""
         with self.mpi_lock:  # not while a repair is under way on this process
             if self.interrupted:
                 raise ProcFailedError(f"snapshot replication of epoch {epoch} not started: a repair is under "
                                       f"way; call snap.restore() after it", MPI.ERR_PROC_FAILED)
-            self.replicate(epoch, mine)
+            self.replicate(epoch, mine, *more)
 
     def replicate(self, epoch: int, mine: Slot, dests: set[int] | None = None, froms: set[int] | None = None,
                   fills_out: dict[int, Slot] | None = None, fill_in: tuple[int, Slot] | None = None) -> None:

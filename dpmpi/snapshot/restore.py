@@ -14,7 +14,7 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from dpmpi.mpicall import cause_of, exchange, keep_pending
-from dpmpi.errors import ProcFailedError, from_mpi
+from dpmpi.errors import from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.buffers import Buffers
 from dpmpi.snapshot.committer import Committer
@@ -94,7 +94,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     ``carried`` is the largest over all ranks (dpmpi.Runtime: the step where the failure struck).
     ``swap``: a rank that restores from its own slot exchanges pages with it (``Buffers.swap_back``)
     and returns ``refill``, for the caller's background thread: it waits for the copy of the
-    arrays back into the slot, checks it, then starts the re-replication (else None)."""
+    arrays back into the slot, seals it, then starts the re-replication (else None)."""
     t = time.perf_counter()
     # the new snapshot communicator (Dup), whose first collective carries what each rank holds
     gathered = repl.begin_again("Snapshot.restore", (carry, _holdings(buffers, repl, persist)))
@@ -217,11 +217,7 @@ def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | N
     def job(epoch: int) -> None:
         buffers.finish_refill(slot, epoch)
         if args is not None:
-            with repl.mpi_lock:
-                if repl.interrupted:
-                    raise ProcFailedError(f"re-replication of epoch {epoch} not started: a repair is under way",
-                                          MPI.ERR_PROC_FAILED)
-                repl.replicate(*args)
+            repl.commit(*args)
     return job
 
 
