@@ -67,9 +67,11 @@ typedef struct {
     size_t len;
 } dpmpi_op;
 
-/* The engine's settings (DPMPI_SNAPSHOT_NICE, DPMPI_NO_SIMD), validated by dpmpi.config and set
- * once by Python before the first copy; nice_value 0..19, simd 0 or 1. */
-void dpmpi_snap_configure(int nice_value, int simd);
+/* The engine's settings (DPMPI_SNAPSHOT_NICE, DPMPI_NO_SIMD, DPMPI_REPL_REPORT), validated by
+ * dpmpi.config and set once by Python before the first copy; nice_value 0..19, simd 0 or 1,
+ * report_after: seconds after which a replication job still running describes itself on stderr
+ * (<= 0: never). */
+void dpmpi_snap_configure(int nice_value, int simd, double report_after);
 /* Page-aligned memory, locked when allowed (*locked = 1), else pre-faulted (*err = errno of mlock). */
 void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err);
 void dpmpi_mem_free(void *p, size_t nbytes, int locked);

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -103,10 +104,12 @@ __attribute__((target("avx2"))) static void lanes_avx2(lanes_t *c, char *dst, co
 /* Settings from Python (dpmpi_snap_configure). Written by the main thread before the first copy
  * job starts a thread; only read afterwards. */
 static int cfg_nice = 19, cfg_simd = 1;
+static double cfg_report = 0.0;
 
-void dpmpi_snap_configure(int nice_value, int simd) {
+void dpmpi_snap_configure(int nice_value, int simd, double report_after) {
     cfg_nice = nice_value < 0 ? 0 : nice_value > 19 ? 19 : nice_value;
     cfg_simd = simd != 0;
+    cfg_report = report_after;
 }
 
 static int have_avx2(void) {
@@ -260,6 +263,12 @@ static void sleep_ns(long ns) {
     }
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void deadline_after(struct timespec *ts, double seconds) {
     clock_gettime(CLOCK_REALTIME, ts);
     ts->tv_sec += (time_t)seconds;
@@ -314,6 +323,8 @@ struct dpmpi_repl {
     void *breq[2];      /* the barrier round's receive and send */
     int brdone[2], bround, brank, bsize;
     char bsend, brecv;
+    double started; /* when the job was started (now_s) */
+    int reported;   /* whether the job described itself (job_report) */
 };
 
 /* The MPI error class of a return code. */
@@ -417,6 +428,38 @@ static int barrier_post(dpmpi_repl *r) {
     return 1;
 }
 
+/* A job still running after DPMPI_REPL_REPORT seconds says once, on stderr, what it waits for:
+ * its phase and its pending requests (peer, tag, direction, bytes). The caller holds poll_mu. */
+static void job_report(dpmpi_repl *r) {
+    static const char *phases[] = {"post", "data", "barrier", "done"};
+    char line[1024];
+    int rank = -1, size = -1, n = 0;
+    r->reported = 1;
+    mpi->comm_rank(r->comm, &rank);
+    mpi->comm_size(r->comm, &size);
+    n += snprintf(line + n, sizeof line - (size_t)n, "dpmpi: snapshot replication job on rank %d of %d (pid %d) still "
+                  "running after %.1f s, phase %s, failed %d; pending:", rank, size, (int)getpid(),
+                  now_s() - r->started, phases[r->phase], r->failed);
+    if (r->phase == PH_DATA) {
+        int shown = 0;
+        for (int i = 0; i < r->nreq && n < (int)sizeof line - 64; i++) {
+            if (r->rdone[i]) continue;
+            dpmpi_op *op = &r->ops[r->owner[i]];
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s %d tag %d (%zu B)", op->send ? "send to" : "recv from",
+                          op->peer, op->tag, op->len);
+            shown++;
+        }
+        if (shown < r->pending) n += snprintf(line + n, sizeof line - (size_t)n, " ... (%d in all)", r->pending);
+    } else if (r->phase == PH_BARRIER) {
+        int d = 1 << r->bround;
+        n += snprintf(line + n, sizeof line - (size_t)n, " barrier round %d: recv from %d %s, send to %d %s", r->bround,
+                      (r->brank - d + r->bsize) % r->bsize, r->brdone[0] ? "done" : "pending",
+                      (r->brank + d) % r->bsize, r->brdone[1] ? "done" : "pending");
+    }
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+}
+
 /* Advance the job by one step (caller holds poll_mu); 1 if something completed. The requests
  * that an abandonment leaves pending are leaked, never freed: MPI may still complete them. */
 static int job_step(dpmpi_repl *r) {
@@ -429,6 +472,7 @@ static int job_step(dpmpi_repl *r) {
         job_post(r);
         return 1;
     }
+    if (cfg_report > 0 && !r->reported && now_s() - r->started > cfg_report) job_report(r);
     if (r->phase == PH_DATA) {
         int progressed = r->pending > 0 ? job_test_data(r) : 0;
         if (r->pending > 0) return progressed;
@@ -550,6 +594,8 @@ int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpm
     r->error = 0;
     r->abandon = 0;
     r->failed = 0;
+    r->started = now_s();
+    r->reported = 0;
     r->phase = PH_POST;
     r->running = 1;
     r->gen++;
@@ -557,12 +603,6 @@ int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpm
     pthread_mutex_unlock(&r->mu);
     pthread_mutex_unlock(&r->poll_mu);
     return 0;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Drive the job from the calling thread until it ends or `timeout` seconds pass (< 0: no limit).

@@ -134,6 +134,8 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_SNAPSHOT_NICE", "int", 19, "the nice value of the snapshot threads (0: the program's "
         "priority)", minimum=0, maximum=19),
     Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)"),
+    Var("DPMPI_REPL_REPORT", "seconds", 30.0, "a snapshot replication still running after this long says once "
+        "on stderr which of its messages it waits for (0: never)", minimum=0.1, zero_ok=True),
     Var("DPMPI_SWAP_MIN", "int", 0, "restore(swap=True) (dpmpi.Runtime) gives host arrays of at least "
         "this many bytes, in private anonymous memory, the snapshot's pages instead of a copy (0, the default: "
         "never; see docs/snapshots.md before turning it on)", minimum=0),

@@ -134,3 +134,14 @@ def test_a_snapshot_never_closed_ends_cleanly(dpmpi_run, n):
     done = job.by_rank("done")
     assert sorted(done) == list(range(n - 1)) and all(e["digest"] == e["want"] for e in done.values())
     assert not [d for d in DIRTY if d in job.stderr], job.stderr
+
+
+def test_a_replication_that_waits_long_says_what_it_waits_for(dpmpi_run):
+    job = dpmpi_run(2, "repl_report.py", env={"DPMPI_REPL_REPORT": "0.2"})
+    assert job.returncode == 0, job.stdout + job.stderr
+    done = job.by_rank("done")
+    assert done[0]["running_after"] == 1 and done[0]["rc"] == 0 and done[1]["rc"] == 0, done
+    reports = [line for line in job.stderr.splitlines() if "snapshot replication job" in line]
+    assert len(reports) == 1, job.stderr
+    assert "rank 0 of 2" in reports[0] and "phase data" in reports[0], reports
+    assert f"recv from 1 tag 7102 ({1 << 20} B)" in reports[0], reports

@@ -23,7 +23,8 @@ def cext() -> Any:
     environment)."""
     from dpmpi import _cext
 
-    _cext.lib.dpmpi_snap_configure(config.get("DPMPI_SNAPSHOT_NICE"), int(not config.get("DPMPI_NO_SIMD")))
+    _cext.lib.dpmpi_snap_configure(config.get("DPMPI_SNAPSHOT_NICE"), int(not config.get("DPMPI_NO_SIMD")),
+                                   config.get("DPMPI_REPL_REPORT"))
     return _cext
 
 
