@@ -449,7 +449,8 @@ static void job_report(dpmpi_repl *r) {
                           op->peer, op->tag, op->len);
             shown++;
         }
-        if (shown < r->pending) n += snprintf(line + n, sizeof line - (size_t)n, " ... (%d in all)", r->pending);
+        if (shown < r->pending && n < (int)sizeof line - 32)
+            n += snprintf(line + n, sizeof line - (size_t)n, " ... (%d in all)", r->pending);
     } else if (r->phase == PH_BARRIER) {
         int d = 1 << r->bround;
         n += snprintf(line + n, sizeof line - (size_t)n, " barrier round %d: recv from %d %s, send to %d %s", r->bround,
