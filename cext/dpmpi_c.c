@@ -61,7 +61,9 @@ static struct {
     const dpmpi_mpi_api *mpi; /* NULL until dpmpi_exit_set_mpi bound it */
     int ulfm;                 /* the library has the agreement (MPIX_Comm_iagree, failure_ack) */
     void *adopted_request; /* a pending exit agreement posted from Python (spares) */
+    int *adopted_flag;     /* ... and its buffer */
     int agreed;            /* the exit agreement is already done */
+    int job_failed;        /* its result: some live process knew of a failure in the job (uniform) */
 } g = {.rank = -1, .cause = "null", .lock = PTHREAD_MUTEX_INITIALIZER, .finalize_timeout = 2.0};
 
 
@@ -244,7 +246,15 @@ static void *finalize_watchdog(void *arg) {
 }
 
 /* Fault-tolerant end: a barrier that survives failures (agree; on a failure acknowledge and
- * agree again), polled with short sleeps so a rank that finishes early does not spin a core. */
+ * agree again), polled with short sleeps so a rank that finishes early does not spin a core.
+ *
+ * The agreement's flag (an AND) also tells every live process, uniformly, whether any of them
+ * knew of a failure (a repair here, or a failure that the agreement itself met). Then MPI_Finalize
+ * skips its PMIx fence over the whole job (Open MPI's ompi_async_mpi_finalize, read nowhere else):
+ * after a failure that fence stalled in ~1 of 5 recovered runs here until the watchdog ended the
+ * process, and it is redundant with this agreement (every live process has passed it, and Open
+ * MPI's fault-tolerant Finalize drains the failures and flushes with a ring barrier before it).
+ * The same decision on every process matters: a fence that some processes skip waits for them. */
 static int end_mpi(void) {
     static int flag;
     /* a C program's COMM_WORLD aborts on errors by default: the agreement must see them instead */
@@ -252,19 +262,26 @@ static int end_mpi(void) {
         g.mpi->comm_set_errhandler(g.world, g.mpi->errors_return);
     for (int attempt = 0; !g.agreed && g.world && g.ulfm && attempt < 1000; attempt++) {
         void *req = NULL;
-        int done = 0, rc = 0;
-        flag = 1;
-        if (attempt == 0 && g.adopted_request) /* the agreement this process posted earlier */
+        int done = 0, rc = 0, *result = &flag;
+        pthread_mutex_lock(&g.lock);
+        flag = attempt == 0 && g.n_recovered == 0; /* 1: this process knows of no failure */
+        pthread_mutex_unlock(&g.lock);
+        if (attempt == 0 && g.adopted_request) { /* the agreement this process posted earlier */
             req = g.adopted_request;
-        else
+            if (g.adopted_flag) result = g.adopted_flag;
+        } else
             rc = g.mpi->iagree(g.world, &flag, &req);
         while (rc == 0 && !done) {
             rc = g.mpi->test(&req, &done, NULL);
             if (rc == 0 && !done) sleep_seconds(0.0005);
         }
-        if (rc == 0) break;
+        if (rc == 0) {
+            g.job_failed = *result == 0;
+            break;
+        }
         g.mpi->failure_ack(g.world); /* a peer failed: acknowledge it and agree again */
     }
+    if (g.job_failed && g.mpi->async_finalize) *g.mpi->async_finalize = 1;
     pthread_t t;
     if (pthread_create(&t, NULL, finalize_watchdog, NULL) == 0) pthread_detach(t);
     int rc = g.mpi->finalize();
@@ -301,10 +318,14 @@ static void on_exit_handler(int status, void *arg) {
     if (g.owns_finalize && mpi_active()) end_mpi();
 }
 
-void dpmpi_exit_adopt_agree(void *request) { g.adopted_request = request; }
+void dpmpi_exit_adopt_agree(void *request, int *flag) {
+    g.adopted_request = request;
+    g.adopted_flag = flag;
+}
 
-void dpmpi_exit_after_agree(int status) {
+void dpmpi_exit_after_agree(int status, int clean) {
     g.agreed = 1;
+    g.job_failed = !clean;
     fflush(NULL);
     exit(status);
 }

@@ -15,11 +15,13 @@ void dpmpi_exit_set_cause(const char *cause);
 void dpmpi_exit_add_recovered(int world_rank);
 void dpmpi_exit_set_idle_spares(const int *world_ranks, int n);
 /* A spare's exit agreement was posted early (it is how an idle spare learns that the job ended):
- * the exit handler waits for that request instead of starting a new agreement. */
-void dpmpi_exit_adopt_agree(void *request);
+ * the exit handler waits for that request instead of starting a new agreement; `flag` is the
+ * agreement's buffer (1 posted: this process knew of no failure; it holds the AND when done). */
+void dpmpi_exit_adopt_agree(void *request, int *flag);
 /* The exit agreement already completed (an idle spare saw the job end): exit(status) now, with
- * only MPI_Finalize (under its watchdog) left to do. */
-void dpmpi_exit_after_agree(int status);
+ * only MPI_Finalize (under its watchdog) left to do; `clean`: the agreement's result (0: some
+ * process knew of a failure in the job). */
+void dpmpi_exit_after_agree(int status, int clean);
 /* The fault-tolerant end of MPI for an explicit MPI_Finalize (the preload library): agree on
  * COMM_WORLD until every live rank is done, then MPI_Finalize under the watchdog. */
 int dpmpi_exit_finalize(void);

@@ -34,6 +34,7 @@ const dpmpi_mpi_api *dpmpi_mpi_open(const char *libmpi_path) {
             BIND(failure_ack, "MPIX_Comm_failure_ack");
             api.errors_return = dlsym(RTLD_DEFAULT, "ompi_mpi_errors_return"); /* a program's copy first */
             if (!api.errors_return) BIND(errors_return, "ompi_mpi_errors_return");
+            BIND(async_finalize, "ompi_async_mpi_finalize");
             atomic_store(&bound, &api);
         }
     }

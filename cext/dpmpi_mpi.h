@@ -22,6 +22,7 @@ typedef struct {
     int (*iagree)(void *, int *, void **); /* ULFM (MPIX_Comm_iagree); NULL without */
     int (*failure_ack)(void *);            /* ULFM (MPIX_Comm_failure_ack); NULL without */
     void *errors_return; /* MPI_ERRORS_RETURN (the address of a predefined object); a program's copy first */
+    _Bool *async_finalize; /* Open MPI's ompi_async_mpi_finalize: MPI_Finalize skips its PMIx fence (dpmpi_c.c) */
 } dpmpi_mpi_api;
 
 /* The table for the libmpi at `libmpi_path` (opened if it is not loaded yet), bound on the first

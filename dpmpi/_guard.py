@@ -130,16 +130,18 @@ def note_recovered(world_ranks: list[int]) -> None:
             _lib.lib.dpmpi_exit_add_recovered(int(r))
 
 
-def adopt_exit_agreement(request_handle: int) -> None:
-    """An exit agreement this process already posted (a spare's): the exit path finishes it."""
-    _lib.lib.dpmpi_exit_adopt_agree(_lib.ffi.cast("void *", request_handle))
+def adopt_exit_agreement(request_handle: int, flag_address: int) -> None:
+    """An exit agreement this process already posted (a spare's), and the address of its int
+    flag (kept alive by the caller): the exit path finishes it."""
+    _lib.lib.dpmpi_exit_adopt_agree(_lib.ffi.cast("void *", request_handle), _lib.ffi.cast("int *", flag_address))
 
 
-def exit_after_agreement(status: int) -> None:
-    """The exit agreement completed (a spare saw the job end): flush and exit now."""
+def exit_after_agreement(status: int, clean: bool = True) -> None:
+    """The exit agreement completed (a spare saw the job end): flush and exit now. ``clean``: the
+    agreement's result (False: some process knew of a failure in the job)."""
     _flush()
     _tell_c_about_mpi()
-    _lib.lib.dpmpi_exit_after_agree(status)
+    _lib.lib.dpmpi_exit_after_agree(status, int(clean))
 
 
 def set_record_rank(rank: int) -> None:

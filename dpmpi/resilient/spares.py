@@ -24,13 +24,16 @@ HOT_POLL = 0.0002
 HOT_SECONDS = 1.0
 
 
-def post_exit_agreement(state: State) -> None:
-    """Start this process's part of the job's exit agreement (state.exit_req, state.exit_flag)."""
+def post_exit_agreement(state: State, clean: bool = True) -> None:
+    """Start this process's part of the job's exit agreement (state.exit_req, state.exit_flag);
+    ``clean``: this process knows of no failure (the flag's AND tells every process whether one
+    did: dpmpi_c.c, end_mpi)."""
+    state.exit_flag[0] = int(clean)
     state.exit_req = MPI.COMM_WORLD.Iagree(state.exit_flag)
     # The request must outlive the interpreter: dpmpi's C exit handler finishes it.
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(state.exit_req))
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(state.exit_flag))
-    _guard.adopt_exit_agreement(MPI._handleof(state.exit_req))
+    _guard.adopt_exit_agreement(MPI._handleof(state.exit_req), state.exit_flag.buffer_info()[0])
 
 
 def wait(state: State) -> None:
@@ -47,10 +50,10 @@ def wait(state: State) -> None:
                 wall = time.perf_counter() - wall0
                 log_event({"event": "spare-exit", "process_id": state.process_id, "idle_s": round(wall, 3),
                            "cpu_fraction": round((time.process_time() - cpu0) / wall, 4) if wall > 0 else 0.0})
-                _guard.exit_after_agreement(0)
+                _guard.exit_after_agreement(0, clean=bool(state.exit_flag[0]))
         except MPI.Exception:
             MPI.COMM_WORLD.Ack_failed()  # a process died; agree again (as the exit path does)
-            post_exit_agreement(state)
+            post_exit_agreement(state, clean=False)
         try:
             if wake.Test():
                 raise RuntimeError("dpmpi: unexpected message to an idle spare")
