@@ -111,7 +111,12 @@ int dpmpi_repl_wait(dpmpi_repl *r, double timeout);
 int dpmpi_repl_wait_progress(dpmpi_repl *r);
 /* Op i of the last job: 1 done, 0 pending or unknown, < 0: -(MPI error class). */
 int dpmpi_repl_op_state(dpmpi_repl *r, int i);
+/* How many sends its jobs left to MPI after their barrier completed (dpmpi_snap.c, barrier_post):
+ * their buffers must then be kept for the life of the process. */
+int dpmpi_repl_leaked(dpmpi_repl *r);
 void dpmpi_repl_abandon(dpmpi_repl *r);
+/* Every running job gives up at its next step (the watcher, before it tells Open MPI of a death). */
+void dpmpi_repl_abandon_all(void);
 int dpmpi_repl_free(dpmpi_repl *r, double timeout);
 
 /* ---- heartbeat: hung-rank detector (dpmpi_hb.c; see dpmpi/heartbeat.py) ---- */

@@ -145,3 +145,10 @@ def test_a_replication_that_waits_long_says_what_it_waits_for(dpmpi_run):
     assert len(reports) == 1, job.stderr
     assert "rank 0 of 2" in reports[0] and "phase data" in reports[0], reports
     assert f"recv from 1 tag 7102 ({1 << 20} B)" in reports[0], reports
+
+
+def test_the_watchers_abandon_all_ends_a_waiting_replication_at_once(dpmpi_run):
+    job = dpmpi_run(2, "repl_abandon.py")
+    assert job.returncode == 0, job.stdout + job.stderr
+    done = job.by_rank("done")[0]
+    assert done["running_before"] == 1 and done["rc"] == done["abandoned"], done

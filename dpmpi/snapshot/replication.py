@@ -222,7 +222,7 @@ class Replication:
         self.stop(revoke=True, grace=30.0)
         clean = True
         if self.repl is not None:
-            interrupted = self.repl.error != 0  # abandoned or failed: requests may still be pending
+            interrupted = self.repl.error != 0 or self.repl.leaked() > 0  # MPI may still use the memory
             clean = self.repl.close(1.0) and not interrupted
         self.free_comm()
         return clean

@@ -75,6 +75,10 @@ class Replicator:
     def op_ok(self, i: int) -> bool:
         return cext().lib.dpmpi_repl_op_state(self.raw, i) == 1
 
+    def leaked(self) -> int:
+        """Sends its jobs left to MPI after their barrier completed (their buffers must be kept)."""
+        return cext().lib.dpmpi_repl_leaked(self.raw)
+
     def abandon(self) -> None:
         """Make the thread give up its job (it leaves at its next poll)."""
         cext().lib.dpmpi_repl_abandon(self.raw)
