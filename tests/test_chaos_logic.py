@@ -202,6 +202,7 @@ def test_a_victim_s_own_signal_report_is_not_dirty():
     "*** An error occurred in MPI_Allreduce ... MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort)",
     "Signal code: Address not mapped (1)",
     "prterun noticed that process rank 3 with PID 0 on node vm exited on signal 11",
+    "dpmpi: MPI_Finalize did not return in time; ending the process without it",
 ])
 def test_dirty_patterns(line):
     assert V(stderr="harmless\n" + line + "\n") == "dirty-exit"

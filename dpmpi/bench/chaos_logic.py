@@ -28,7 +28,9 @@ WORKLOADS = {
 }
 
 # stderr lines that mean something went wrong in the job (matched case-insensitively)
-DIRTY_PATTERNS = ("OPAL ERROR", "Segmentation fault", "Address not mapped", "MPI_ERRORS_ARE_FATAL", "signal")
+# (the Finalize watchdog's line: a process that MPI_Finalize left hanging, ended after a timeout)
+DIRTY_PATTERNS = ("OPAL ERROR", "Segmentation fault", "Address not mapped", "MPI_ERRORS_ARE_FATAL", "signal",
+                  "MPI_Finalize did not return in time")
 _DIRTY_RE = re.compile("|".join(re.escape(p) for p in DIRTY_PATTERNS), re.IGNORECASE)
 _PID_PREFIX = re.compile(r"^\[[^\]:]*:(\d+)\]")  # Open MPI's "[host:PID] ..." lines
 _ACCOUNT_DIED = re.compile(r"rank (\d+) died \(no status: killed by a signal\)")
