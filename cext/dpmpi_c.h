@@ -115,8 +115,6 @@ int dpmpi_repl_op_state(dpmpi_repl *r, int i);
  * their buffers must then be kept for the life of the process. */
 int dpmpi_repl_leaked(dpmpi_repl *r);
 void dpmpi_repl_abandon(dpmpi_repl *r);
-/* Every running job gives up at its next step (the watcher, before it tells Open MPI of a death). */
-void dpmpi_repl_abandon_all(void);
 int dpmpi_repl_free(dpmpi_repl *r, double timeout);
 
 /* ---- heartbeat: hung-rank detector (dpmpi_hb.c; see dpmpi/heartbeat.py) ---- */

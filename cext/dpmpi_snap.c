@@ -321,7 +321,6 @@ struct dpmpi_repl {
     int pending_recv;   /* receive requests not completed yet */
     int leaked;         /* sends left to MPI, over the struct's life (see barrier_post) */
     double drain_until; /* PH_DRAIN: when sends still pending are left to MPI */
-    struct dpmpi_repl *next_live; /* the list of live structs (dpmpi_repl_abandon_all), under live_mu */
     void **reqs;
     int *owner, *rdone, *left;
     void *breq[2];      /* the barrier round's receive and send */
@@ -390,7 +389,6 @@ static int job_test_data(dpmpi_repl *r) {
     int progressed = 0;
     for (int i = 0; i < r->nreq; i++) {
         if (r->rdone[i]) continue;
-        if (atomic_load((_Atomic int *)&r->abandon)) return 1; /* not one more test (dpmpi_repl_abandon_all) */
         int flag = 0;
         int rc = mpi->test(&r->reqs[i], &flag, NULL);
         if (rc != 0) {
@@ -499,7 +497,6 @@ static int job_step(dpmpi_repl *r) {
     if (cfg_report > 0 && !r->reported && now_s() - r->started > cfg_report) job_report(r);
     if (r->phase == PH_DATA) {
         int progressed = r->pending > 0 ? job_test_data(r) : 0;
-        if (atomic_load((_Atomic int *)&r->abandon)) return 1; /* the next step ends it */
         if (r->failed || !r->barrier) {
             if (r->pending > 0) return progressed;
             job_finish(r, r->failed);
@@ -512,18 +509,18 @@ static int job_step(dpmpi_repl *r) {
         r->phase = PH_BARRIER;
         return barrier_post(r);
     }
-    if (r->phase == PH_DRAIN) {
+    if (r->phase == PH_DRAIN) { /* every receiver has its data: a send's failure now changes nothing */
         int progressed = job_test_data(r);
-        if (atomic_load((_Atomic int *)&r->abandon)) return 1;
-        if (r->pending > 0 && !r->failed && now_s() < r->drain_until) return progressed;
-        if (r->pending > 0 && !r->failed) {
+        r->failed = 0;
+        if (r->pending > 0 && now_s() < r->drain_until) return progressed;
+        if (r->pending > 0) {
             r->leaked += r->pending;
             fprintf(stderr, "dpmpi: snapshot replication on rank %d: %d send(s) not completed %.0f s after every "
                     "receiver had its data (the barrier after them completed); left to MPI\n", r->brank, r->pending,
                     DRAIN_SECONDS);
             fflush(stderr);
         }
-        job_finish(r, r->failed);
+        job_finish(r, 0);
         return 1;
     }
     /* PH_BARRIER: a dissemination barrier of 1-byte messages. Not MPI_Ibarrier: when a revoke
@@ -532,7 +529,6 @@ static int job_step(dpmpi_repl *r) {
      * request freed" (seen here: a healthy rank killed, and the other survivors hung in Shrink).
      * These requests are never freed by dpmpi; an abandoned job leaks them. */
     int progressed = r->pending > 0 ? job_test_data(r) : 0;
-    if (atomic_load((_Atomic int *)&r->abandon)) return 1;
     if (r->failed) { /* a send failed: its peer failed, so the barrier cannot complete either */
         job_finish(r, r->failed);
         return 1;
@@ -603,26 +599,6 @@ static void *repl_main(void *arg) {
     return NULL;
 }
 
-/* Every struct not freed (leaked ones stay), for dpmpi_repl_abandon_all. */
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
-static dpmpi_repl *live;
-
-/* The failure watcher saw an active peer's process end (a pidfd): every running job gives up at
- * its next step, before Open MPI is told of the death (dpmpi_tell.c). Why first: once Open MPI
- * counts the peer as failed, the next MPI_Test of a send still pending to it cancels the send
- * and returns its RDMA fragment to Open MPI's free list at once; a completion message (FIN)
- * that the dead peer had written before it died, handled by another thread's progress after
- * that, returns the same fragment a second time. Two later sends then share one fragment: seen
- * here as sends whose receivers were done never completing (the replication, the program's
- * Allreduce) and as segfaults in mca_pml_ob1_send_request_start_rdma (docs/limitations.md). An
- * abandoned job's requests are never tested again (they are leaked), so none is cancelled.
- * Called by the watcher thread; touches no MPI. The repair abandons the jobs anyway. */
-void dpmpi_repl_abandon_all(void) {
-    pthread_mutex_lock(&live_mu);
-    for (dpmpi_repl *r = live; r; r = r->next_live) atomic_store((_Atomic int *)&r->abandon, 1);
-    pthread_mutex_unlock(&live_mu);
-}
-
 dpmpi_repl *dpmpi_repl_new(void) {
     dpmpi_repl *r = calloc(1, sizeof *r);
     if (!r) return NULL;
@@ -635,10 +611,6 @@ dpmpi_repl *dpmpi_repl_new(void) {
         free(r);
         return NULL;
     }
-    pthread_mutex_lock(&live_mu);
-    r->next_live = live;
-    live = r;
-    pthread_mutex_unlock(&live_mu);
     return r;
 }
 
@@ -746,13 +718,6 @@ int dpmpi_repl_free(dpmpi_repl *r, double timeout) {
     pthread_cond_signal(&r->work);
     pthread_mutex_unlock(&r->mu);
     pthread_join(r->thread, NULL);
-    pthread_mutex_lock(&live_mu);
-    for (dpmpi_repl **p = &live; *p; p = &(*p)->next_live)
-        if (*p == r) {
-            *p = r->next_live;
-            break;
-        }
-    pthread_mutex_unlock(&live_mu);
     free(r->ops);
     free(r->op_state);
     free(r);

@@ -237,10 +237,7 @@ static void *watch_main(void *arg) {
                 done[i] = 1; /* level-triggered: do not wake for it again */
                 /* the main thread first (PMIx_Notify_event may wait for PMIx's own thread), then
                  * Open MPI: the repair the signal starts needs it only at its shrink */
-                if (!(ids[i] & WATCH_TELL_ONLY)) {
-                    notice(gen, SRC_PIDFD, ids[i]);
-                    dpmpi_repl_abandon_all(); /* before Open MPI counts it failed (dpmpi_snap.c says why) */
-                }
+                if (!(ids[i] & WATCH_TELL_ONLY)) notice(gen, SRC_PIDFD, ids[i]);
                 dpmpi_tell_failed(ids[i] % WATCH_THREAD_FD); /* (% drops both flags) */
                 pthread_mutex_lock(&nap_mu);
                 fired++;
