@@ -9,8 +9,10 @@ the active communicator with a spare in each failed logical rank's place.
 
 The protocol, run by every live process of the job:
 
-1. revoke the active communicator and the job-wide protocol communicator ("world"), so that
-   every active rank leaves what it was doing and every idle spare wakes up;
+1. revoke the derived communicators, the active communicator and the job-wide protocol
+   communicator ("world"), so that every active rank leaves what it was doing (even a
+   collective on a derived communicator that the dead process was not part of) and every idle
+   spare wakes up;
 2. shrink the protocol communicator (actives and spares; the dead drop out);
 3. allgather what each process knows (identity, the committed plan, derived-communicator
    recipes) and compute the new plan, a pure function of that (``plan_repair``): failed

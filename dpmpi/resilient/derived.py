@@ -98,6 +98,15 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     return result
 
 
+def communicators(state: State) -> list[MPI.Comm]:
+    """The MPI communicators of this process's derived communicators (those it is a member of).
+    A repair revokes them with the active one: a peer blocked in a collective on one of them that
+    the failed process is not part of would otherwise wait for ever for a member that left it
+    for the repair (seen: a rank in an Allreduce on a communicator split by parity, its partner
+    gone to repair after the same iteration's Allreduce on the active one failed only for it)."""
+    return [d.mpi for d in state.derived if isinstance(d, Derived) and d.mpi != MPI.COMM_NULL]
+
+
 def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh: bool) -> None:
     """Remake every derived communicator on the new active one (same colours and keys).
     On a replacement (``fresh``) they wait in ``state.replay`` for the program to ask for them;

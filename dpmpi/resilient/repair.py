@@ -71,6 +71,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
         for listener in state.listeners.snapshot():  # first: their threads must stop calling MPI
             listener.repair_begins()
         if state.active is not None and was_active:
+            for comm in derived.communicators(state):  # (derived.communicators says why)
+                revoke(comm)
             revoke(state.active.mpi)
         revoke(state.world)
         phases["revoke"] += time.perf_counter() - t
