@@ -193,3 +193,13 @@ def test_a_spare_takes_the_place_of_a_stopped_rank(dpmpi_run):
     check(job, 4, replaced={2: 4})
     lines = [line for line in job.stderr.splitlines() if "sent no heartbeat for" in line]
     assert len(lines) == 1 and lines[0].startswith("[dpmpi] rank 2 (pid "), job.stderr
+
+
+def test_a_repair_wakes_a_rank_blocked_on_a_derived_communicator(dpmpi_run):
+    job = dpmpi_run(5, "derived_block.py", launcher_args=["--spares", "1"], faults="3:die@1:KILL",
+                    env={"DPMPI_REPAIR_TIMEOUT": "20"}, timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    done = job.by_rank("done")
+    assert sorted(done) == [0, 1, 2, 3], job.stdout + job.stderr
+    assert done[0]["caught"] == "RevokedError", done  # woken by rank 2's repair, not by the deadline
+    assert all(d["total"] == 4 and d["half"] == (2 if r % 2 == 0 else 4) for r, d in done.items()), done
