@@ -210,7 +210,7 @@ class Buffers:
         ffi = cext().ffi
         ptrs = self.sources()[0]
         swapped = 0
-        for e, p, unmoved in zip(self.entries, ptrs, self._unmoved(ptrs)):
+        for e, p, unmoved in zip(self.host_entries, ptrs, self._unmoved(ptrs)):  # (no device arrays here)
             src = slot.ptr + e.offset
             addr = int(ffi.cast("uintptr_t", p))
             cut = pageswap.split(addr, int(ffi.cast("uintptr_t", src)), e.nbytes) if unmoved else None
