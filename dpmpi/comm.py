@@ -15,7 +15,8 @@ from mpi4py import MPI
 
 from dpmpi import _ft, _guard, _hooks
 from dpmpi.errors import from_mpi
-from dpmpi.mpicall import cause_of, dropped_world_ranks, keep_forever, keep_pending, sendrecv, warm_up, within_job
+from dpmpi.mpicall import (TORN, cause_of, dropped_world_ranks, keep_forever, keep_pending, sendrecv, warm_up,
+                           within_job)
 
 # Methods that create a communicator, collectively over its members, on which dpmpi sends one
 # small collective before handing it out (intracommunicators and intercommunicators): with Open
@@ -69,32 +70,36 @@ def _translating(op: str, fn: Callable[..., Any], raw: MPI.Comm | None,
     """Wrap a bound mpi4py method: hooks, unwrapping, error translation, result wrapping.
     ``cause``: what the MPI error really was (e.g. a failed status of a Waitall)."""
     unwrap = op in _UNWRAP_ARGS
+    pickled = op[:1].islower()  # mpi4py's lower-case calls carry pickled Python objects
+
+    def invoke(args: tuple, kwargs: dict) -> Any:
+        try:
+            result = fn(*args, **kwargs)
+        except MPI.Exception as exc:
+            raise from_mpi(cause(exc) if cause else exc, raw, op) from exc
+        except TORN as exc:  # a message a peer's death tore (as dpmpi.mpicall.exchange): its failure
+            if not pickled:
+                raise
+            raise from_mpi(MPI.Exception(MPI.ERR_PROC_FAILED), raw, op) from exc
+        # wrapped before the failure watcher may interrupt: a dpmpi.Request dropped while
+        # pending keeps itself (and its buffer) alive
+        return result if result is None else _convert(op, result, raw)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if unwrap:
             args = tuple(_raw(a) for a in args)
             kwargs = {k: _raw(v) for k, v in kwargs.items()}
-        if _hooks.on:
-            _hooks.enter(op)
-            due = False
-            try:
-                try:
-                    result = fn(*args, **kwargs)
-                except MPI.Exception as exc:
-                    raise from_mpi(cause(exc) if cause else exc, raw, op) from exc
-                # wrapped before the failure watcher may interrupt: a dpmpi.Request dropped
-                # while pending keeps itself (and its buffer) alive
-                out = result if result is None else _convert(op, result, raw)
-            finally:
-                due = _hooks.leave()
-            if due:  # a peer died during the call and the program asked to be interrupted
-                _hooks.interrupt()
-            return out
+        if not _hooks.on:
+            return invoke(args, kwargs)
+        _hooks.enter(op)
+        due = False
         try:
-            result = fn(*args, **kwargs)
-        except MPI.Exception as exc:
-            raise from_mpi(cause(exc) if cause else exc, raw, op) from exc
-        return result if result is None else _convert(op, result, raw)
+            out = invoke(args, kwargs)
+        finally:
+            due = _hooks.leave()
+        if due:  # a peer died during the call and the program asked to be interrupted
+            _hooks.interrupt()
+        return out
 
     call.__name__ = op
     call.__qualname__ = f"Comm.{op}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import pickle
 from typing import Any, Callable
 
 from mpi4py import MPI
@@ -79,6 +80,11 @@ ctypes.pythonapi.Py_IncRef(ctypes.py_object(_KEPT))
 def keep_forever(obj: Any) -> None:
     """Keep ``obj`` (and what it references) alive for the life of the process."""
     _KEPT.append(obj)
+
+
+# What unpickling a message torn by a peer's death raises (seen: "invalid load key, '\\x00'"):
+# mpi4py's lower-case calls unpickle what they received
+TORN = (pickle.UnpicklingError, EOFError)
 
 
 def exchange(call: Callable[[], Any]) -> Any:

@@ -1,6 +1,7 @@
 """Tier 2: fault-free MPI tests, run under pytest-mpi at 1, 2 and 4 ranks
 (``mpirun --with-ft ulfm -n N pytest --with-mpi --only-mpi tests/test_mpi.py``)."""
 import array
+import pickle
 
 import pytest
 
@@ -299,3 +300,25 @@ def test_comm_truthiness_equality_pickling_and_class_methods(comm):
     with pytest.raises(ValueError):  # as mpi4py: only predefined communicators pickle
         pickle.dumps(comm)
     assert {"Allreduce", "Revoke", "Get_rank"} <= set(dir(comm))
+
+
+def _torn():
+    raise pickle.UnpicklingError("invalid load key, '\\x00'.")
+
+
+class Torn:
+    """Unpickles as a message that a peer's death tore would (seen: a survivor's allreduce)."""
+
+    def __reduce__(self):
+        return _torn, ()
+
+
+def test_a_torn_pickled_message_is_a_peer_failure(comm):
+    """A lower-case call whose received bytes do not unpickle raises ProcFailedError (the program
+    repairs), as dpmpi's own exchanges do (dpmpi.mpicall.exchange); other errors stay as they are."""
+    me = comm.Get_rank()
+    with pytest.raises(dpmpi.ProcFailedError) as info:
+        comm.sendrecv(Torn(), dest=me, source=me)
+    assert isinstance(info.value.__cause__, pickle.UnpicklingError)
+    with pytest.raises(ZeroDivisionError):
+        comm.allreduce(1, op=lambda a, b: a / 0) if comm.Get_size() > 1 else 1 / 0
