@@ -30,7 +30,7 @@ test: $(VENV)/.installed
 # timeout; test_cluster.py: node failures on a simulated 2-node cluster of namespaces, ~15 s,
 # skipped without root).
 test-logic:
-	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py
+	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_late_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py
 FAULT_TESTS := tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py tests/test_gpu_fake.py tests/test_cluster.py
 test-faults:
 	$(BIN)/pytest -q -m "not long" $(FAULT_TESTS)

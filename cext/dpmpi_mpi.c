@@ -35,6 +35,14 @@ const dpmpi_mpi_api *dpmpi_mpi_open(const char *libmpi_path) {
             api.errors_return = dlsym(RTLD_DEFAULT, "ompi_mpi_errors_return"); /* a program's copy first */
             if (!api.errors_return) BIND(errors_return, "ompi_mpi_errors_return");
             BIND(async_finalize, "ompi_async_mpi_finalize");
+            BIND(get_library_version, "MPI_Get_library_version");
+            BIND(request_get_status, "MPI_Request_get_status");
+            /* predefined objects: a program's copy first (a copy relocation moves the object that
+             * libmpi itself uses into the program) */
+            api.comm_self = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_self");
+            if (!api.comm_self) BIND(comm_self, "ompi_mpi_comm_self");
+            api.byte_type = dlsym(RTLD_DEFAULT, "ompi_mpi_byte");
+            if (!api.byte_type) BIND(byte_type, "ompi_mpi_byte");
             atomic_store(&bound, &api);
         }
     }

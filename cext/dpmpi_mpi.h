@@ -23,6 +23,10 @@ typedef struct {
     int (*failure_ack)(void *);            /* ULFM (MPIX_Comm_failure_ack); NULL without */
     void *errors_return; /* MPI_ERRORS_RETURN (the address of a predefined object); a program's copy first */
     _Bool *async_finalize; /* Open MPI's ompi_async_mpi_finalize: MPI_Finalize skips its PMIx fence (dpmpi_c.c) */
+    int (*get_library_version)(char *, int *);
+    int (*request_get_status)(void *, int *, void *);
+    void *comm_self; /* MPI_COMM_SELF (Open MPI's ompi_mpi_comm_self) */
+    void *byte_type; /* MPI_BYTE (Open MPI's ompi_mpi_byte) */
 } dpmpi_mpi_api;
 
 /* The table for the libmpi at `libmpi_path` (opened if it is not loaded yet), bound on the first

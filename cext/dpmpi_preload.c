@@ -9,6 +9,7 @@
  *   - MPI_Finalize (the program's own, or at exit(0) without one): a fault-tolerant agreement
  *     on COMM_WORLD until every live rank is done, then Finalize under a watchdog (a Finalize
  *     after a failure can hang in Open MPI 5.0.11).
+ *   - the filter of a dead peer's late messages (dpmpi_late.c), installed after MPI_Init.
  * It intercepts MPI_Init, MPI_Init_thread, MPI_Finalize, MPI_Comm_spawn (see below), _exit and MPIX_Comm_shrink (a shrink
  * repairs around the ranks it drops, as dpmpi's Shrink records; the PMPI_ entry points stay
  * Open MPI's). In a Python rank, dpmpi's own guard calls dpmpi_preload_disable() when it is
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -126,6 +128,12 @@ static void arm(void) {
     }
     if (dpmpi_exit_set_mpi(libmpi_path, n > 1 ? world : NULL, 1, timeout) < 0) return;
     armed = 1;
+    /* the filter of a dead peer's late messages (dpmpi_late.c; a Python rank installs its own
+     * when it makes its first dpmpi communicator) */
+    const char *late = getenv("DPMPI_LATE_FILTER");
+    int off = late && (!strcmp(late, "0") || !strcasecmp(late, "false") || !strcasecmp(late, "no") ||
+                       !strcasecmp(late, "off"));
+    if (n > 1 && !off) dpmpi_late_install(libmpi_path);
 }
 
 EXPORT int MPI_Init(int *argc, char ***argv) {

@@ -68,6 +68,7 @@ def require(comm: MPI.Comm) -> None:
     A one-process communicator (e.g. a singleton run without mpirun) is always allowed: there
     is no peer whose failure could need tolerating."""
     global _checked
+    _guard.filter_late_messages()  # Open MPI must not apply a dead peer's late messages (once)
     if _checked or not config.get(ENV_REQUIRE_FT):
         return
     if MPI.COMM_WORLD.Get_size() == 1 and comm.Get_size() == 1:

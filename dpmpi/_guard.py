@@ -109,6 +109,35 @@ def hook_mpi_abort() -> None:
         _lib.lib.dpmpi_hook_mpi_abort()
 
 
+ENV_LATE_FILTER = "DPMPI_LATE_FILTER"
+_late_status: int | None = None
+
+
+def filter_late_messages() -> int:
+    """Once MPI is initialised in a fault-tolerant job: install the filter of Open MPI's late
+    messages from dead peers (cext/dpmpi_late.c). Returns its status: 0 installed, 1 turned off
+    by DPMPI_LATE_FILTER=0, negative: not installed (another MPI, or a check failed; see
+    cext/dpmpi_c.h). Idempotent."""
+    global _late_status
+    if _late_status is None:
+        path = libmpi_path()
+        if not config.get(ENV_LATE_FILTER):
+            _late_status = 1
+        elif _lib is None or path is None or _mpi() is None:
+            _late_status = -1
+        else:
+            _late_status = int(_lib.lib.dpmpi_late_install(path.encode()))
+    return _late_status
+
+
+def late_messages() -> dict[str, list[int]]:
+    """The filter's counts in this process, by kind (FIN, ACK, PUT, FRAG): seen, dropped."""
+    if _lib is None:
+        return {"seen": [0] * 4, "dropped": [0] * 4}
+    return {"seen": [int(_lib.lib.dpmpi_late_seen(k)) for k in range(4)],
+            "dropped": [int(_lib.lib.dpmpi_late_dropped(k)) for k in range(4)]}
+
+
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -6,8 +6,8 @@ names the variable, wherever it is read. ``docs/configuration.md`` is generated 
 
 The C code gets its values from here too (the snapshot engine's settings are passed in by
 Python), except in ``libdpmpi_guard.so``, which is preloaded into programs that may not be
-Python: it reads ``DPMPI_STATUS`` and ``DPMPI_FINALIZE_TIMEOUT`` itself, and ``dpmpi-run``
-validates both here before it starts the job.
+Python: it reads ``DPMPI_STATUS``, ``DPMPI_FINALIZE_TIMEOUT`` and ``DPMPI_LATE_FILTER`` itself,
+and ``dpmpi-run`` validates them here before it starts the job.
 
 Pure: imports only the standard library (the boot hook imports it before anything else)."""
 from __future__ import annotations
@@ -108,6 +108,10 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_WATCH_TELL", "bool", True, "when a pidfd shows a peer ended, the watcher tells this "
         "process's Open MPI at once (a local PMIx event, the one the runtime sends later), so that a "
         "repair does not wait for the runtime's report (0: wait for it)"),
+    Var("DPMPI_LATE_FILTER", "bool", True, "drop the control messages a dead peer sent just before it died "
+        "that Open MPI 5.0.11 would otherwise apply to a send or receive it already completed in error "
+        "(its defect: a hang or a segfault after a recovery, about 1 job in 30 in a kill loop here; "
+        "cext/dpmpi_late.c). Installed only on that Open MPI; 0: never"),
     Var("DPMPI_MPI_EVENT_TICK", "int", 1000, "microseconds between the runs of Open MPI's event loop "
         "inside MPI calls (its mpi_event_tick_rate, default 10000, set by dpmpi-run and by `import "
         "dpmpi` before MPI starts unless already set): reports of a death are handled there, so a rank "
