@@ -17,8 +17,9 @@ DIRTY = ("OPAL ERROR", "Segmentation fault", "Address not mapped", "MPI_ERRORS_A
 @pytest.fixture(scope="session")
 def cbin(tmp_path_factory):
     out = tmp_path_factory.mktemp("cbin")
-    for name in ("shrink", "respawn"):
-        subprocess.run([str(BIN / "mpicc"), "-O2", "-o", str(out / name), str(PROGRAMS / "c" / f"{name}.c")], check=True)
+    for name in ("shrink", "respawn", "late_fin"):
+        subprocess.run([str(BIN / "mpicc"), "-O2", "-o", str(out / name), str(PROGRAMS / "c" / f"{name}.c")],
+                       check=True)
     return out
 
 
@@ -95,3 +96,22 @@ def test_a_c_program_respawns_a_replacement(cbin, launch):
 def test_the_exit_code_of_any_program(launch, program, status):
     job = launch(2, *program)
     assert job.returncode == status, job.stderr
+
+
+@pytest.mark.parametrize("late_filter", ["1", "0"])
+def test_a_c_rank_gets_the_filter_of_a_dead_peers_late_messages(cbin, run_job, tmp_path, late_filter):
+    """tests/programs/c/late_fin.c: a FIN from a peer that died, handled after Open MPI cancelled
+    the send. The preloaded guard's filter drops it and rank 0 ends cleanly; without the filter
+    (DPMPI_LATE_FILTER=0) Open MPI mishandles it (see tests/test_faults.py)."""
+    import os
+
+    pipe = tmp_path / "go"
+    os.mkfifo(pipe)
+    job = run_job([str(BIN / "dpmpi-run"), "-n", "2", "--", str(cbin / "late_fin"), str(pipe)],
+                  env={"DPMPI_LATE_FILTER": late_filter}, timeout=60)
+    assert [e["proc_failed"] for e in done(job)] == [1], job.stdout + job.stderr
+    if late_filter == "1":
+        clean(job)
+        assert "Send error after request freed" not in job.stderr, job.stderr
+    else:
+        assert "Send error after request freed" in job.stderr or "Segmentation" in job.stderr, job.stderr

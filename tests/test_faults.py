@@ -1,5 +1,6 @@
 """Tier 3: fault tests. Each test is its own dpmpi-run job with a hard timeout, judged from the
 ranks' JSON-lines output and the job's exit code."""
+import os
 import sys
 
 import pytest
@@ -217,3 +218,33 @@ def test_a_dpmpi_program_spawns_and_merges_with_a_plain_mpi4py_child(dpmpi_run, 
     assert sides == [("child", n)] + [("parent", r) for r in range(n)], job.stdout + job.stderr
     assert all(e["size"] == n + 1 and e["total"] == n * (n + 1) // 2 for e in job.events)
     assert {e["inter"] for e in job.events if e["side"] == "parent"} == {"Comm"}  # a dpmpi.Comm
+
+
+def _late_fin_job(dpmpi_run, tmp_path, late_filter):
+    pipe = tmp_path / "go"
+    os.mkfifo(pipe)
+    job = dpmpi_run(2, "late_fin.py", pipe, env={"DPMPI_LATE_FILTER": late_filter}, timeout=60)
+    done = job.by_rank("done")
+    return job, done.get(0)
+
+
+def test_a_dead_peers_late_completion_message_is_dropped(dpmpi_run, tmp_path):
+    """Open MPI 5.0.11 cancels a large send when its peer fails and returns the send's fragment;
+    a completion message (FIN) the peer sent before it died, handled afterwards, returned it a
+    second time. dpmpi's filter drops that FIN: the sender goes on and ends cleanly."""
+    job, rec = _late_fin_job(dpmpi_run, tmp_path, "1")
+    assert rec is not None, job.stdout + job.stderr
+    assert rec["filter"] == 0 and rec["outcome"] == "MPI_ERR_PROC_FAILED", rec
+    assert rec["fin_seen"] == 1 and rec["fin_dropped"] == 1, rec
+    for bad in ("Segmentation", "Send error after request freed", "OPAL ERROR", "Traceback"):
+        assert bad not in job.stderr, job.stderr
+    assert "rank 0" not in job.stderr.split("dpmpi-run:")[-1], job.stderr  # rank 0 ended cleanly
+
+
+def test_without_the_filter_open_mpi_mishandles_that_message(dpmpi_run, tmp_path):
+    """The same program with DPMPI_LATE_FILTER=0 shows the defect the filter exists for: Open MPI
+    handles the FIN (returns the fragment again, then ends in error or crashes). If a later Open MPI
+    fixes it, this test fails and the filter can go."""
+    job, rec = _late_fin_job(dpmpi_run, tmp_path, "0")
+    assert rec is not None and rec["filter"] == 1 and rec["fin_dropped"] == 0, job.stdout + job.stderr
+    assert "Send error after request freed" in job.stderr or "Segmentation" in job.stderr, job.stderr
