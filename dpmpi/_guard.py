@@ -114,10 +114,10 @@ _late_status: int | None = None
 
 
 def filter_late_messages() -> int:
-    """Once MPI is initialised in a fault-tolerant job: install the filter of Open MPI's late
-    messages from dead peers (cext/dpmpi_late.c). Returns its status: 0 installed, 1 turned off
-    by DPMPI_LATE_FILTER=0, negative: not installed (another MPI, or a check failed; see
-    cext/dpmpi_c.h). Idempotent."""
+    """Once MPI is initialised (dpmpi.Comm calls it for each communicator it wraps; the first call
+    decides): install the filter of Open MPI's late messages from dead peers
+    (cext/dpmpi_late.c). Returns its status: 0 installed, 1 turned off by DPMPI_LATE_FILTER=0,
+    negative: not installed (another MPI, or a check failed; see cext/dpmpi_c.h)."""
     global _late_status
     if _late_status is None:
         path = libmpi_path()
