@@ -187,7 +187,7 @@ double dpmpi_tell_last_at(void);
 /* ---- late messages from a dead peer (dpmpi_late.c) ---- */
 /* Install the filters of ob1's FIN, ACK, PUT and FRAG handlers (after MPI_Init; once). 0: installed
  * (or already); negative: not installed, nothing changed (-1 binding, -2 not Open MPI 5.0.11, -3/-4/-5
- * library, -10..-13 ob1's handler k not found, -20/-21 request layout check failed). */
+ * library, -10..-13 ob1's handler k not found: another PML, or the preloaded guard's filter already in place, -20/-21 request layout check failed). */
 int dpmpi_late_install(const char *libmpi_path);
 int dpmpi_late_installed(void);
 /* messages dropped so far, by kind: 0 FIN, 1 ACK, 2 PUT, 3 FRAG (-1: no such kind) */

@@ -127,6 +127,15 @@ def filter_late_messages() -> int:
             _late_status = -1
         else:
             _late_status = int(_lib.lib.dpmpi_late_install(path.encode()))
+            # -2: not Open MPI 5.0.11; -10..-13: ob1 not in use, or the preloaded guard's filter is
+            # already there (MPI was initialised before dpmpi was imported): nothing to say
+            if _late_status < 0 and _late_status != -2 and not -13 <= _late_status <= -10:
+                import warnings
+
+                warnings.warn(f"dpmpi: the filter of dead peers' late messages could not be installed "
+                              f"(code {_late_status}, see cext/dpmpi_c.h); on Open MPI 5.0.11 a hang or a "
+                              f"crash after a recovery is then possible (docs/mpi-facts.md)", RuntimeWarning,
+                              stacklevel=3)
     return _late_status
 
 
