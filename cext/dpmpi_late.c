@@ -155,10 +155,13 @@ static int on_register(uint8_t tag, am_fn cbfunc, void *cbdata) {
     return orig_register(tag, cbfunc, cbdata);
 }
 
-/* Complete a receive on MPI_COMM_SELF and check where its tag, error and completion lie. */
+/* Complete a receive on MPI_COMM_SELF and check where its tag, error and completion lie. Its
+ * buffers are static: a request that did not complete is never left pending on freed memory. */
 static int check_request_layout(const dpmpi_mpi_api *mpi, void *comm_self, void *byte) {
     const int tag = 0x5eed;
-    char in = 0, out = 7;
+    static char in, out;
+    in = 0;
+    out = 7;
     void *rreq = NULL, *sreq = NULL;
     if (mpi->irecv(&in, 1, byte, 0, tag, comm_self, &rreq) != 0 || !rreq) return -20;
     int ok = field_ptr(rreq, REQ_COMPLETE) == NULL;
@@ -194,8 +197,9 @@ int dpmpi_late_install(const char *libmpi_path) {
         if (where[k] < 0) return -10 - k; /* ob1 not in use, or not the ob1 expected */
         orig[k] = fn;
     }
-    register_fn *reg = (register_fn *)((char *)dlsym(h, "mca_bml") + BML_REGISTER);
-    if ((char *)reg == (char *)BML_REGISTER || !*reg) return -5;
+    char *bml = dlsym(h, "mca_bml");
+    register_fn *reg = bml ? (register_fn *)(bml + BML_REGISTER) : NULL;
+    if (!reg || !*reg) return -5;
     int rc = check_request_layout(mpi, mpi->comm_self, mpi->byte_type);
     if (rc != 0) return rc;
     orig_register = *reg;
