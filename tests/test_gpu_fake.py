@@ -150,5 +150,8 @@ def test_train_mlp_cupy_example_killed_inside_allreduce_ends_bit_identical(dpmpi
         rec = final[r]["recoveries"][0]
         # a survivor whose step-12 allreduce had all of rank 2's data completes it (whole results
         # win) and fails in step 13; epoch 12 (the state after step 11) is restored if its
-        # replication had ended, else 11
-        assert rec["failed_step"] in (12, 13) and rec["restored_epoch"] in (11, 12)
+        # replication had ended, else 11. A survivor still finishing step 11 (descheduled on a
+        # busy node while rank 2 went on) is interrupted there by the watcher: epoch 11 or 10
+        # (seen once in a fresh-clone make test; the digests were equal)
+        allowed = {11: (10, 11), 12: (11, 12), 13: (11, 12)}
+        assert rec["restored_epoch"] in allowed.get(rec["failed_step"], ()), rec
