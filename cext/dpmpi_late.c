@@ -28,13 +28,14 @@
  * exported ones, and a request completed on MPI_COMM_SELF shows its tag and completion where
  * this file expects them. Otherwise nothing is changed and the reason is returned.
  *
- * Owner and lifetime: installed once per process, by the main thread after MPI_Init: in a Python
- * rank by dpmpi/_guard.py's filter_late_messages (when the first dpmpi communicator is made), in
- * other ranks by the preloaded exit guard (dpmpi_preload.c) right after MPI_Init; the table
- * entries and mca_bml.bml_register are written with pointer-sized aligned stores that the BTLs'
- * polling threads read atomically. The filters run in whatever thread polls a BTL, hold no lock and touch only the message and the request or fragment it names (which ob1 never frees:
- * its free lists keep their memory until MPI_Finalize). Never uninstalled: after MPI_Finalize no
- * BTL polls. */
+ * Owner and lifetime: installed once per process, by the thread that initialised MPI: by
+ * dpmpi-run's preloaded exit guard (dpmpi_preload.c) right after MPI_Init, in every rank; where
+ * there is none (plain mpirun), by dpmpi/_guard.py's filter_late_messages when the first dpmpi
+ * communicator is made. The table entries and mca_bml.bml_register are written with
+ * pointer-sized aligned stores that the BTLs' polling threads read atomically. The filters run
+ * in whatever thread polls a BTL, hold no lock and touch only the message and the request or
+ * fragment it names (which ob1 never frees: its free lists keep their memory until
+ * MPI_Finalize). Never uninstalled: after MPI_Finalize no BTL polls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>

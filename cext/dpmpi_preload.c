@@ -9,12 +9,13 @@
  *   - MPI_Finalize (the program's own, or at exit(0) without one): a fault-tolerant agreement
  *     on COMM_WORLD until every live rank is done, then Finalize under a watchdog (a Finalize
  *     after a failure can hang in Open MPI 5.0.11).
- *   - the filter of a dead peer's late messages (dpmpi_late.c), installed after MPI_Init.
+ *   - the filter of a dead peer's late messages (dpmpi_late.c), installed after MPI_Init in
+ *     every rank, Python ones too (dpmpi_preload_late reports it to dpmpi's Python module).
  * It intercepts MPI_Init, MPI_Init_thread, MPI_Finalize, MPI_Comm_spawn (see below), _exit and MPIX_Comm_shrink (a shrink
  * repairs around the ranks it drops, as dpmpi's Shrink records; the PMPI_ entry points stay
  * Open MPI's). In a Python rank, dpmpi's own guard calls dpmpi_preload_disable() when it is
  * imported: then this library only forwards the calls. Everything here except those entry points
- * is hidden (built with -fvisibility=hidden), so it never interposes on dpmpi's Python module.
+ * (and dpmpi_preload_late) is hidden (built with -fvisibility=hidden), so it never interposes on dpmpi's Python module.
  *
  * Threads: none of its own except the Finalize watchdog of dpmpi_c.c (no MPI calls). */
 #define _GNU_SOURCE
@@ -96,8 +97,34 @@ __attribute__((constructor)) static void preload_start(void) {
  * spurious "Send error after request freed" abort is dropped (in every rank, Python ones too:
  * dpmpi's Python guard hooks them again with its own copy when a dpmpi communicator is made);
  * then bind the exit path to this libmpi and COMM_WORLD. */
+/* The filter of a dead peer's late messages (dpmpi_late.c), in every rank, Python ones too: a
+ * plain mpi4py program under dpmpi-run makes no dpmpi communicator, so only this copy is there
+ * early enough for it (dpmpi's Python module then reports this copy's; without the preload it
+ * installs its own). 2: not tried (MPI not initialised yet), 1: DPMPI_LATE_FILTER=0, else
+ * dpmpi_late_install's code. */
+static int late_status = 2;
+
+static void install_late_filter(void) {
+    const char *late = getenv("DPMPI_LATE_FILTER");
+    int off = late && (!strcmp(late, "0") || !strcasecmp(late, "false") || !strcasecmp(late, "no") ||
+                       !strcasecmp(late, "off"));
+    if (off) {
+        late_status = 1;
+    } else if (late_status == 2 && libmpi()) {
+        late_status = dpmpi_late_install(libmpi_path);
+    }
+}
+
+/* For dpmpi's Python module (ctypes): what 0: the status above; 1: messages of `kind` seen; 2:
+ * dropped. */
+EXPORT long dpmpi_preload_late(int what, int kind) {
+    if (what == 0) return late_status;
+    return what == 1 ? dpmpi_late_seen(kind) : dpmpi_late_dropped(kind);
+}
+
 static void arm(void) {
     dpmpi_hook_mpi_abort();
+    install_late_filter();
     if (disabled || armed) return;
     void *h = libmpi();
     /* A program's own reference to MPI_COMM_WORLD may have moved the object into the program
@@ -128,12 +155,6 @@ static void arm(void) {
     }
     if (dpmpi_exit_set_mpi(libmpi_path, n > 1 ? world : NULL, 1, timeout) < 0) return;
     armed = 1;
-    /* the filter of a dead peer's late messages (dpmpi_late.c; a Python rank installs its own
-     * when it makes its first dpmpi communicator) */
-    const char *late = getenv("DPMPI_LATE_FILTER");
-    int off = late && (!strcmp(late, "0") || !strcasecmp(late, "false") || !strcasecmp(late, "no") ||
-                       !strcasecmp(late, "off"));
-    if (n > 1 && !off) dpmpi_late_install(libmpi_path);
 }
 
 EXPORT int MPI_Init(int *argc, char ***argv) {

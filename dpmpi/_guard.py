@@ -113,22 +113,40 @@ ENV_LATE_FILTER = "DPMPI_LATE_FILTER"
 _late_status: int | None = None
 
 
+def _preloaded_late() -> Any:
+    """dpmpi-run's preloaded guard's report of its late-message filter (a ctypes function), or
+    None when this rank has no preloaded guard."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None).dpmpi_preload_late
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = ctypes.c_long, [ctypes.c_int, ctypes.c_int]
+    return fn
+
+
 def filter_late_messages() -> int:
     """Once MPI is initialised (dpmpi.Comm calls it for each communicator it wraps; the first call
-    decides): install the filter of Open MPI's late messages from dead peers
-    (cext/dpmpi_late.c). Returns its status: 0 installed, 1 turned off by DPMPI_LATE_FILTER=0,
-    negative: not installed (another MPI, or a check failed; see cext/dpmpi_c.h)."""
+    decides): the filter of Open MPI's late messages from dead peers (cext/dpmpi_late.c). Under
+    dpmpi-run the preloaded guard installed it at MPI_Init, in every rank (so a plain mpi4py
+    program has it too); otherwise this module installs its own now. Returns its status: 0
+    installed, 1 turned off by DPMPI_LATE_FILTER=0, negative: not installed (another MPI, or a
+    check failed; see cext/dpmpi_c.h)."""
     global _late_status
     if _late_status is None:
         path = libmpi_path()
+        preloaded = _preloaded_late()
         if not config.get(ENV_LATE_FILTER):
             _late_status = 1
+        elif preloaded is not None and preloaded(0, 0) == 0:
+            _late_status = 0
         elif _lib is None or path is None or _mpi() is None:
             _late_status = -1
         else:
             _late_status = int(_lib.lib.dpmpi_late_install(path.encode()))
-            # -2: not Open MPI 5.0.11; -10..-13: ob1 not in use, or the preloaded guard's filter is
-            # already there (MPI was initialised before dpmpi was imported): nothing to say
+            # -2: not Open MPI 5.0.11; -10..-13: ob1 not in use, or another copy's filter is
+            # already there: nothing to say
             if _late_status < 0 and _late_status != -2 and not -13 <= _late_status <= -10:
                 import warnings
 
@@ -139,11 +157,16 @@ def filter_late_messages() -> int:
     return _late_status
 
 
-def late_messages() -> dict[str, list[int]]:
-    """The filter's counts in this process, by kind (FIN, ACK, PUT, FRAG): seen, dropped."""
-    if _lib is None:
-        return {"seen": [0] * 4, "dropped": [0] * 4}
-    return {"seen": [int(_lib.lib.dpmpi_late_seen(k)) for k in range(4)],
+def late_messages() -> dict[str, Any]:
+    """The filter in this process: which copy installed it ("preload", "dpmpi" or None), and its
+    counts by kind (FIN, ACK, PUT, FRAG): seen, dropped."""
+    preloaded = _preloaded_late()
+    if preloaded is not None and preloaded(0, 0) == 0:
+        return {"by": "preload", "seen": [int(preloaded(1, k)) for k in range(4)],
+                "dropped": [int(preloaded(2, k)) for k in range(4)]}
+    if _lib is None or not _lib.lib.dpmpi_late_installed():
+        return {"by": None, "seen": [0] * 4, "dropped": [0] * 4}
+    return {"by": "dpmpi", "seen": [int(_lib.lib.dpmpi_late_seen(k)) for k in range(4)],
             "dropped": [int(_lib.lib.dpmpi_late_dropped(k)) for k in range(4)]}
 
 

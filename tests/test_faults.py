@@ -235,6 +235,7 @@ def test_a_dead_peers_late_completion_message_is_dropped(dpmpi_run, tmp_path):
     job, rec = _late_fin_job(dpmpi_run, tmp_path, "1")
     assert rec is not None, job.stdout + job.stderr
     assert rec["filter"] == 0 and rec["outcome"] == "MPI_ERR_PROC_FAILED", rec
+    assert rec["by"] == "preload", rec  # installed at MPI_Init, before the program's first dpmpi call
     assert rec["seen"] == [1, 0, 0, 0] and rec["dropped"] == [1, 0, 0, 0], rec
     for bad in ("Segmentation", "Send error after request freed", "OPAL ERROR", "Traceback"):
         assert bad not in job.stderr, job.stderr

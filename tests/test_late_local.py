@@ -77,6 +77,7 @@ def test_installed_in_a_singleton_and_large_messages_still_arrive():
         comm.Free()
     assert np.array_equal(got, out)
     assert _guard.late_messages()["dropped"] == [0, 0, 0, 0]
+    assert _guard.late_messages()["by"] == "dpmpi"  # no preloaded guard in this process: dpmpi's own
 
 
 def test_the_filter_stays_when_ob1_registers_its_handlers_again():

@@ -25,6 +25,7 @@ pipe = sys.argv[1]
 mode = sys.argv[2] if len(sys.argv) > 2 else "fin"
 comm = MPI.COMM_WORLD.Dup()
 comm.Set_errhandler(MPI.ERRORS_RETURN)
+by = _guard.late_messages()["by"]  # before any dpmpi call: dpmpi-run's preloaded guard installed it
 status = _guard.filter_late_messages()
 pids = comm.allgather(os.getpid())
 big = bytearray(8 << 20)
@@ -55,8 +56,8 @@ if comm.Get_rank() == 0:
     for _ in range(200):  # progress: the FIN is handled
         MPI.COMM_SELF.Iprobe(source=0, tag=99)
     counts = _guard.late_messages()
-    print(json.dumps({"event": "done", "rank": 0, "filter": status, "outcome": outcome, "seen": counts["seen"],
-                      "dropped": counts["dropped"]}), flush=True)
+    print(json.dumps({"event": "done", "rank": 0, "filter": status, "by": by, "outcome": outcome,
+                      "seen": counts["seen"], "dropped": counts["dropped"]}), flush=True)
 else:
     comm.Barrier()
     with open(pipe) as go:  # no MPI call until rank 0 has cancelled its send
