@@ -186,14 +186,16 @@ double dpmpi_tell_last_at(void);
 
 /* ---- late messages from a dead peer (dpmpi_late.c) ---- */
 /* Install the filters of ob1's FIN, ACK, PUT and FRAG handlers (after MPI_Init; once). 0: installed
- * (or already); negative: not installed, nothing changed (-1 binding, -2 not Open MPI 5.0.11, -3/-4/-5
- * library, -10..-13 ob1's handler k not found: another PML, or the preloaded guard's filter already in place, -20/-21 request layout check failed). */
+ * (or already); negative: not installed, nothing changed (-1 binding, -2 not Open MPI 5.0.11,
+ * -3/-4/-5 library, -10..-13 ob1's handler k not found: another PML, or another copy's filter
+ * already in place, -20/-21 request layout check failed). */
 int dpmpi_late_install(const char *libmpi_path);
 int dpmpi_late_installed(void);
 /* messages dropped so far, by kind: 0 FIN, 1 ACK, 2 PUT, 3 FRAG (-1: no such kind) */
 long dpmpi_late_dropped(int kind);
 long dpmpi_late_seen(int kind); /* messages of that kind the filter saw */
-/* for tests: ob1's FIN handler registered again (as when processes are added) leaves the filter in place: 1 */
+/* for tests: ob1's FIN handler registered again (as when processes are added) leaves the filter
+ * in place: 1 */
 int dpmpi_late_reregister_check(void);
 /* the decisions, exposed for tests: a request complete with an error; a FIN that is stale */
 int dpmpi_late_request_given_up(const void *req);

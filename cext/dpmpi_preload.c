@@ -15,7 +15,8 @@
  * repairs around the ranks it drops, as dpmpi's Shrink records; the PMPI_ entry points stay
  * Open MPI's). In a Python rank, dpmpi's own guard calls dpmpi_preload_disable() when it is
  * imported: then this library only forwards the calls. Everything here except those entry points
- * (and dpmpi_preload_late) is hidden (built with -fvisibility=hidden), so it never interposes on dpmpi's Python module.
+ * (and dpmpi_preload_late) is hidden (built with -fvisibility=hidden), so it never interposes on
+ * dpmpi's Python module.
  *
  * Threads: none of its own except the Finalize watchdog of dpmpi_c.c (no MPI calls). */
 #define _GNU_SOURCE
@@ -93,10 +94,6 @@ __attribute__((constructor)) static void preload_start(void) {
     dpmpi_exit_register();
 }
 
-/* After a successful MPI_Init*: libmpi's aborts become deaths the others notice, and its
- * spurious "Send error after request freed" abort is dropped (in every rank, Python ones too:
- * dpmpi's Python guard hooks them again with its own copy when a dpmpi communicator is made);
- * then bind the exit path to this libmpi and COMM_WORLD. */
 /* The filter of a dead peer's late messages (dpmpi_late.c), in every rank, Python ones too: a
  * plain mpi4py program under dpmpi-run makes no dpmpi communicator, so only this copy is there
  * early enough for it (dpmpi's Python module then reports this copy's; without the preload it
@@ -122,6 +119,11 @@ EXPORT long dpmpi_preload_late(int what, int kind) {
     return what == 1 ? dpmpi_late_seen(kind) : dpmpi_late_dropped(kind);
 }
 
+/* After a successful MPI_Init*: libmpi's aborts become deaths the others notice, and its
+ * spurious "Send error after request freed" abort is dropped (in every rank, Python ones too:
+ * dpmpi's Python guard hooks them again with its own copy when a dpmpi communicator is made);
+ * its late-message filter installed (above); then bind the exit path to this libmpi and
+ * COMM_WORLD. */
 static void arm(void) {
     dpmpi_hook_mpi_abort();
     install_late_filter();

@@ -113,9 +113,9 @@ ENV_LATE_FILTER = "DPMPI_LATE_FILTER"
 _late_status: int | None = None
 
 
-def _preloaded_late() -> Any:
-    """dpmpi-run's preloaded guard's report of its late-message filter (a ctypes function), or
-    None when this rank has no preloaded guard."""
+def _preloaded_filter() -> Any:
+    """The report function (ctypes) of dpmpi-run's preloaded guard when its late-message filter
+    is installed in this process; None when there is no preloaded guard or it has no filter."""
     import ctypes
 
     try:
@@ -123,7 +123,7 @@ def _preloaded_late() -> Any:
     except (OSError, AttributeError):
         return None
     fn.restype, fn.argtypes = ctypes.c_long, [ctypes.c_int, ctypes.c_int]
-    return fn
+    return fn if fn(0, 0) == 0 else None
 
 
 def filter_late_messages() -> int:
@@ -136,10 +136,9 @@ def filter_late_messages() -> int:
     global _late_status
     if _late_status is None:
         path = libmpi_path()
-        preloaded = _preloaded_late()
         if not config.get(ENV_LATE_FILTER):
             _late_status = 1
-        elif preloaded is not None and preloaded(0, 0) == 0:
+        elif _preloaded_filter() is not None:
             _late_status = 0
         elif _lib is None or path is None or _mpi() is None:
             _late_status = -1
@@ -160,8 +159,8 @@ def filter_late_messages() -> int:
 def late_messages() -> dict[str, Any]:
     """The filter in this process: which copy installed it ("preload", "dpmpi" or None), and its
     counts by kind (FIN, ACK, PUT, FRAG): seen, dropped."""
-    preloaded = _preloaded_late()
-    if preloaded is not None and preloaded(0, 0) == 0:
+    preloaded = _preloaded_filter()
+    if preloaded is not None:
         return {"by": "preload", "seen": [int(preloaded(1, k)) for k in range(4)],
                 "dropped": [int(preloaded(2, k)) for k in range(4)]}
     if _lib is None or not _lib.lib.dpmpi_late_installed():
