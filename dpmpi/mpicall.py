@@ -35,6 +35,15 @@ def warm_up(comm: MPI.Comm, op: str) -> None:
             raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
 
 
+def warm_up_and(comm: MPI.Intracomm, words: list[int]) -> list[int]:
+    """The warm-up of a new intracommunicator (``warm_up``) that also carries ``words``: their
+    bitwise AND over every process of ``comm``. Unlike ``warm_up`` it raises a peer's failure
+    (an ``MPI.Exception``): the caller cannot use the result then, and must start again."""
+    buf = array.array("i", words)
+    comm.Allreduce(MPI.IN_PLACE, buf, MPI.BAND)
+    return list(buf)
+
+
 # Gives the job's protocol communicator, set by ``dpmpi.init`` (dpmpi.resilient, which imports
 # this module); None before. Set once, from the main thread.
 _job_world: Callable[[], MPI.Comm] | None = None

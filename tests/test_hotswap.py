@@ -74,6 +74,7 @@ def test_two_ranks_die_together_two_spares(dpmpi_run, tmp_path):
         assert r["size"] == 4 and all(how == "spare" for how, _p in r["filled"].values())
         assert set(r["phases_ms"]) == {"revoke", "shrink", "agree", "reassign", "rebuild"}
         assert r["repaired_at"] >= r["detected_at"] and r["total_ms"] > 0
+        assert r["reassigned"] == "quick"  # the same plan everywhere: no allgather of plans
 
 
 @pytest.mark.parametrize("phase", ["shrink", "reassign", "split", "agree"])
@@ -136,6 +137,21 @@ def test_spares_exhausted_respawn(dpmpi_run, tmp_path):
     repairs = [json.loads(line) for line in log.read_text().splitlines() if '"repair"' in line]
     assert sorted(r["process_id"] for r in repairs) == [0, 1, 3, 4]
     assert all(r["filled"] == {"2": ["respawn", 4]} for r in repairs)
+    assert sorted(r["reassigned"] for r in repairs) == ["", "quick", "quick", "quick"]  # "": the new process
+
+
+def test_a_repair_after_a_respawn_allgathers_the_plans(dpmpi_run, tmp_path):
+    """Once a spawned process is in the job, its process id is not its COMM_WORLD rank: the
+    repair cannot name the live processes from the shrunk group and allgathers the plans (and
+    the recipes, which the new process on rank 2 brings to the next one on rank 3)."""
+    log = tmp_path / "events.jsonl"
+    job = dpmpi_run(4, "hotswap.py", "--split", env={"DPMPI_ON_DEPLETED": "respawn", "DPMPI_EVENTS": str(log)},
+                    faults="2:iteration@51:KILL,3:iteration@121:KILL")
+    done = check(job, 4, replaced={2: 4, 3: 5}, later_repairs=True)
+    assert all(e["epoch"] == 2 for e in done.values()) and done[2]["role"] == "SURVIVOR"
+    repairs = [json.loads(line) for line in log.read_text().splitlines() if '"repair"' in line]
+    second = sorted((r["process_id"], r["reassigned"]) for r in repairs if r["repair"] == 2)
+    assert second == [(0, "allgather"), (1, "allgather"), (4, "allgather"), (5, "")], second
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 cores: the job must fill them")

@@ -398,6 +398,43 @@ def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():
     assert newest_view([View(4, old, None), View(5, new, None)]) == ({4, 5}, new, [])  # no active rank left
 
 
+def _and(rows):
+    out = list(rows[0])
+    for row in rows[1:]:
+        out = [a & b for a, b in zip(out, row)]
+    return out
+
+
+def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
+    from dpmpi.resilient.plan import Plan, reassign_agreed, reassign_words
+
+    plan = Plan(2, (0, 5, 2, 3), (4,), 6)
+    same = [reassign_words(plan, True, has) for has in (True, False, True, False)]
+    assert reassign_agreed(_and(same)) == (True, True)  # one active rank has recipes: all learn it
+    assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False)
+    # a process spawned by a repair (process id not its COMM_WORLD rank): the allgather way
+    assert reassign_agreed(_and(same + [reassign_words(plan, False, False)]))[0] is False
+    # a process that missed a commit, or any plan that differs in one field: the allgather way
+    for other in (Plan(1, (0, 1, 2, 3), (4, 5), 6), Plan(2, (0, 5, 2, 3), (), 6), Plan(2, (0, 5, 2, 3), (4,), 7),
+                  Plan(2, (5, 0, 2, 3), (4,), 6), Plan(3, (0, 5, 2, 3), (4,), 6)):
+        for rows in (same + [reassign_words(other, True, False)], [reassign_words(other, True, True)] + same):
+            assert reassign_agreed(_and(rows))[0] is False
+    # every word is a non-negative C int
+    assert all(0 <= w < 2**31 for row in same for w in row)
+
+
+def test_recipes_go_from_a_rank_that_kept_its_place_to_the_spares_that_took_one():
+    from dpmpi.resilient.plan import Plan, plan_repair, recipes_root
+
+    base = Plan(0, (0, 1, 2, 3), (4, 5), 6)
+    new, _failed, filled, _r = plan_repair(base, {1, 2, 3, 4, 5}, "shrink")  # rank 0 died: spare 4 takes it
+    assert new.actives == (4, 1, 2, 3) and recipes_root(base, new, filled) == 1
+    new, _failed, filled, _r = plan_repair(base, {0, 1, 2, 3, 5}, "shrink")  # a spare died: nobody new
+    assert recipes_root(base, new, filled) == -1
+    new, _failed, filled, _r = plan_repair(Plan(0, (0, 1), (), 2), {1}, "shrink")  # dropped, no spare
+    assert recipes_root(Plan(0, (0, 1), (), 2), new, filled) == -1
+
+
 # ---- snapshot planning (pure) ------------------------------------------------------------------
 def test_buddies_and_owners_are_one_relation():
     from dpmpi.snapshot import buddies, owners

@@ -14,7 +14,8 @@ The protocol, run by every live process of the job:
    collective on a derived communicator that the dead process was not part of) and every idle
    spare wakes up;
 2. shrink the protocol communicator (actives and spares; the dead drop out);
-3. allgather what each process knows (identity, the committed plan, derived-communicator
+3. check in the shrunk communicator's warm-up that every process holds the same plan (else
+   allgather what each process knows: identity, the committed plan, derived-communicator
    recipes) and compute the new plan, a pure function of that (``plan_repair``): failed
    logical ranks are filled from the idle spares in order; when there are too few, the
    ``on_depleted`` policy decides ("shrink": continue with fewer, renumbered ranks;

@@ -30,6 +30,9 @@ class RepairEvent:
     phases_ms: dict[str, float] = field(default_factory=dict)  # revoke, shrink, agree, reassign, rebuild
     total_ms: float = 0.0
     repaired_at: float = 0.0  # time.time() when this process held the usable new communicator
+    # how the committed attempt learned the live processes and the base plan: "quick" (every
+    # process held the same plan) or "allgather" (docs/design.md, the repair protocol)
+    reassigned: str = ""
 
 
 class Listeners:

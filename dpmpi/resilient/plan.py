@@ -4,6 +4,8 @@ computes the same result from the same inputs (the allgathered view of the job),
 no further agreement than the commit."""
 from __future__ import annotations
 
+import array
+import zlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -82,6 +84,46 @@ def newest_view(views: list[View]) -> tuple[set[int], Plan, list[Recipe]]:
     base = max((v.plan for v in views), key=lambda p: p.repairs)
     recipes = next((v.recipes for v in views if v.recipes is not None), [])
     return alive, base, recipes
+
+
+# The quick reassign: each live process brings six ints to one bitwise-AND Allreduce (the warm-up
+# the new communicator needs anyway) instead of allgathering pickled Views. Word 0: 1 if this
+# process is one of the job's first processes (its process id is its rank in the launch's
+# COMM_WORLD, so every process can name the live ones from the shrunk communicator's group);
+# word 1: 0 if it is an active rank with derived-communicator recipes (so the AND is 0 when any
+# active rank has some); words 2-5: two digests of its plan, each followed by its complement
+# (the AND of a digest and the AND of its complement cover every bit only if all are equal).
+_DIGEST_MASK = 0x3FFFFFFF  # 30 bits: the words stay positive C ints
+
+
+def _plan_digests(plan: Plan) -> tuple[int, int]:
+    raw = array.array("q", [plan.repairs, plan.next_process_id, len(plan.actives), *plan.actives,
+                            len(plan.spares), *plan.spares]).tobytes()
+    return zlib.crc32(raw) & _DIGEST_MASK, zlib.adler32(raw) & _DIGEST_MASK
+
+
+def reassign_words(plan: Plan, original: bool, has_recipes: bool) -> list[int]:
+    """What one process brings to the quick reassign (see above). Pure."""
+    crc, adler = _plan_digests(plan)
+    return [1 if original else 0, 0 if has_recipes else 1, crc, ~crc & _DIGEST_MASK, adler, ~adler & _DIGEST_MASK]
+
+
+def reassign_agreed(anded: list[int]) -> tuple[bool, bool]:
+    """From the AND of every live process's words: (whether the quick path holds: every process
+    is one of the first and all hold the same plan, so each may take its own plan as the
+    newest; whether some active rank has recipes). A function of the AND alone, so every
+    process that got it decides the same. Pure."""
+    same = all((anded[i] | anded[i + 1]) == _DIGEST_MASK for i in (2, 4))
+    return anded[0] == 1 and same, anded[1] == 0
+
+
+def recipes_root(base: Plan, new_plan: Plan, filled: dict[int, Filled]) -> int:
+    """After a quick reassign: the logical rank (in ``new_plan``) that sends the derived-
+    communicator recipes to the spares that took a place, or -1 when no spare took one or no
+    rank of ``base`` kept its place. Pure."""
+    if not any(f.how == "spare" for f in filled.values()):
+        return -1
+    return next((lr for lr, proc in enumerate(new_plan.actives) if proc in base.actives), -1)
 
 
 def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[int], dict[int, Filled], dict[int, int]]:

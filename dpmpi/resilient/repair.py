@@ -11,7 +11,7 @@ from mpi4py import MPI
 
 from dpmpi import _guard, faults
 from dpmpi.comm import rebind
-from dpmpi.mpicall import exchange, retire, warm_up
+from dpmpi.mpicall import exchange, retire, warm_up, warm_up_and
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.resilient import derived, settings
 from dpmpi.resilient.affinity import adopt_cpus
@@ -28,6 +28,9 @@ from dpmpi.resilient.plan import (
     inherit_places,
     newest_view,
     plan_repair,
+    reassign_agreed,
+    reassign_words,
+    recipes_root,
 )
 from dpmpi.resilient.spawn import SpawnInfo, spawn
 from dpmpi.resilient.state import Role, State
@@ -49,6 +52,7 @@ class Decision(NamedTuple):
     me: int  # this process's logical rank in the new plan (-1: a spare)
     raw: MPI.Comm  # the new active communicator (COMM_NULL on a spare)
     recipes: list[Recipe]  # derived-communicator recipes (for a replacement)
+    quick: bool  # the quick reassign (every process held the same plan), not the allgather
 
 
 def run(state: State, detected_at: float) -> None:
@@ -83,17 +87,26 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             faults.point("repair-shrink")
             t = time.perf_counter()
             new_world = state.world.Shrink()
-            warm_up(new_world, "Shrink")
             phases["shrink"] += time.perf_counter() - t
             state.graveyard.append(state.world)
             state.world = new_world
-            faults.point("repair-reassign")
             t = time.perf_counter()
-            mine = View(state.process_id, state.plan, state.recipes if was_active else None)
-            alive, base, recipes = newest_view(exchange(lambda: new_world.allgather(mine)))
+            # the new communicator's warm-up carries the quick reassign's words (plan.py)
+            quick, with_recipes = reassign_agreed(warm_up_and(new_world, reassign_words(
+                state.plan, original(state), was_active and bool(state.recipes))))
+            faults.point("repair-reassign")
+            if quick:  # every process holds the same plan: the live ones are the shrunk group
+                alive, base = live_processes(new_world), state.plan
+                recipes = state.recipes if was_active else []
+            else:
+                mine = View(state.process_id, state.plan, state.recipes if was_active else None)
+                alive, base, recipes = newest_view(exchange(lambda: new_world.allgather(mine)))
             new_plan, failed, filled, renumber = plan_repair(base, alive, state.policy)
-            phases["reassign"] += time.perf_counter() - t
             born = [f.process_id for f in filled.values() if f.how == "respawn"]
+            if quick and born:  # a spawn passes the recipes on from rank 0, which may be a spare
+                mine = View(state.process_id, state.plan, state.recipes if was_active else None)
+                recipes = newest_view(exchange(lambda: new_world.allgather(mine)))[2]
+            phases["reassign"] += time.perf_counter() - t
             if born:  # spares ran out under policy "respawn": new processes join the world
                 faults.point("repair-spawn")
                 t = time.perf_counter()
@@ -115,6 +128,10 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             raw = new_world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
             if raw != MPI.COMM_NULL:
                 warm_up(raw, "Split")
+                root = recipes_root(base, new_plan, filled) if quick and with_recipes and not born else -1
+                if root >= 0:  # the spares that took a place need the recipes of the derived communicators
+                    got = exchange(lambda: raw.bcast(recipes if me == root else None, root=root))
+                    recipes = recipes if was_active else got
             phases["rebuild"] += time.perf_counter() - t
             faults.point("repair-agree")
             t = time.perf_counter()
@@ -130,13 +147,30 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
         break
     else:
         raise ProcFailedError(f"Respawn did not converge in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
-    return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes)
+    return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, quick)
+
+
+def original(state: State) -> bool:
+    """Whether this process is one of the job's first: its process id is its rank in the
+    launch's COMM_WORLD (a process that a repair spawned has another COMM_WORLD)."""
+    return MPI.Comm.Get_parent() == MPI.COMM_NULL and state.process_id == MPI.COMM_WORLD.Get_rank()
+
+
+def live_processes(comm: MPI.Intracomm) -> set[int]:
+    """The process ids of ``comm``'s processes when all are among the job's first (their ranks
+    in COMM_WORLD): local, no message."""
+    group, world = comm.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        return set(MPI.Group.Translate_ranks(group, list(range(group.Get_size())), world))
+    finally:
+        group.Free()
+        world.Free()
 
 
 def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, phases: dict[str, float], t0: float,
            detected_at: float) -> None:
     """Adopt the committed plan: the new active communicator, derived ones, the event."""
-    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes = decided
+    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, quick = decided
     _guard.note_recovered([proc for proc in old_plan.actives + old_plan.spares if proc not in alive])
     if me >= 0 and not was_active:
         adopt_cpus(cpus_of_place(state.places, base, filled, state.process_id))
@@ -163,6 +197,7 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
         detected_at=detected_at,
         phases_ms={k: round(1e3 * v, 3) for k, v in phases.items()},
         total_ms=round(1e3 * (time.perf_counter() - t0), 3), repaired_at=time.time(),
+        reassigned="quick" if quick else "allgather",
     )
     state.history.append(event)
     log_event({"event": "repair", **asdict(event)})
