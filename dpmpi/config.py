@@ -135,7 +135,7 @@ VARS: tuple[Var, ...] = (
     # -- snapshots --
     Var("DPMPI_COPY_THREADS", "int", 1, "C copy threads per Snapshot (Snapshot(threads=) overrides)",
         minimum=1, maximum=64),
-    Var("DPMPI_SNAPSHOT_NICE", "int", 19, "the nice value of the snapshot threads (0: the program's "
+    Var("DPMPI_SNAPSHOT_NICE", "int", 19, "the nice value of the snapshot copy threads (0: the program's "
         "priority)", minimum=0, maximum=19),
     Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)"),
     Var("DPMPI_REPL_REPORT", "seconds", 30.0, "a snapshot replication still running after this long says once "

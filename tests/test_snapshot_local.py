@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -74,6 +75,46 @@ def test_c_checksum_matches_the_copy_engine_and_sees_every_byte():
     swapped[64:72] = data[8:16]  # same multiset of words in lane 0 and 1, different places
     sp = ffi.from_buffer(swapped)
     assert lib.dpmpi_checksum(1, ffi.new("char *[]", [sp]), ffi.new("size_t[]", [len(data)]), 0) != one
+
+
+def _threads_named(name):
+    """{thread id: nice value} of this process's threads called ``name``."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                out[int(tid)] = int(f.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def test_only_the_copy_threads_run_niced():
+    """The replication thread calls MPI and holds Open MPI's progress locks there: niced, it kept
+    a busy node's program waiting (docs/threads.md, invariant 11). The copy threads never call
+    MPI and run at DPMPI_SNAPSHOT_NICE (19)."""
+    from dpmpi.snapshot.replicator import Replicator
+
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    before = set(_threads_named("dpmpi-repl"))
+    repl, engine = Replicator(), Engine(2)
+    try:
+        deadline = time.monotonic() + 10  # each thread names itself and sets its priority as it starts
+        while True:
+            repl_threads = {t: n for t, n in _threads_named("dpmpi-repl").items() if t not in before}
+            copy_threads = _threads_named("dpmpi-copy")
+            started = len(repl_threads) == 1 and len(copy_threads) >= 2 and all(copy_threads.values())
+            if started or time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
+        assert list(repl_threads.values()) == [mine], repl_threads
+        assert len(copy_threads) >= 2 and all(n == max(mine, 19) for n in copy_threads.values()), copy_threads
+    finally:
+        assert repl.close(1.0)
+        del engine
 
 
 def test_a_copy_stopped_half_way_never_touches_the_committed_epoch():
