@@ -99,13 +99,11 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 alive, base = live_processes(new_world), state.plan
                 recipes = state.recipes if was_active else []
             else:
-                mine = View(state.process_id, state.plan, state.recipes if was_active else None)
-                alive, base, recipes = newest_view(exchange(lambda: new_world.allgather(mine)))
+                alive, base, recipes = gather_views(state, was_active, new_world)
             new_plan, failed, filled, renumber = plan_repair(base, alive, state.policy)
             born = [f.process_id for f in filled.values() if f.how == "respawn"]
             if quick and born:  # a spawn passes the recipes on from rank 0, which may be a spare
-                mine = View(state.process_id, state.plan, state.recipes if was_active else None)
-                recipes = newest_view(exchange(lambda: new_world.allgather(mine)))[2]
+                recipes = gather_views(state, was_active, new_world)[2]
             phases["reassign"] += time.perf_counter() - t
             if born:  # spares ran out under policy "respawn": new processes join the world
                 faults.point("repair-spawn")
@@ -148,6 +146,13 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
     else:
         raise ProcFailedError(f"Respawn did not converge in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
     return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, quick)
+
+
+def gather_views(state: State, was_active: bool, world: MPI.Intracomm) -> tuple[set[int], Plan, list[Recipe]]:
+    """Allgather every live process's ``View`` (its plan, and its recipes on an active rank) and
+    take the newest (``newest_view``): the way when the quick reassign does not hold."""
+    mine = View(state.process_id, state.plan, state.recipes if was_active else None)
+    return newest_view(exchange(lambda: world.allgather(mine)))
 
 
 def original(state: State) -> bool:
