@@ -69,12 +69,14 @@ typedef struct {
     size_t len;
 } dpmpi_op;
 
-/* The engine's settings (DPMPI_SNAPSHOT_NICE, DPMPI_NO_SIMD, DPMPI_REPL_REPORT), validated by
- * dpmpi.config and set once by Python before the first copy; nice_value 0..19, simd 0 or 1,
- * report_after: seconds after which a replication job still running describes itself on stderr
- * (<= 0: never). */
-void dpmpi_snap_configure(int nice_value, int simd, double report_after);
-/* Page-aligned memory, locked when allowed (*locked = 1), else pre-faulted (*err = errno of mlock). */
+/* The engine's settings (DPMPI_SNAPSHOT_NICE, DPMPI_NO_SIMD, DPMPI_REPL_REPORT,
+ * DPMPI_HUGE_PAGES), validated by dpmpi.config and set once by Python before the first copy;
+ * nice_value 0..19, simd 0 or 1, report_after: seconds after which a replication job still
+ * running describes itself on stderr (<= 0: never); huge_pages 0 or 1: slots of 4 MiB or more
+ * are advised as transparent huge pages. */
+void dpmpi_snap_configure(int nice_value, int simd, double report_after, int huge_pages);
+/* Page-aligned memory (2 MiB-aligned huge pages from 4 MiB, see huge_pages), locked when allowed
+ * (*locked = 1), else pre-faulted (*err = errno of mlock). */
 void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err);
 void dpmpi_mem_free(void *p, size_t nbytes, int locked);
 /* Fault in [p, p + nbytes) writable, contents unchanged (MADV_POPULATE_WRITE): 0 or an errno. */

@@ -137,6 +137,8 @@ VARS: tuple[Var, ...] = (
         minimum=1, maximum=64),
     Var("DPMPI_SNAPSHOT_NICE", "int", 19, "the nice value of the snapshot copy threads (0: the program's "
         "priority)", minimum=0, maximum=19),
+    Var("DPMPI_HUGE_PAGES", "bool", True, "snapshot slots of 4 MiB or more ask for transparent huge pages "
+        "(replication ~1.2-1.4x faster where the kernel's THP mode is 'madvise'); 0: 4 KiB pages"),
     Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)"),
     Var("DPMPI_REPL_REPORT", "seconds", 30.0, "a snapshot replication still running after this long says once "
         "on stderr which of its messages it waits for (0: never)", minimum=0.1, zero_ok=True),

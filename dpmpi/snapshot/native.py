@@ -24,7 +24,7 @@ def cext() -> Any:
     from dpmpi import _cext
 
     _cext.lib.dpmpi_snap_configure(config.get("DPMPI_SNAPSHOT_NICE"), int(not config.get("DPMPI_NO_SIMD")),
-                                   config.get("DPMPI_REPL_REPORT"))
+                                   config.get("DPMPI_REPL_REPORT"), int(config.get("DPMPI_HUGE_PAGES")))
     return _cext
 
 
