@@ -193,16 +193,18 @@ static size_t page_round(size_t n) {
 #define HUGE_SIZE ((size_t)2 << 20)
 #define HUGE_FROM ((size_t)4 << 20)
 
-/* size bytes of private anonymous memory starting at a multiple of `align` (a power of two, a
- * multiple of the page size): the over-mapped head and tail are unmapped again, so that
- * munmap(p, size) frees it all. */
+/* size bytes (a multiple of the page size) of private anonymous memory starting at a multiple of
+ * `align` (a power of two): beyond a page, the over-mapped head and tail are unmapped again, so
+ * that munmap(p, size) frees it all. */
 static void *map_aligned(size_t size, size_t align, int *err) {
-    size_t span = size + align;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t span = align > page ? size + align : size; /* mmap aligns to a page by itself */
     char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) {
         *err = errno;
         return NULL;
     }
+    if (span == size) return raw;
     char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
     if (p > raw) munmap(raw, (size_t)(p - raw));
     if (raw + span > p + size) munmap(p + size, (size_t)(raw + span - (p + size)));
@@ -214,7 +216,7 @@ void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err) {
     *locked = 0;
     *err = 0;
     int huge = cfg_huge && size >= HUGE_FROM;
-    void *p = map_aligned(size, huge ? HUGE_SIZE : (size_t)sysconf(_SC_PAGESIZE), err);
+    void *p = map_aligned(size, huge ? HUGE_SIZE : 1, err);
     if (!p) return NULL;
     if (huge) madvise(p, size, MADV_HUGEPAGE); /* advice: an error (no THP in this kernel) changes nothing */
     if (want_lock) {

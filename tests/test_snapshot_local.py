@@ -150,9 +150,10 @@ def test_large_slots_ask_for_huge_pages_unless_turned_off(setting, tmp_path):
                          cwd=tmp_path)  # the installed dpmpi, not the checkout's
     assert out.returncode == 0, out.stderr
     aligned, _base, advised = out.stdout.split()
-    assert advised == ("False" if setting == "0" else "True"), out.stdout
-    if setting == "":
-        assert aligned == "True", out.stdout
+    assert aligned == "True" or setting == "0", out.stdout
+    # (a kernel built without transparent huge pages refuses the advice: nothing to see there)
+    if setting == "0" or os.path.isdir("/sys/kernel/mm/transparent_hugepage"):
+        assert advised == ("False" if setting == "0" else "True"), out.stdout
 
 
 def test_a_copy_stopped_half_way_never_touches_the_committed_epoch():
