@@ -32,7 +32,8 @@ if _guard.rank_process() and config.is_set("DPMPI_FAULTS"):  # a plan for this j
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpmpi import faults
-    from dpmpi.comm import Comm, Request
+    from dpmpi.comm import Comm
+    from dpmpi.request import Prequest, Request
     from dpmpi.resilient import (
         Filled,
         RepairEvent,
@@ -54,7 +55,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _LAZY = {
     "Comm": "dpmpi.comm",
-    "Request": "dpmpi.comm",
+    "Request": "dpmpi.request",
+    "Prequest": "dpmpi.request",
     "DpmpiError": "dpmpi.errors",
     "ProcFailedError": "dpmpi.errors",
     "RevokedError": "dpmpi.errors",

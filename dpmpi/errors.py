@@ -44,6 +44,9 @@ class FaultToleranceUnavailableError(DpmpiError):
 #: error classes that can mean "a peer failed" (ERR_OTHER: seen on rank 0 in Barrier)
 PEER_FAILURE_CLASSES = (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED, MPI.ERR_OTHER)
 
+# error classes that say nothing of the cause: a peer's failure when one is known on the communicator
+_VAGUE = (MPI.ERR_OTHER, MPI.ERR_IN_STATUS)
+
 _NAMES: dict[int, str] = {}
 for _name in sorted(dir(MPI)):  # error class -> its MPI name, e.g. 75 -> "ERR_PROC_FAILED"
     if _name.startswith("ERR_") and isinstance(getattr(MPI, _name), int) and _name != "ERR_LASTCODE":
@@ -82,10 +85,11 @@ def from_mpi(exc: MPI.Exception, comm: MPI.Comm | None, op: str = "") -> DpmpiEr
         kind: type[DpmpiError] = ProcFailedError
     elif cls == MPI.ERR_REVOKED:
         kind = RevokedError
-    elif cls == MPI.ERR_OTHER and failed:
-        # Measured on Open MPI 5.0.11: in a collective, rank 0 can get ERR_OTHER when a peer died.
+    elif cls in _VAGUE and failed:
+        # Measured on Open MPI 5.0.11: in a collective, rank 0 can get ERR_OTHER when a peer died;
+        # mpi4py's Waitall without statuses reports a peer's death as ERR_IN_STATUS
         kind = ProcFailedError
-    elif cls == MPI.ERR_OTHER and comm is not None and _is_revoked(comm):
+    elif cls in _VAGUE and comm is not None and _is_revoked(comm):
         kind = RevokedError
     else:
         kind = DpmpiError
@@ -112,3 +116,13 @@ def from_mpi(exc: MPI.Exception, comm: MPI.Comm | None, op: str = "") -> DpmpiEr
             "from dpmpi.init())."
         )
     return kind(msg, exc.Get_error_code(), failed)
+
+
+def peer_failure(exc: MPI.Exception, comm: MPI.Comm) -> DpmpiError | None:
+    """An MPI error raised by mpi4py itself (not through dpmpi: ``MPI.Request.Waitall(reqs)``,
+    ``comm.mpi.Allreduce(...)``) as dpmpi's ``ProcFailedError``/``RevokedError`` when a peer's
+    failure caused it, judged on ``comm``; None for any other error."""
+    if isinstance(exc, DpmpiError):
+        return exc if isinstance(exc, (ProcFailedError, RevokedError)) else None
+    err = from_mpi(exc, comm)
+    return err if isinstance(err, (ProcFailedError, RevokedError)) else None

@@ -44,6 +44,14 @@ def attach(noticed: Any, failure: Callable[[], BaseException], acked: Any = None
     _noticed, _failure, _acked = noticed, failure, acked
 
 
+def noticed_failure() -> BaseException | None:
+    """The exception for a peer's death that the watcher noticed and no repair has cleared yet
+    (None: none noticed, or no watcher)."""
+    if _noticed is None or _failure is None or not _noticed[0]:
+        return None
+    return _failure()
+
+
 def _due() -> bool:
     return _arm > 0 and _defer == 0 and _noticed is not None and bool(_noticed[0])
 

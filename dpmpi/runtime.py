@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Mapping
 from mpi4py import MPI
 
 from dpmpi import faults, interrupts, resilient
-from dpmpi.errors import ProcFailedError, RevokedError
+from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, peer_failure
 from dpmpi.eventlog import log_event
 from dpmpi.snapshot import Snapshot
 
@@ -223,6 +223,11 @@ class Runtime:
                     break
                 except _RECOVERABLE as exc:
                     self._recover(caught=exc)
+                except MPI.Exception as exc:  # raised by mpi4py itself (MPI.Request.Waitall(reqs), comm.mpi...)
+                    failure = peer_failure(exc, self.comm.mpi) or interrupts.noticed_failure()
+                    if failure is None or isinstance(exc, DpmpiError):
+                        raise
+                    self._recover(caught=failure)
         finally:
             self._running = False
         self._emit("done", step=self.step, epoch=self.snapshot.epoch)

@@ -193,6 +193,21 @@ def test_a_death_seen_in_request_waitall_is_recovered(dpmpi_run):
     assert all(e["recoveries"] == 1 for e in got.values())
 
 
+def test_a_death_seen_in_mpi4pys_own_waitall_is_recovered(dpmpi_run):
+    """The same ring completed by mpi4py's MPI.Request.Waitall (dpmpi requests are
+    MPI.Requests): its MPI_ERR_IN_STATUS is mpi4py's exception, which the runtime must take for
+    the dead peer's failure (with the watcher's interruption off, the failure always surfaces
+    there). Before, mpi4py refused dpmpi requests with a TypeError."""
+    clean = dpmpi_run(5, "ring_waitall.py", "mpi4py", launcher_args=["--spares", "1"])
+    job = dpmpi_run(5, "ring_waitall.py", "mpi4py", "nointerrupt", launcher_args=["--spares", "1"],
+                    faults="1:step@21:KILL")
+    assert clean.returncode == 0 and job.returncode == 0, job.stderr
+    expected = {r: (e["acc"], e["hops"]) for r, e in clean.by_rank("final").items()}
+    got = job.by_rank("final")
+    assert {r: (e["acc"], e["hops"]) for r, e in got.items()} == expected and len(expected) == 4
+    assert all(e["recoveries"] == 1 for e in got.values()) and "Traceback" not in job.stderr
+
+
 # issue 10: a revoke that reaches a rank still inside the call creating the communicator made Open
 # MPI 5.0.11 segfault it (ompi_comm_revoke_local); dpmpi warms up intercommunicators too
 @pytest.mark.parametrize("how, who", [("create", "all"), ("create", "0"), ("dup", "all"), ("split", "0"),

@@ -278,6 +278,31 @@ def test_request_class_methods_take_dpmpi_requests(comm):
     assert isinstance(null, dpmpi.Request) and null == MPI.REQUEST_NULL
 
 
+def test_mpi4pys_own_functions_take_dpmpi_requests(comm):
+    """dpmpi requests are mpi4py requests (the object itself, not a copy): a program written for
+    mpi4py completes them with MPI.Request.Waitall; their own methods still raise dpmpi errors."""
+    right, left = _ring(comm)
+    got = array.array("i", [-1])
+    reqs = [comm.Irecv(got, source=left, tag=41), comm.Isend(array.array("i", [comm.Get_rank()]), dest=right, tag=41)]
+    assert all(isinstance(q, MPI.Request) and q.mpi is q for q in reqs)
+    assert MPI.Request.Waitall(reqs) is True and got[0] == left and not any(reqs)
+    out, into = array.array("i", [9]), array.array("i", [0])
+    ps, pr = comm.Send_init(out, dest=right, tag=42), comm.Recv_init(into, source=left, tag=42)
+    for q in (ps, pr):
+        assert isinstance(q, dpmpi.Prequest) and isinstance(q, MPI.Prequest) and isinstance(q, dpmpi.Request)
+    MPI.Prequest.Startall([ps, pr])
+    assert MPI.Request.Waitall([pr, ps]) and into[0] == 9 and ps and pr  # persistent: inactive, not null
+    into[0] = 0
+    pr.Start()
+    ps.Start()
+    assert pr.Wait() and ps.Wait() and into[0] == 9
+    ps.Free()
+    pr.Free()
+    assert not ps and not pr and "handle" in repr(ps)
+    with pytest.raises(dpmpi.DpmpiError, match="in Start"):  # a method's error is dpmpi's
+        ps.Start()
+
+
 def test_comm_truthiness_equality_pickling_and_class_methods(comm):
     import pickle
 
