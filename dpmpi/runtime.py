@@ -136,6 +136,9 @@ class Runtime:
         self._callbacks: list[Callable[[dict], None]] = []
         self._pending: int | None = None  # epoch staged and not yet committed
         self._arrays_hold: int | None = None  # the epoch the arrays hold unchanged since its stage (None: modified)
+        # the arrays as the program built them for this rank (not on a warm spare: built for
+        # another rank, overwritten by its first restore), until the first update
+        self._as_built = comm.role is not resilient.Role.SPARE
         self._updates = 0  # rt.update() calls in the current step
         self._running = False
         self._catching_up: Recovery | None = None
@@ -167,6 +170,7 @@ class Runtime:
         self._commit_pending()
         self.snapshot.wait_refill()  # (after a restore by page exchange: until its copy back is done)
         self._arrays_hold = None  # (from here until the next stage, the arrays change)
+        self._as_built = False
         yield
         if self.confirm_steps:  # every rank ended the step with no peer lost (raises otherwise)
             self.comm.Agree(1)
@@ -200,7 +204,10 @@ class Runtime:
             if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0:
                 self._recover(caught=None)
             elif self.snapshot.epoch < 0:
-                self._start()
+                try:
+                    self._start()
+                except _RECOVERABLE as exc:  # (every rank: _start ends with an agreement)
+                    self._recover(caught=exc, starting=True)
             while True:
                 try:
                     while self.step < n_steps:
@@ -234,16 +241,32 @@ class Runtime:
         return list(self.history)
 
     def _start(self) -> None:
-        """Epoch 0, the starting state, safe everywhere before the first step (collective)."""
-        self.snapshot.stage(0)
-        self.snapshot.commit(0)
-        self.snapshot.wait()
-        self._arrays_hold = 0
+        """Epoch 0, the starting state, safe everywhere before the first step (collective). It
+        ends with an agreement, so that the ranks leave it together or fail it together: a rank
+        killed while epoch 0 was replicated ended the job before (a stranger's program, 1 of 20
+        runs with a rank SIGKILLed from outside), as some ranks went on to step 0."""
+        self._arrays_hold = 0  # (the arrays as the program built them: epoch 0 wherever it is held)
+        done = 1
+        try:
+            self.snapshot.stage(0)
+            faults.point("run-start")  # (tests: a rank dies while epoch 0 is committed and replicated)
+            self.snapshot.commit(0)
+            self.snapshot.wait()
+        except _RECOVERABLE:
+            done = 0  # (still in the agreement: the others wait there)
+            # end the replication here and revoke its communicator: a peer whose replication
+            # waits for this process (its barrier) then fails its commit too, instead of never
+            # reaching the agreement
+            self.snapshot.repair_begins()
+        if not self.comm.Agree(done):
+            raise ProcFailedError("a rank failed while the first snapshot was taken", MPI.ERR_PROC_FAILED)
         self.step = 0
 
-    def _recover(self, caught: BaseException | None) -> None:
+    def _recover(self, caught: BaseException | None, starting: bool = False) -> None:
+        """Repair, restore, and go on from the restored epoch. ``starting``: the failure came in
+        ``_start`` (on every rank: it ends with an agreement); caught None: a replacement."""
         caught_at = time.time()
-        failed_step = self.step if caught is not None else -1
+        failed_step = self.step if caught is not None and not starting else -1
         detected_by = (getattr(caught, "noticed_by", "") or "mpi") if caught is not None else ""
         if caught is not None:
             self._emit("failure", step=self.step, error=type(caught).__name__, detected_by=detected_by)
@@ -267,7 +290,13 @@ class Runtime:
                 # with DPMPI_SWAP_MIN set, survivors exchange pages with their copy instead of
                 # copying it back; the copy back into the slot runs while the step reads, and
                 # update() waits for it
-                epoch = self.snapshot.restore(arrays_hold=hold, carry=failed_step, swap=True)
+                epoch = self.snapshot.restore(arrays_hold=hold, carry=failed_step, swap=True,
+                                              as_built=self._as_built)
+                if epoch < 0:  # every rank failed or was called in during _start: take epoch 0 again
+                    self._start()
+                    epoch = 0
+                else:
+                    self._as_built = epoch == 0  # (epoch 0: the arrays as built, for this rank)
                 self._arrays_hold = epoch
                 restored_at = time.time()
                 failed_step = int(self.snapshot.last_restore["carried"])

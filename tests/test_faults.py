@@ -208,6 +208,27 @@ def test_a_death_seen_in_mpi4pys_own_waitall_is_recovered(dpmpi_run):
     assert all(e["recoveries"] == 1 for e in got.values()) and "Traceback" not in job.stderr
 
 
+_ring_clean: dict = {}
+
+
+@pytest.mark.parametrize("fault", ["1:run-start@1:KILL", "2:run-start@1+0.005:KILL"],
+                         ids=["before-commit", "in-commit"])
+def test_a_rank_dying_while_the_first_snapshot_is_taken_is_recovered(dpmpi_run, fault):
+    """A rank killed while the runtime takes its first snapshot: the ranks that got through it
+    went on to step 0 while the others raised out of rt.run (a stranger's program, a rank
+    SIGKILLed 0.7 s in: 1 of 20 runs hung). Now they agree, repair, and take epoch 0 again (or
+    restore it where it survived); the cold spare builds its arrays as the dead rank did."""
+    if not _ring_clean:
+        clean = dpmpi_run(5, "ring_waitall.py", launcher_args=["--spares", "1"])
+        assert clean.returncode == 0, clean.stderr
+        _ring_clean.update({r: (e["acc"], e["hops"]) for r, e in clean.by_rank("final").items()})
+    job = dpmpi_run(5, "ring_waitall.py", launcher_args=["--spares", "1"], faults=fault, timeout=60)
+    assert job.returncode == 0, job.stderr
+    got = job.by_rank("final")
+    assert {r: (e["acc"], e["hops"]) for r, e in got.items()} == _ring_clean and len(got) == 4
+    assert all(e["recoveries"] == 1 for e in got.values()) and "Traceback" not in job.stderr
+
+
 # issue 10: a revoke that reaches a rank still inside the call creating the communicator made Open
 # MPI 5.0.11 segfault it (ompi_comm_revoke_local); dpmpi warms up intercommunicators too
 @pytest.mark.parametrize("how, who", [("create", "all"), ("create", "0"), ("dup", "all"), ("split", "0"),

@@ -114,6 +114,16 @@ def test_a_rank_dying_after_its_last_step_is_recovered_too(dpmpi_run):
     assert {e["rank"] for e in job.events if e["event"] == "restored"} == {0, 1, 2, 3}
 
 
+def test_a_warm_spare_cannot_replace_a_rank_whose_starting_state_was_never_replicated(dpmpi_run):
+    # the examples' spares are warm (dpmpi.init(wait=False)): their arrays are built for another
+    # rank, so a rank killed before its first snapshot left its buddy is lost; every rank must say
+    # so and end (it hung before). Cold spares start again: test_faults.py, the ring.
+    job = launch(dpmpi_run, "jacobi", 1, "1:run-start@1:KILL")
+    assert job.returncode != 0, job.stderr
+    lost = [line for line in job.stderr.splitlines() if line.startswith("dpmpi.snapshot.errors.SnapshotLostError")]
+    assert len(lost) == 4 and all("starting state of rank(s) [1] is lost" in line for line in lost), job.stderr
+
+
 @pytest.mark.parametrize("workload", ["mlp", "jacobi"])
 def test_no_spare_a_respawned_process_restores_and_ends_identical(workload, dpmpi_run):
     job = launch(dpmpi_run, workload, 0, "2:step@13:KILL", env={"DPMPI_ON_DEPLETED": "respawn"})

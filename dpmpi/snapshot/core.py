@@ -291,15 +291,14 @@ class Snapshot:
         self._replication.repair_done(event)
 
     @uninterrupted
-    def restore(self, *, arrays_hold: int | None = None, carry: int = -1, swap: bool = False) -> int:
+    def restore(self, *, arrays_hold: int | None = None, carry: int = -1, swap: bool = False,
+                as_built: bool = False) -> int:
         """Write the newest globally restorable epoch back into the arrays; return it (collective,
         after ``comm.Respawn()``; a replacement calls it on a Snapshot it just made). Survivors
         restore from their own slot, a replacement from a buddy's copy (checksums checked).
-        ``arrays_hold=E``: the arrays are unchanged since ``stage(E)`` (if E is restored, nothing
-        is copied). ``carry``: an int sent in the restore's first collective, the largest over all
-        ranks in ``last_restore["carried"]``. ``swap=True``: pages exchanged instead of copied
-        (docs/snapshots.md); modify the arrays only after ``wait_refill()``. ``SnapshotLostError``:
-        a rank and its copies are gone (``persist_dir`` tried too), or a copy failed its checksum."""
+        Options (docs/snapshots.md): ``arrays_hold``, ``carry``, ``swap``, ``as_built`` (-1 may
+        then be returned: nothing restored). ``SnapshotLostError``: a rank and its copies are
+        gone (``persist_dir`` tried too), or a copy failed its checksum."""
         self._check_open()
         hold = None if arrays_hold is None else _int_arg("arrays_hold", arrays_hold, 0)
         carry = _int_arg("carry", carry, -1)
@@ -308,7 +307,7 @@ class Snapshot:
         restore.quiesce(self._committer, self._buffers, self._replication, self._persistence)
         epoch, self.last_restore, refill = restore.restore(
             self._buffers, self._replication, self._persistence, t0, {"quiesce": time.perf_counter() - t0}, hold,
-            carry, bool(swap))
+            carry, bool(swap), bool(as_built))
         if refill is not None:
             self._committer.submit(epoch, refill)
             self._refilling = True

@@ -87,26 +87,41 @@ def quiesce(committer: Committer, buffers: Buffers, repl: Replication, persist: 
 
 def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float,
             timings: dict[str, float], arrays_hold: int | None = None,
-            carry: int = -1, swap: bool = False) -> tuple[int, dict[str, Any], Callable[[int], None] | None]:
+            carry: int = -1, swap: bool = False,
+            as_built: bool = False) -> tuple[int, dict[str, Any], Callable[[int], None] | None]:
     """Restore the newest epoch restorable everywhere (collective); (epoch, report, refill).
     ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown).
     ``carry``: an int the caller shares in the restore's first collective; the report's
     ``carried`` is the largest over all ranks (dpmpi.Runtime: the step where the failure struck).
     ``swap``: a rank that restores from its own slot exchanges pages with it (``Buffers.swap_back``)
     and returns ``refill``, for the caller's background thread: it waits for the copy of the
-    arrays back into the slot, seals it, then starts the re-replication (else None)."""
+    arrays back into the slot, seals it, then starts the re-replication (else None).
+    ``as_built``: this rank's arrays hold the state the program built for its rank, unchanged
+    (False on a warm spare, whose arrays were built for another rank). When no epoch survives
+    for every rank, every rank's ``carry`` is negative (none has run a step: dpmpi.Runtime, a
+    failure while its first snapshot was taken) and every rank says ``as_built``, nothing is
+    restored, every epoch held is dropped and -1 is returned (the caller stages and commits its
+    first epoch again)."""
     t = time.perf_counter()
     # the new snapshot communicator (Dup), whose first collective carries what each rank holds
-    gathered = repl.begin_again("Snapshot.restore", (carry, _holdings(buffers, repl, persist)))
+    gathered = repl.begin_again("Snapshot.restore", (carry, as_built, _holdings(buffers, repl, persist)))
     scomm = repl.scomm
     rank, size = scomm.Get_rank(), scomm.Get_size()
-    carried = max(int(c) for c, _info in gathered)
-    infos = [(r, *info) for r, (_c, info) in enumerate(gathered)]
+    carried = max(int(c) for c, _u, _info in gathered)
+    built = [bool(u) for _c, u, _info in gathered]  # every rank's as_built (the same decisions everywhere)
+    infos = [(r, *info) for r, (_c, _u, info) in enumerate(gathered)]
     timings["agree"] = time.perf_counter() - t
     _check_layouts(infos)
     repl.layouts = {r: sig for r, sig, *_ in infos}
     held = {r: {**held_r, r: own_r} for r, _sig, own_r, held_r, _l, _d, _direct in infos}
     epoch, transfers, lost = plan.plan_restore(held, size)
+    if epoch < 0 and carried < 0 and all(built):
+        buffers.forget(-1)
+        repl.keep_only(-1)
+        if repl.replicas:
+            repl.make_slots()
+        return -1, {"epoch": -1, "carried": carried, "first_epoch_again": True,
+                    "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}, None
     if epoch < 0 and not lost:
         raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
                          "snap.stage() and snap.commit(epoch) first")
@@ -115,6 +130,13 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         on_disk = set.intersection(*disk) if disk else set()
         if on_disk:
             return (*_from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0, carried), None)
+        if carried < 0 and any(built):  # (dpmpi.Runtime's first snapshot, with warm spares)
+            raise SnapshotLostError(
+                f"the starting state of rank(s) {list(lost)} is lost: they died before their first snapshot "
+                f"reached a buddy, and the ranks {[r for r, b in enumerate(built) if not b]} that replace them "
+                f"hold arrays built for other ranks (warm spares, dpmpi.init(wait=False)). With spares that build "
+                f"their arrays after they are called in (dpmpi.init()), dpmpi.Runtime takes its first snapshot again.",
+                MPI.ERR_PROC_FAILED, lost)
         raise SnapshotLostError(
             f"snapshot lost for rank(s) {list(lost)}: each of them and every holder of its copies failed "
             f"together, so no epoch survives for every rank"
