@@ -68,7 +68,7 @@ def translating(op: str, fn: Callable[..., Any], comm: MPI.Comm | None, convert:
                 raise
             raise from_mpi(MPI.Exception(MPI.ERR_PROC_FAILED), comm, op) from exc
         # wrapped before the failure watcher may interrupt: a dpmpi.Request dropped while
-        # pending keeps itself (and its buffer) alive
+        # pending keeps a copy of itself (and its buffer) alive
         return result if result is None else convert(op, result, comm)
 
     def call(*args: Any, **kwargs: Any) -> Any:
