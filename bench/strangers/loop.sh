@@ -1,0 +1,43 @@
+#!/bin/bash
+# Programs nobody on the project wrote, killed from outside (docs/benchmarks.md, "Programs written
+# from the README"). One failure-free run gives the reference digests; then RUNS jobs, each with a
+# random process of the job (ACTIVE=1: an active rank only) sent SIGNAL after a random delay in
+# [LO, HI] s (KILLS=2: two active ranks, GAP s apart, with SPARES=2). A run is ok when dpmpi-run
+# exits 0, the digests equal the reference and stderr holds nothing but dpmpi-run's account, Open
+# MPI's "NBC_Progress" notices, dpmpi's documented "Send error after request freed" notice and a
+# SIGSEGV victim's own backtrace.
+#   bench/strangers/loop.sh PROGRAM STEPS RUNS [SIGNAL]     e.g. loop.sh runtime_mix.py 300 20
+set -u
+here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
+P=$here/$1; S=$2; N=$3; SIG=${4:-KILL}; SPARES=${SPARES:-1}; KILLS=${KILLS:-1}; GAP=${GAP:-0.03}
+PY=$root/.venv/bin/python; RUN=$root/.venv/bin/dpmpi-run; NP=$((4 + SPARES))
+tmp=$(mktemp -d)
+digest() { grep digest "$1" | "$PY" -c "import sys,json; d=json.load(sys.stdin); print(d['digest'], d['recoveries'])" 2>/dev/null; }
+$RUN -n $NP --spares $SPARES -- $PY $P $S > $tmp/ref.out 2> $tmp/ref.err
+ref=$(digest $tmp/ref.out); ref=${ref% *}
+[ -n "$ref" ] || { echo "the failure-free run failed: $tmp/ref.err"; exit 1; }
+# the lines of Open MPI's report of a SIGSEGV that the victim itself prints
+victim_report='^\[[^]]*:[0-9]+\] (\*\*\* (Process received signal|End of error message)|Signal: Segmentation|Signal code|Failing at address|\[ ?[0-9]+\] )'
+ok=0
+for i in $(seq 1 $N); do
+  ( timeout 120 $RUN -n $NP --spares $SPARES -- $PY $P $S > $tmp/run.out 2> $tmp/run.err; echo $? > $tmp/run.rc ) &
+  bg=$!
+  d=$("$PY" -c "import random; print(round(random.uniform(${LO:-0.6}, ${HI:-2.0}), 2))")
+  sleep $d
+  pids=""
+  for p in $(pgrep -f "python $P $S"); do
+    r=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep '^OMPI_COMM_WORLD_RANK=' | cut -d= -f2)
+    [ -n "$r" ] || continue
+    if [ -z "${ACTIVE:-}" ] || [ "$r" -lt 4 ]; then pids="$pids $p"; fi
+  done
+  victims=$(echo $pids | tr ' ' '\n' | shuf -n $KILLS)
+  first=1
+  for v in $victims; do [ $first = 1 ] || sleep $GAP; first=0; kill -$SIG $v 2>/dev/null; done
+  wait $bg
+  rc=$(cat $tmp/run.rc); got=$(digest $tmp/run.out)
+  bad=$(grep -a -E -i "OPAL ERROR|Traceback|error|warning" $tmp/run.err | grep -a -v -e "dpmpi-run: " -e "NBC_Progress" \
+        -e "Send error after request freed" | grep -a -v -E "$victim_report" | head -3)
+  if [ "$rc" = 0 ] && [ "${got% *}" = "$ref" ] && [ -z "$bad" ]; then ok=$((ok + 1)); st=ok; else st=BAD; cp $tmp/run.err $tmp/bad$i.err; fi
+  echo "$i: after ${d}s, rc $rc, recoveries ${got##* }, $st: $(grep -a 'dpmpi-run:' $tmp/run.err | cut -c1-110)"
+done
+echo "ok $ok/$N (stderr of the others: $tmp)"
