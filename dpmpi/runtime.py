@@ -231,8 +231,10 @@ class Runtime:
                 except _RECOVERABLE as exc:
                     self._recover(caught=exc)
                 except MPI.Exception as exc:  # raised by mpi4py itself (MPI.Request.Waitall(reqs), comm.mpi...)
+                    if isinstance(exc, DpmpiError):  # (dpmpi's own: not a peer's failure)
+                        raise
                     failure = peer_failure(exc, self.comm.mpi) or interrupts.noticed_failure()
-                    if failure is None or isinstance(exc, DpmpiError):
+                    if failure is None:
                         raise
                     self._recover(caught=failure)
         finally:
