@@ -250,8 +250,8 @@ class Runtime:
         self._arrays_hold = 0  # (the arrays as the program built them: epoch 0 wherever it is held)
         done = 1
         try:
+            faults.point("run-start")  # (tests: a rank dies before its epoch 0 exists, or +delay: while it is taken)
             self.snapshot.stage(0)
-            faults.point("run-start")  # (tests: a rank dies while epoch 0 is committed and replicated)
             self.snapshot.commit(0)
             self.snapshot.wait()
         except _RECOVERABLE:

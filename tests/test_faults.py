@@ -212,7 +212,7 @@ _ring_clean: dict = {}
 
 
 @pytest.mark.parametrize("fault", ["1:run-start@1:KILL", "2:run-start@1+0.005:KILL"],
-                         ids=["before-commit", "in-commit"])
+                         ids=["before-its-copy", "while-taken"])
 def test_a_rank_dying_while_the_first_snapshot_is_taken_is_recovered(dpmpi_run, fault):
     """A rank killed while the runtime takes its first snapshot: the ranks that got through it
     went on to step 0 while the others raised out of rt.run (a stranger's program, a rank

@@ -122,6 +122,13 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             repl.make_slots()
         return -1, {"epoch": -1, "carried": carried, "first_epoch_again": True,
                     "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}, None
+    if epoch < 0 and carried < 0 and any(built):  # (dpmpi.Runtime's first snapshot, with warm spares)
+        foreign = tuple(r for r, b in enumerate(built) if not b)
+        raise SnapshotLostError(
+            f"the starting state of rank(s) {list(foreign)} is lost: the rank(s) died before their first "
+            f"snapshot reached a buddy, and the processes that replace them hold arrays built for other ranks "
+            f"(warm spares, dpmpi.init(wait=False)). With spares that build their arrays after they are "
+            f"called in (dpmpi.init()), dpmpi.Runtime takes its first snapshot again.", MPI.ERR_PROC_FAILED, foreign)
     if epoch < 0 and not lost:
         raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
                          "snap.stage() and snap.commit(epoch) first")
@@ -130,13 +137,6 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         on_disk = set.intersection(*disk) if disk else set()
         if on_disk:
             return (*_from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0, carried), None)
-        if carried < 0 and any(built):  # (dpmpi.Runtime's first snapshot, with warm spares)
-            raise SnapshotLostError(
-                f"the starting state of rank(s) {list(lost)} is lost: they died before their first snapshot "
-                f"reached a buddy, and the ranks {[r for r, b in enumerate(built) if not b]} that replace them "
-                f"hold arrays built for other ranks (warm spares, dpmpi.init(wait=False)). With spares that build "
-                f"their arrays after they are called in (dpmpi.init()), dpmpi.Runtime takes its first snapshot again.",
-                MPI.ERR_PROC_FAILED, lost)
         raise SnapshotLostError(
             f"snapshot lost for rank(s) {list(lost)}: each of them and every holder of its copies failed "
             f"together, so no epoch survives for every rank"
