@@ -122,7 +122,5 @@ def peer_failure(exc: MPI.Exception, comm: MPI.Comm) -> DpmpiError | None:
     """An MPI error raised by mpi4py itself (not through dpmpi: ``MPI.Request.Waitall(reqs)``,
     ``comm.mpi.Allreduce(...)``) as dpmpi's ``ProcFailedError``/``RevokedError`` when a peer's
     failure caused it, judged on ``comm``; None for any other error."""
-    if isinstance(exc, DpmpiError):
-        return exc if isinstance(exc, (ProcFailedError, RevokedError)) else None
     err = from_mpi(exc, comm)
     return err if isinstance(err, (ProcFailedError, RevokedError)) else None
