@@ -219,3 +219,33 @@ def test_a_repair_wakes_a_rank_blocked_on_a_derived_communicator(dpmpi_run):
     assert sorted(done) == [0, 1, 2, 3], job.stdout + job.stderr
     assert done[0]["caught"] == "RevokedError", done  # woken by rank 2's repair, not by the deadline
     assert all(d["total"] == 4 and d["half"] == (2 if r % 2 == 0 else 4) for r, d in done.items()), done
+
+
+@pytest.mark.parametrize("mode, faults", [
+    # rank 0 dies after its step's Split; rank 1 dies in the next step, while rank 0's replacement
+    # has still to be handed the communicator that a step made once and kept
+    ("runtime", "0:split@4:KILL,1:split@5:KILL"),
+    ("loop", "1:split@5:KILL"),  # the program's own loop: Respawn in its except clause
+])
+def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, faults):
+    """bench/strangers/split_per_step.py (a Split in every step, freed at its end) hung at its
+    next failure: the replacement was handed the communicators the survivors had made and freed,
+    instead of making the step's own with them. Beside those, one made before the loop (ranks 0
+    and 2 only) and one made at step 2 and kept; every value is checked against its failure-free
+    closed form."""
+    n = 12
+    job = dpmpi_run(6, "derived_per_step.py", mode, n, launcher_args=["--spares", "2"], faults=faults, timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    done = job.by_rank("done")
+    assert sorted(done) == [0, 1, 2, 3], job.stdout + job.stderr
+    victims = {f["rank"] for f in job.faults()}
+    assert victims == {int(f.split(":")[0]) for f in faults.split(",")}, job.stderr
+    for r, d in done.items():
+        same_parity, even = (2 if r % 2 == 0 else 4), r % 2 == 0
+        if mode == "runtime":  # the state after n steps, bit for bit
+            assert d["x"] == [n * same_parity + 2 * sum(range(n)), 2 * sum(range(n)) if even else 0, 4 * (n - 2)], d
+        else:  # the last step's values
+            assert d["last"] == [same_parity + 2 * (n - 1), 2 * (n - 1) if even else 0, 4], d
+    assert done[1]["role"] == "RECOVERED", done
+    for bad in ("Segmentation", "OPAL ERROR", "Traceback"):
+        assert bad not in job.stderr, job.stderr

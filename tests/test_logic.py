@@ -386,6 +386,36 @@ def test_recipes_follow_the_renumbering_of_a_shrink():
     assert split.renumbered(same) == split and group.renumbered(same) == Recipe("Create_group", 0, {-1: ((1, 2, 3), 7)})
 
 
+def test_a_repair_remakes_only_the_derived_communicators_still_in_use_and_their_parents():
+    from dpmpi.resilient.plan import Recipe, kept_recipes
+
+    setup = Recipe("Split", -1, {0: (0, 0), 1: (1, 1)})
+    per_step = [Recipe("Split", -1, {0: (0, 0), 1: (0, 1)}) for _ in range(3)]  # made and freed each step
+    child = Recipe("Dup", 2, {})  # made from the second per-step one, which the program freed
+    recipes = [setup, *per_step, child]
+    kept, old = kept_recipes(recipes, [True, False, False, False, True])
+    assert old == [0, 2, 4]  # the freed parent of a child still in use is remade too
+    assert kept == [setup, per_step[1], Recipe("Dup", 1, {})]  # the child's parent re-indexed
+    assert kept_recipes(recipes, [False] * 5) == ([], [])
+    assert kept_recipes(recipes, [True] * 5) == (recipes, [0, 1, 2, 3, 4])
+    with pytest.raises(ValueError):
+        kept_recipes(recipes, [True])
+
+
+def test_a_replacement_is_handed_a_kept_communicator_only_for_the_call_that_made_it():
+    from dpmpi.resilient.derived import replays
+    from dpmpi.resilient.plan import Recipe
+
+    kept = Recipe("Dup", -1, {})  # made by a step once and kept
+    assert replays(kept, "Dup", -1, 1, None)
+    assert not replays(kept, "Split", -1, 1, (1, 1))  # a step's own Split first: made with the survivors
+    assert not replays(kept, "Dup", 0, 1, None)  # a Dup of another communicator
+    halves = Recipe("Split", -1, {0: (0, 0), 1: (1, 1)})
+    assert replays(halves, "Split", -1, 1, (1, 1)) and not replays(halves, "Split", -1, 1, (0, 1))
+    group = Recipe("Create_group", -1, {-1: ((0, 2), 5)})
+    assert replays(group, "Create_group", -1, 2, ((0, 2), 5)) and not replays(group, "Create_group", -1, 2, ((0, 2), 6))
+
+
 def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():
     from dpmpi.resilient.plan import Plan, Recipe, View, newest_view
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from dpmpi import interrupts
-from dpmpi.resilient import repair, spares
+from dpmpi.resilient import derived, repair, spares
 from dpmpi.resilient.derived import Tracked
 from dpmpi.resilient.events import RepairEvent
 from dpmpi.resilient.state import Role, State
@@ -77,8 +77,11 @@ class ResilientComm(Tracked):
 
         Collective over the surviving active ranks (idle spares join by themselves). Returns
         this communicator, rebuilt in place: same rank numbers and size, unless spares ran out
-        under policy "shrink". Derived communicators (Split, Dup, Create_group) are rebuilt in
-        place too."""
+        under policy "shrink". Derived communicators (Split, Dup, Create_group) that some rank
+        still uses are rebuilt in place too; those freed or let go of everywhere are forgotten.
+        Called while a failure is handled, it first clears the local variables of the frames that
+        failure unwound (a communicator made in a failed step is then not in use)."""
         self._state.not_spare("Respawn")
+        derived.let_go_of_unwound()
         repair.run(self._state, time.time())
         return self

@@ -1,17 +1,25 @@
 """Derived communicators: those the program makes from the active one (``Split``, ``Dup``,
-``Create_group``, and from those). Each is recorded as a recipe keyed by *logical* rank and
-rebuilt in place after each repair; on a replacement they are built fresh by the repair and
-handed out, in creation order, when its program asks for them."""
+``Create_group``, and from those). Each is recorded as a recipe keyed by *logical* rank. A repair
+remakes those still in use on some active rank (its handle alive and not freed: ``held``, ORed
+over the active ranks by ``agree_held``) and forgets the others, so a program that makes one in
+each step and frees it (or lets go of it) does not accumulate them; survivors' handles are pointed
+at the new ones in place, and a replacement's own calls to ``Split``/``Dup``/``Create_group`` are
+answered with the remade ones, in creation order, until it has caught up with the survivors."""
 from __future__ import annotations
 
+import array
+import sys
+import traceback
+import weakref
 from typing import Any
 
 from mpi4py import MPI
 
+from dpmpi import interrupts
 from dpmpi.comm import Comm, rebind
 from dpmpi.mpicall import exchange, warm_up
 from dpmpi.errors import from_mpi
-from dpmpi.resilient.plan import Recipe
+from dpmpi.resilient.plan import Recipe, kept_recipes
 from dpmpi.resilient.state import State
 
 
@@ -21,14 +29,17 @@ class Tracked(Comm):
     _state: State
     _index = -1  # its recipe's index (-1: the active communicator)
 
+    @interrupts.uninterrupted
     def Split(self, color: int = 0, key: int = 0) -> Comm:
         self._state.not_spare("Split")
         return derive(self._state, "Split", self, (color, key))
 
+    @interrupts.uninterrupted
     def Dup(self) -> Comm:
         self._state.not_spare("Dup")
         return derive(self._state, "Dup", self, ())
 
+    @interrupts.uninterrupted
     def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
         self._state.not_spare("Create_group")
         return derive(self._state, "Create_group", self, (group, tag))
@@ -67,22 +78,16 @@ class Derived(Tracked):
 
 def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     """``parent.<op>(*args)`` (collective over ``parent``), recorded so that repairs remake it."""
-    if state.replay:  # a replacement catching up: the survivors made this one already
-        return state.replay.pop(0)
-    praw, me = parent.mpi, state.logical()
+    me = state.logical()
     if op == "Split":
         color, key = args
         if color != MPI.UNDEFINED and (isinstance(color, bool) or not isinstance(color, int) or color < 0):
             raise ValueError(f"Split color must be an int >= 0 or MPI.UNDEFINED, got {color!r}")
         if isinstance(key, bool) or not isinstance(key, int):
             raise TypeError(f"Split key must be an int, got {key!r}")
-        try:
-            table = exchange(lambda: praw.allgather((me, color, key)))
-        except MPI.Exception as exc:
-            raise from_mpi(exc, praw, "Split") from exc
-        recipe = Recipe(op, parent._index, {lr: (c, k) for lr, c, k in table})
+        mine: Any = (color, key)
     elif op == "Dup":
-        recipe = Recipe(op, parent._index, {})
+        mine = None
     else:
         group, tag = args
         if not isinstance(group, MPI.Group):
@@ -90,41 +95,118 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
         agroup = _active(state).Get_group()
         members = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), agroup)
         agroup.Free()
-        recipe = Recipe(op, parent._index, {-1: (tuple(members), tag)})
+        mine = (tuple(members), tag)
+    if state.replay and replays(state.recipes[state.replay[0][0]], op, parent._index, me, mine):
+        return state.replay.pop(0)[1]  # a replacement catching up: the survivors made this one already
+    praw = parent.mpi
+    if op == "Split":
+        try:
+            table = exchange(lambda: praw.allgather((me, color, key)))
+        except MPI.Exception as exc:
+            raise from_mpi(exc, praw, "Split") from exc
+        recipe = Recipe(op, parent._index, {lr: (c, k) for lr, c, k in table})
+    else:
+        recipe = Recipe(op, parent._index, {} if op == "Dup" else {-1: mine})
     made = _make(state, recipe, praw)
     state.recipes.append(recipe)
-    result = MPI.COMM_NULL if made is None else Derived(made, len(state.recipes) - 1, state)
-    state.derived.append(result)
+    state.derived.append(made)
+    if made is None:
+        state.handles.append(None)
+        return MPI.COMM_NULL
+    result = Derived(made, len(state.recipes) - 1, state)
+    state.handles.append(weakref.ref(result))
     return result
 
 
+def replays(recipe: Recipe, op: str, parent: int, me: int, mine: Any) -> bool:
+    """Whether a replacement's call is the one the survivors made for ``recipe``, the next one it
+    has not been handed: the same operation on the same parent, with what the survivors recorded
+    for this rank. Otherwise it is one the survivors make now too (one made in each step, while
+    the replacement has still to be handed one that a step made once and kept). Pure."""
+    if recipe.op != op or recipe.parent != parent:
+        return False
+    if op == "Split":
+        return recipe.args.get(me) == mine
+    return op == "Dup" or recipe.args.get(-1) == mine
+
+
 def communicators(state: State) -> list[MPI.Comm]:
-    """The MPI communicators of this process's derived communicators (those it is a member of).
-    A repair revokes them with the active one: a peer blocked in a collective on one of them that
-    the failed process is not part of would otherwise wait for ever for a member that left it
-    for the repair (seen: a rank in an Allreduce on a communicator split by parity, its partner
-    gone to repair after the same iteration's Allreduce on the active one failed only for it)."""
-    return [d.mpi for d in state.derived if isinstance(d, Derived) and d.mpi != MPI.COMM_NULL]
+    """The MPI communicators of this process's derived communicators (those it is a member of and
+    has not freed, the ones its program let go of too). A repair revokes them with the active
+    one: a peer blocked in a collective on one of them that the failed process is not part of would
+    otherwise wait for ever for a member that left it for the repair (seen: a rank in an Allreduce
+    on a communicator split by parity, its partner gone to repair after the same iteration's
+    Allreduce on the active one failed only for it)."""
+    return [raw for raw in state.derived if raw is not None and raw != MPI.COMM_NULL]
 
 
-def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh: bool) -> None:
-    """Remake every derived communicator on the new active one (same colours and keys).
+def held(state: State) -> list[bool]:
+    """For each recipe: whether this process still uses its communicator (its handle is alive,
+    in the program or in a replacement's replay, and not freed). A non-member holds none."""
+    out = []
+    for raw, ref in zip(state.derived, state.handles):
+        out.append(raw is not None and raw != MPI.COMM_NULL and ref is not None and ref() is not None)
+    return out
+
+
+def agree_held(comm: MPI.Intracomm, mine: list[bool]) -> list[bool]:
+    """Over ``comm`` (the new active communicator of a repair, before its commit: a failure here
+    fails the attempt on every process; raises the peer's failure): which recipes some process
+    still holds (the OR of ``mine``), for the recipes that every process has. A death during a
+    ``Split`` can leave the newest recipe on the ranks whose ``Split`` returned only; that one is
+    dropped (so this returns as many as the shortest list)."""
+    count = array.array("q", [len(mine)])
+    comm.Allreduce(MPI.IN_PLACE, count, MPI.MIN)
+    if count[0] == 0:
+        return []
+    buf = array.array("B", [1 if h else 0 for h in mine[: count[0]]])
+    comm.Allreduce(MPI.IN_PLACE, buf, MPI.BOR)
+    return [bool(b) for b in buf]
+
+
+def let_go_of_unwound() -> None:
+    """Clear the local variables of the frames that the exception being handled unwound (those
+    that finished: a step that failed), so that a communicator made there is no longer held and
+    the repair does not remake it. Called by ``Respawn`` (docs/spares.md)."""
+    exc, seen = sys.exc_info()[1], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)  # (skips frames still running)
+        exc = exc.__cause__ or exc.__context__
+
+
+def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh: bool,
+            keep: list[bool] | None) -> None:
+    """Remake the derived communicators still held somewhere (``keep``: ``agree_held``'s result
+    for the first ``len(keep)`` recipes; None: no recipes) on the new active one, with the same
+    colours and keys; forget the others.
     On a replacement (``fresh``) they wait in ``state.replay`` for the program to ask for them;
     elsewhere the program's handles are pointed at the new ones and the old ones go to the
     graveyard."""
-    state.recipes = [r.renumbered(renumber) for r in recipes]
+    keep = keep or []  # (None: no recipes)
+    kept, old = kept_recipes(recipes[: len(keep)], keep)  # (agree_held says why it may be fewer)
+    state.recipes = [r.renumbered(renumber) for r in kept]
     made: list[MPI.Comm | None] = []
     for recipe in state.recipes:
         praw = _active(state) if recipe.parent < 0 else made[recipe.parent]
         made.append(None if praw is None else _make(state, recipe, praw))
     if fresh:
-        state.derived = [MPI.COMM_NULL if raw is None else Derived(raw, i, state) for i, raw in enumerate(made)]
-        state.replay = list(state.derived)
+        handles = [MPI.COMM_NULL if raw is None else Derived(raw, i, state) for i, raw in enumerate(made)]
+        state.derived = made
+        state.handles = [None if raw is None else weakref.ref(h) for raw, h in zip(made, handles)]
+        state.replay = list(enumerate(handles))
         return
-    for old, raw in zip(state.derived, made):
-        if isinstance(old, Derived):
-            state.graveyard.append(old.mpi)
-            rebind(old, MPI.COMM_NULL if raw is None else raw)
+    # (a replacement still catching up: what it has not been handed yet is held, so kept)
+    state.replay = [(old.index(i), h) for i, h in state.replay if i in old]
+    state.graveyard.extend(raw for raw in state.derived if raw is not None)  # (kept and forgotten ones)
+    refs = [state.handles[i] for i in old]
+    for i, (ref, raw) in enumerate(zip(refs, made)):
+        handle = ref() if ref is not None else None
+        if handle is not None:
+            rebind(handle, MPI.COMM_NULL if raw is None else raw)
+            handle._index = i
+    state.derived = made
+    state.handles = [None if raw is None else ref for ref, raw in zip(refs, made)]
 
 
 def _active(state: State) -> MPI.Comm:

@@ -68,6 +68,22 @@ class Recipe:
         return Recipe(self.op, self.parent, args)
 
 
+def kept_recipes(recipes: list[Recipe], held: list[bool]) -> tuple[list[Recipe], list[int]]:
+    """The derived communicators a repair remakes: those some active rank still holds (``held``,
+    the OR over the active ranks) and the parents they were made from (a communicator derived from
+    one the program freed still needs it). Returns their recipes, parents re-indexed, and the old
+    index of each. Pure: every rank drops the same ones, in the same order."""
+    if len(held) != len(recipes):
+        raise ValueError(f"{len(held)} liveness bits for {len(recipes)} recipes")
+    keep = list(held)
+    for i in range(len(recipes) - 1, -1, -1):  # a parent was made before its children
+        if keep[i] and recipes[i].parent >= 0:
+            keep[recipes[i].parent] = True
+    old = [i for i, k in enumerate(keep) if k]
+    index = {o: n for n, o in enumerate(old)}
+    return [Recipe(r.op, index.get(r.parent, -1), r.args) for r in (recipes[i] for i in old)], old
+
+
 class View(NamedTuple):
     """What one live process brings to a repair (allgathered after the shrink)."""
 

@@ -52,6 +52,7 @@ class Decision(NamedTuple):
     me: int  # this process's logical rank in the new plan (-1: a spare)
     raw: MPI.Comm  # the new active communicator (COMM_NULL on a spare)
     recipes: list[Recipe]  # derived-communicator recipes (for a replacement)
+    keep: list[bool] | None  # which of them some active rank still holds (None: no recipes)
     quick: bool  # the quick reassign (every process held the same plan), not the allgather
 
 
@@ -70,7 +71,7 @@ def run(state: State, detected_at: float) -> None:
 def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decision:
     """Repair attempts until one commits; returns what it decided."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        raw = MPI.COMM_NULL
+        raw, keep = MPI.COMM_NULL, None
         t = time.perf_counter()
         for listener in state.listeners.snapshot():  # first: their threads must stop calling MPI
             listener.repair_begins()
@@ -114,8 +115,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 # a death during the spawn itself still ends in the deadline (README).
                 new_world.Agree(1)
                 faults.point("repair-spawning")
-                info = SpawnInfo(born, base, new_plan, recipes or state.recipes, renumber, state.policy, state.poll,
-                                 failed, filled, state.places)
+                info = SpawnInfo(born, base, new_plan, recipes or state.recipes, with_recipes, renumber, state.policy,
+                                 state.poll, failed, filled, state.places)
                 new_world = spawn(state, new_world, info)
                 state.graveyard.append(state.world)
                 state.world = new_world
@@ -130,6 +131,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 if root >= 0:  # the spares that took a place need the recipes of the derived communicators
                     got = exchange(lambda: raw.bcast(recipes if me == root else None, root=root))
                     recipes = recipes if was_active else got
+                if with_recipes:  # which derived communicators are still in use somewhere (derived.py)
+                    keep = derived.agree_held(raw, derived.held(state) if was_active else [False] * len(recipes))
             phases["rebuild"] += time.perf_counter() - t
             faults.point("repair-agree")
             t = time.perf_counter()
@@ -145,7 +148,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
         break
     else:
         raise ProcFailedError(f"Respawn did not converge in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
-    return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, quick)
+    return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick)
 
 
 def gather_views(state: State, was_active: bool, world: MPI.Intracomm) -> tuple[set[int], Plan, list[Recipe]]:
@@ -175,7 +178,7 @@ def live_processes(comm: MPI.Intracomm) -> set[int]:
 def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, phases: dict[str, float], t0: float,
            detected_at: float) -> None:
     """Adopt the committed plan: the new active communicator, derived ones, the event."""
-    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, quick = decided
+    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick = decided
     _guard.note_recovered([proc for proc in old_plan.actives + old_plan.spares if proc not in alive])
     if me >= 0 and not was_active:
         adopt_cpus(cpus_of_place(state.places, base, filled, state.process_id))
@@ -188,7 +191,7 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
         if was_active:  # (a waiting spare's placeholder wraps COMM_SELF: nothing to free)
             state.graveyard.append(state.active.mpi)
         rebind(state.active, raw)
-        derived.rebuild(state, state.recipes if was_active else recipes, renumber, fresh=not was_active)
+        derived.rebuild(state, state.recipes if was_active else recipes, renumber, fresh=not was_active, keep=keep)
         state.role = Role.SURVIVOR if was_active else Role.RECOVERED
     if state.watcher is not None:  # the new set of peers (and, with ULFM, a new communicator)
         state.watcher.rearm()

@@ -22,6 +22,7 @@ class SpawnInfo(NamedTuple):
     base: Plan  # the plan before the repair
     plan: Plan  # the plan the repair commits
     recipes: list[Recipe]  # derived-communicator recipes, before renumbering
+    with_recipes: bool  # some active rank has recipes: the new processes join the parents' agree_held
     renumber: dict[int, int]
     policy: str
     poll: float

@@ -45,6 +45,8 @@ def join() -> State:
     try:
         raw = merged.Split(0, me)
         warm_up(raw, "Split")
+        # the parents' agreement on which derived communicators are still in use (repair.attempts)
+        keep = derived.agree_held(raw, [False] * len(info.recipes)) if info.with_recipes else None
         merged.Agree(1)  # the parents' commit
     except MPI.Exception as exc:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
@@ -62,7 +64,7 @@ def join() -> State:
     adopt_cpus(cpus_of_place(state.places, info.base, info.filled, process_id))
     state.places = inherit_places(state.places, info.base, info.filled)
     state.active = ResilientComm(raw, state)
-    derived.rebuild(state, info.recipes, info.renumber, fresh=True)
+    derived.rebuild(state, info.recipes, info.renumber, fresh=True, keep=keep)
     state.role = Role.RECOVERED
     if state.watcher is not None:  # as the parents do in their commit
         state.watcher.rearm()

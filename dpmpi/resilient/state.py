@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import array
 import enum
+import weakref
 from typing import Callable
 
 from mpi4py import MPI
@@ -46,9 +47,17 @@ class State:
         # place of the rank it replaced (a replacement takes that rank's CPUs when on the same node)
         self.places: dict[int, Place] = {}
         # -- derived communicators (derived.py) --
-        self.recipes: list[Recipe] = []  # in creation order
-        self.derived: list[Comm | MPI.Comm] = []  # MPI.COMM_NULL where this rank is not a member
-        self.replay: list[Comm | MPI.Comm] = []  # prebuilt for a replacement, served in creation order
+        # one entry per derived communicator the active ranks made, in creation order (the same
+        # on every active rank); a repair keeps those still in use somewhere (derived.rebuild)
+        self.recipes: list[Recipe] = []
+        # this process's MPI communicator of each (the object its handle wraps; freed by the
+        # program: MPI.COMM_NULL), None where this rank is not a member: kept to revoke it in a repair
+        self.derived: list[MPI.Comm | None] = []
+        # the program's handle of each, held weakly (a handle the program let go of, or freed, is
+        # not in use any more), None where this rank is not a member
+        self.handles: list[weakref.ref[Comm] | None] = []
+        # on a replacement: (index, handle) of those the repair made, handed out in creation order
+        self.replay: list[tuple[int, Comm | MPI.Comm]] = []
         # -- an idle spare (spares.py) --
         self.poll = poll  # seconds between two polls
         self.exit_flag = array.array("i", [1])
