@@ -225,15 +225,17 @@ def test_a_repair_wakes_a_rank_blocked_on_a_derived_communicator(dpmpi_run):
     # rank 0 dies after its step's Split; rank 1 dies in the next step, while rank 0's replacement
     # has still to be handed the communicator that a step made once and kept
     ("runtime", "0:split@4:KILL,1:split@5:KILL"),
-    ("loop", "1:split@5:KILL"),  # the program's own loop: Respawn in its except clause
+    ("loop", "1:split@100:KILL"),  # the program's own loop (Respawn in its except clause), after a compaction
+    ("runtime", "2:compact@1:KILL"),  # inside the first compaction (64 made), the others in its agreement
 ])
 def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, faults):
     """bench/strangers/split_per_step.py (a Split in every step, freed at its end) hung at its
     next failure: the replacement was handed the communicators the survivors had made and freed,
     instead of making the step's own with them. Beside those, one made before the loop (ranks 0
     and 2 only) and one made at step 2 and kept; every value is checked against its failure-free
-    closed form."""
-    n = 12
+    closed form. Without failures, the ones no rank uses are forgotten once they number 64 (then
+    twice the number kept plus 64): dpmpi tracks at most 2 * 2 + 64 at the end, not n + 2."""
+    n = 150
     job = dpmpi_run(6, "derived_per_step.py", mode, n, launcher_args=["--spares", "2"], faults=faults, timeout=60)
     assert job.returncode == 0, job.stdout + job.stderr
     done = job.by_rank("done")
@@ -246,6 +248,7 @@ def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, 
             assert d["x"] == [n * same_parity + 2 * sum(range(n)), 2 * sum(range(n)) if even else 0, 4 * (n - 2)], d
         else:  # the last step's values
             assert d["last"] == [same_parity + 2 * (n - 1), 2 * (n - 1) if even else 0, 4], d
-    assert done[1]["role"] == "RECOVERED", done
+        assert d["tracked"] <= 2 * 2 + 64, d
+    assert done[int(faults.split(",")[-1].split(":")[0])]["role"] == "RECOVERED", done  # the last victim's place
     for bad in ("Segmentation", "OPAL ERROR", "Traceback"):
         assert bad not in job.stderr, job.stderr

@@ -41,6 +41,13 @@ class ResilientComm(Tracked):
         return len({node for node, _cpus in self._state.places.values()}) or 1
 
     @property
+    def derived_tracked(self) -> int:
+        """How many derived communicators dpmpi keeps the recipe of (the next repair remakes those
+        still in use); unused ones are forgotten by each repair, and, without a failure, whenever
+        the count has doubled (the same on every active rank)."""
+        return derived.tracked(self._state)
+
+    @property
     def active_size(self) -> int:
         """The number of active ranks (on a waiting spare too: the size it will join)."""
         return len(self._state.plan.actives)

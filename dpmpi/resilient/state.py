@@ -17,6 +17,11 @@ from dpmpi.resilient.events import Listeners, RepairEvent
 from dpmpi.resilient.plan import Place, Plan, Recipe
 
 
+# derived communicators made before their first compaction (derived.compact), and added to each
+# later bound (twice the number kept)
+COMPACT_MIN = 64
+
+
 class Role(enum.Enum):
     INITIAL = "INITIAL"  # has not lived through a repair
     SURVIVOR = "SURVIVOR"  # lived through at least one repair
@@ -58,6 +63,8 @@ class State:
         self.handles: list[weakref.ref[Comm] | None] = []
         # on a replacement: (index, handle) of those the repair made, handed out in creation order
         self.replay: list[tuple[int, Comm | MPI.Comm]] = []
+        self.live: list[int] = []  # the places of those not forgotten (derived.compact), ascending
+        self.compact_at = COMPACT_MIN  # forget the unused ones when len(live) reaches this
         # -- an idle spare (spares.py) --
         self.poll = poll  # seconds between two polls
         self.exit_flag = array.array("i", [1])

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
+import sys
 import threading
 import time
 from typing import Iterator
@@ -52,6 +54,8 @@ class Watchdog:
                     self._cv.wait(left)
                     continue
                 self._deadline, what = None, self._what
+            # where each thread was stuck (the main thread: inside which MPI call of the repair)
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
             _guard.die(1, f"{what} ({ENV_REPAIR_TIMEOUT}); a further failure left it stuck")  # does not return
 
 

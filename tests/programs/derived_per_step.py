@@ -7,7 +7,8 @@ and 2 only: the others get COMM_NULL) and one made lazily at step 2 and kept. Fa
     derived_per_step.py loop N      the program's own loop (try / Respawn); prints the last step's
                                     values
 
-Every value is an integer sum whose failure-free result the test computes in closed form."""
+Every value is an integer sum whose failure-free result the test computes in closed form; each
+rank also prints how many derived communicators dpmpi still tracks (``comm.derived_tracked``)."""
 import json
 import sys
 
@@ -45,7 +46,7 @@ if mode == "runtime":
 
     rt.run(runtime_step, n)
     print(json.dumps({"event": "done", "rank": comm.Get_rank(), "x": x.tolist(), "recoveries": len(rt.history),
-                      "role": comm.role.value}), flush=True)
+                      "role": comm.role.value, "tracked": comm.derived_tracked}), flush=True)
 else:
     k = comm.allreduce(-1, op=MPI.MAX) if comm.role is dpmpi.Role.RECOVERED else 0
     last = None
@@ -57,4 +58,4 @@ else:
             comm.Respawn()
             k = comm.allreduce(k, op=MPI.MAX)  # (the replacement's first call, above)
     print(json.dumps({"event": "done", "rank": comm.Get_rank(), "last": list(last), "repairs": comm.repairs,
-                      "role": comm.role.value}), flush=True)
+                      "role": comm.role.value, "tracked": comm.derived_tracked}), flush=True)
