@@ -159,11 +159,29 @@ static void arm(void) {
     armed = 1;
 }
 
+/* Under dpmpi-run, tell it that this rank's MPI_Init returned (dpmpi/init_loss.py: a rank that
+ * dies before that leaves the others inside MPI_Init for ever, and dpmpi-run ends the job). Not
+ * in a process a repair spawned (its rank numbers are another job's). One write(2): no stdio. */
+static void announce_init(void) {
+    if (!records_wanted()) return;
+    void *h = libmpi();
+    typedef int (*fn_get_parent)(void **);
+    fn_get_parent get_parent = h ? (fn_get_parent)dlsym(h, "PMPI_Comm_get_parent") : NULL;
+    void *parent = NULL, *comm_null = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_null");
+    if (get_parent && get_parent(&parent) == 0 && parent && parent != comm_null) return;
+    char line[48];
+    int n = snprintf(line, sizeof line, "[dpmpi-init] %d\n", world_rank());
+    if (n > 0 && write(2, line, (size_t)n) < 0) { /* nothing to do: dpmpi-run then cannot tell */ }
+}
+
 EXPORT int MPI_Init(int *argc, char ***argv) {
     fn_init f = (fn_init)real("PMPI_Init");
     if (!f) return 16; /* MPI_ERR_OTHER */
     int rc = f(argc, argv);
-    if (rc == 0) arm();
+    if (rc == 0) {
+        announce_init();
+        arm();
+    }
     return rc;
 }
 
@@ -171,7 +189,10 @@ EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     fn_init_thread f = (fn_init_thread)real("PMPI_Init_thread");
     if (!f) return 16;
     int rc = f(argc, argv, required, provided);
-    if (rc == 0) arm();
+    if (rc == 0) {
+        announce_init();
+        arm();
+    }
     return rc;
 }
 

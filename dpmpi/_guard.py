@@ -302,6 +302,10 @@ def install() -> None:
 
     hb_timeout = heartbeat.timeout_from_env() if rank >= 0 else 0.0  # a bad value fails here
     _lib.lib.dpmpi_exit_set_record(int(config.get(ENV_STATUS)), rank)
+    if config.get(ENV_STATUS) and rank >= 0:  # under dpmpi-run: say when MPI_Init returned
+        from dpmpi import init_mark
+
+        init_mark.install(rank)
     os._exit = _os_exit
     sys.exit = _sys_exit
     sys.excepthook = _excepthook

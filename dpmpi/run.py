@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmpi import _guard, config, node_loss, shmclean
+from dpmpi import _guard, config, init_loss, node_loss, shmclean
 
 ENV_MPIRUN = "DPMPI_MPIRUN"
 # mpirun's message when its PMIx server could not start (a transient start-up failure)
@@ -204,6 +204,7 @@ class Outcome:
     records: dict[int, dict] = field(default_factory=dict)
     startup_failed: bool = False  # mpirun itself failed to start (nothing of the program ran)
     lost: node_loss.LostDaemon = field(default_factory=node_loss.LostDaemon)  # a daemon PRRTE lost
+    init: init_loss.InitWatch = field(default_factory=lambda: init_loss.InitWatch(0))  # deaths before MPI_Init
 
     def add(self, record: dict) -> None:
         """The newest record of a rank wins, except that one from a process that did not
@@ -221,7 +222,7 @@ class Outcome:
         is not for the user (PRRTE's error-manager trace that dpmpi-run asked for)."""
         if STARTUP_FAILURE in line:
             self.startup_failed = True
-        return self.lost.note(line)
+        return self.init.note(line) and self.lost.note(line)
 
 
 def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
@@ -299,13 +300,20 @@ def launch(opts: Options, mpirun: str) -> int:
         return 0
     for attempt in range(1, STARTUP_ATTEMPTS + 1):
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
-        outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)))
+        outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)),
+                          init=init_loss.InitWatch(opts.n))
         pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, outcome), daemon=True)
         pump.start()
+        stuck: int | None = None
         while True:
             try:
-                rc = proc.wait()
+                rc = proc.wait(timeout=0.5)
                 break
+            except subprocess.TimeoutExpired:
+                if stuck is None:
+                    stuck = outcome.init.stuck()
+                    if stuck is not None:
+                        proc.terminate()  # (mpirun ends every process of the job)
             except KeyboardInterrupt:  # mpirun got the same SIGINT from the terminal; wait for it
                 continue
         # mpirun's stderr closes when mpirun ends, unless a process it started still holds it:
@@ -322,6 +330,8 @@ def launch(opts: Options, mpirun: str) -> int:
     # every rank has an exit guard (dpmpi's Python module, or the preloaded library): a rank
     # without a record died by a signal
     code, account = job_exit_code(opts.n, outcome.records, rc, expect_records=True)
+    if stuck is not None:
+        code, account = 1, outcome.init.account(stuck)
     if outcome.lost.node is not None:
         code = code or 1
         account = (f"{outcome.lost.node} was lost (its PRRTE daemon died or stopped answering); Open MPI "

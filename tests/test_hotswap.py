@@ -2,6 +2,7 @@
 job with a hard timeout, judged from the ranks' JSON lines and the job's exit code."""
 import json
 import os
+import sys
 
 import pytest
 
@@ -252,3 +253,30 @@ def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, 
     assert done[int(faults.split(",")[-1].split(":")[0])]["role"] == "RECOVERED", done  # the last victim's place
     for bad in ("Segmentation", "OPAL ERROR", "Traceback"):
         assert bad not in job.stderr, job.stderr
+
+
+def test_a_rank_killed_before_its_mpi_init_returned_ends_the_job_instead_of_hanging_it(dpmpi_run):
+    """Before the thirteenth session every such job hung (the others wait inside MPI_Init)."""
+    job = dpmpi_run(4, "die_before_init.py", launcher_args=["--spares", "1"], timeout=40)
+    assert job.returncode == 1, job.stdout + job.stderr
+    assert "initialised" not in job.stdout, job.stdout
+    assert "dpmpi-run: rank 1 died before its MPI_Init returned" in job.stderr, job.stderr
+    assert "[dpmpi-init]" not in job.stderr, job.stderr  # dpmpi-run keeps its own lines to itself
+
+
+@pytest.mark.parametrize("how", ["import", "rc-initialize-false"])
+def test_every_python_rank_tells_dpmpi_run_when_its_mpi_init_returned(run_job, mpirun, how):
+    """dpmpi-run ends a job when a rank died before telling it (test above), so a rank that did
+    initialise MPI must always tell it: mpi4py initialises MPI without the exit guard's MPI_Init
+    (seen: every fault job whose run went on 2 s after a death was ended as stuck in MPI_Init)."""
+    from dpmpi import run
+
+    code = ("import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; MPI.Init_thread(); "
+            "print('ok', MPI.COMM_WORLD.Get_rank())") if how != "import" else (
+            "from mpi4py import MPI; print('ok', MPI.COMM_WORLD.Get_rank())")
+    env = {"DPMPI_BOOT": "1", "DPMPI_STATUS": "1", "PYTHONPATH": run.boot_dir()}  # as dpmpi-run sets them
+    job = run_job([*mpirun, "--with-ft", "ulfm", "-x", "DPMPI_BOOT", "-x", "DPMPI_STATUS", "-x", "PYTHONPATH",
+                   "-n", "2", sys.executable, "-c", code], env=env, timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert sorted(line for line in job.stderr.splitlines() if line.startswith("[dpmpi-init]")) == [
+        "[dpmpi-init] 0", "[dpmpi-init] 1"], job.stderr

@@ -49,3 +49,26 @@ def test_errmgr_trace_is_asked_for_unless_the_user_did():
     assert _prtemca(cmd)["errmgr_base_verbose"] == "5"
     opts = run.parse_args(["-n", "2", "--prtemca", "errmgr_base_verbose", "1", "--", "p"])
     assert node_loss.traces_errmgr(opts.mpirun_args) and run.build(opts, "m", {}).count("errmgr_base_verbose") == 1
+
+
+def test_a_rank_dead_before_its_mpi_init_returned_ends_a_job_stuck_in_mpi_init():
+    from dpmpi import init_loss
+
+    w = init_loss.InitWatch(4)
+    dead = "[vm:02184] [prterun-vm-2184@0,0] errmgr:dvm: proc [prterun-vm-2184@1,1] aborted by signal\n"
+    assert w.note("[dpmpi-init] 0\n") is False and w.note("[dpmpi-init] 3\n") is False  # dpmpi's own lines
+    assert w.note(dead) is True and w.died and w.stuck() is None  # within the grace period
+    now = w.died[1] + init_loss.GRACE
+    assert w.stuck(now) == 1  # rank 2 is still inside MPI_Init: the job can never leave it
+    assert "rank 1 died before its MPI_Init returned" in w.account(1)
+    late = init_loss.InitWatch(4)  # its own line came after PRRTE's report: it had initialised
+    late.note(dead)
+    late.note("[dpmpi-init] 1\n")
+    assert late.stuck(now + 60) is None
+    done = init_loss.InitWatch(3)  # every live rank initialised: nobody waits in MPI_Init
+    for line in ("[dpmpi-init] 0\n", "[dpmpi-init] 2\n", dead):
+        done.note(line)
+    assert done.stuck(now + 60) is None
+    spawned = init_loss.InitWatch(4)  # a process of a spawned job (@2) is not a rank of the program's
+    spawned.note(dead.replace("@1,1]", "@2,0]"))
+    assert spawned.stuck(now + 60) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from dpmpi import _guard, mpicall, placement, watcher
+from dpmpi import _guard, init_mark, mpicall, placement, watcher
 from dpmpi.comm import Comm
 from dpmpi.errors import from_mpi
 from dpmpi.resilient import settings, spawned
@@ -47,6 +47,7 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
         _adopt(state)
         assert state.active is not None
         return state.active
+    init_mark.announce()  # (MPI is initialised by now: dpmpi-run learns it, dpmpi.init_loss)
     size = MPI.COMM_WORLD.Get_size()
     n_spares = settings.spares_from(spares, size)
     policy = settings.policy_from(on_depleted)
