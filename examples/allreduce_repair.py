@@ -29,7 +29,8 @@ me = comm.Get_rank()  # world rank: the failed ranks are dropped, the others kee
 
 def event(name, **fields):
     if args.events:
-        print(json.dumps({"event": name, "rank": me, "time": time.time(), **fields}), flush=True)
+        sys.stdout.write(json.dumps({"event": name, "rank": me, "time": time.time(), **fields}) + "\n")
+        sys.stdout.flush()
 
 
 def say(text):

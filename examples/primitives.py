@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import os
+import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -51,7 +52,8 @@ FAILURES = (dpmpi.ProcFailedError, dpmpi.RevokedError)
 
 
 def report(event: dict) -> None:
-    print(json.dumps({"time": time.time(), **event}), flush=True)
+    sys.stdout.write(json.dumps({"time": time.time(), **event}) + "\n")  # (one write: workloads.report)
+    sys.stdout.flush()
 
 
 def digest(arrays: dict) -> str:

@@ -17,6 +17,7 @@ import glob
 import hashlib
 import json
 import os
+import sys
 import signal
 import time
 
@@ -208,8 +209,11 @@ def parse(doc: str, workload: str, twin: bool = False):
 
 
 def report(event: dict) -> None:
-    """One JSON line on stdout (the runtime's events, and the examples' own)."""
-    print(json.dumps({"time": time.time(), **event}), flush=True)
+    """One JSON line on stdout (the runtime's events, and the examples' own), in one write: the
+    failure watcher may interrupt a step between print()'s two writes (the text, then the newline),
+    and the next line then ran on after it (seen: `make demo` failed to read one, 2 runs of 6)."""
+    sys.stdout.write(json.dumps({"time": time.time(), **event}) + "\n")
+    sys.stdout.flush()
 
 
 def finish(rt, state: dict) -> None:
