@@ -191,7 +191,8 @@ class Runtime:
         """Run ``step_fn(step)`` for the steps not yet done, up to ``n_steps`` (collective).
 
         On a replacement (``comm.role is Role.RECOVERED``) the state is first restored. At the
-        end the last snapshot is committed and replicated (``commit_at_end=False`` leaves it to
+        end the last snapshot is committed and replicated, and every rank passes a barrier
+        before it returns (``commit_at_end=False`` leaves both to
         the next ``run``, to run on without a pause). Returns the recoveries of this process."""
         if not callable(step_fn):
             raise TypeError(f"run() takes a callable step_fn(step), got {type(step_fn).__name__}")
