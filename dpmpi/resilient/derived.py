@@ -147,9 +147,8 @@ def compact(state: State, active: MPI.Intracomm) -> None:
     5.0.11's next ``Shrink`` leave live processes out, 2 jobs of 8.) The next one runs once the
     entries not forgotten have doubled."""
     faults.point("compact")  # (tests: a rank dies here, the others inside the agreement)
-    mine = held(state)
-    try:
-        agreed = agree_held(active, [mine[p] for p in state.live])
+    try:  # (over the live places only: a compaction costs what is kept, not every place so far)
+        agreed = agree_held(active, held(state, state.live))
     except MPI.Exception as exc:
         raise from_mpi(exc, active, "Split") from exc
     keep = {p for p, k in zip(state.live, agreed) if k}
@@ -178,11 +177,13 @@ def communicators(state: State) -> list[MPI.Comm]:
     return [raw for raw in state.derived if raw is not None and raw != MPI.COMM_NULL]
 
 
-def held(state: State) -> list[bool]:
-    """For each recipe: whether this process still uses its communicator (its handle is alive,
-    in the program or in a replacement's replay, and not freed). A non-member holds none."""
+def held(state: State, places: list[int] | None = None) -> list[bool]:
+    """For each recipe (or those at ``places``): whether this process still uses its communicator
+    (its handle is alive, in the program or in a replacement's replay, and not freed). A
+    non-member holds none."""
     out = []
-    for raw, ref in zip(state.derived, state.handles):
+    for p in range(len(state.recipes)) if places is None else places:
+        raw, ref = state.derived[p], state.handles[p]
         out.append(raw is not None and raw != MPI.COMM_NULL and ref is not None and ref() is not None)
     return out
 
