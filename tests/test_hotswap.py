@@ -228,6 +228,7 @@ def test_a_repair_wakes_a_rank_blocked_on_a_derived_communicator(dpmpi_run):
     ("runtime", "0:split@4:KILL,1:split@5:KILL"),
     ("loop", "1:split@100:KILL"),  # the program's own loop (Respawn in its except clause), after a compaction
     ("runtime", "2:compact@1:KILL"),  # inside the first compaction (64 made), the others in its agreement
+    ("inline", "3:split@7:KILL"),  # the Split in the loop's own frame, freed before Respawn
 ])
 def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, faults):
     """bench/strangers/split_per_step.py (a Split in every step, freed at its end) hung at its
@@ -247,7 +248,7 @@ def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, 
         same_parity, even = (2 if r % 2 == 0 else 4), r % 2 == 0
         if mode == "runtime":  # the state after n steps, bit for bit
             assert d["x"] == [n * same_parity + 2 * sum(range(n)), 2 * sum(range(n)) if even else 0, 4 * (n - 2)], d
-        else:  # the last step's values
+        else:  # the last step's values (loop, inline)
             assert d["last"] == [same_parity + 2 * (n - 1), 2 * (n - 1) if even else 0, 4], d
         assert d["tracked"] <= 2 * 2 + 64, d
     assert done[int(faults.split(",")[-1].split(":")[0])]["role"] == "RECOVERED", done  # the last victim's place

@@ -6,6 +6,8 @@ and 2 only: the others get COMM_NULL) and one made lazily at step 2 and kept. Fa
     derived_per_step.py runtime N   dpmpi.Runtime; prints each rank's state after N steps
     derived_per_step.py loop N      the program's own loop (try / Respawn); prints the last step's
                                     values
+    derived_per_step.py inline N    the same with the step's Split in the loop itself, freed in the
+                                    except clause before Respawn (docs/spares.md)
 
 Every value is an integer sum whose failure-free result the test computes in closed form; each
 rank also prints how many derived communicators dpmpi still tracks (``comm.derived_tracked``)."""
@@ -51,10 +53,24 @@ else:
     k = comm.allreduce(-1, op=MPI.MAX) if comm.role is dpmpi.Role.RECOVERED else 0
     last = None
     while k < n:
+        sub = None
         try:
-            last = step(k)
+            if mode == "inline":  # step() written out here, its Split held by this frame
+                sub = comm.Split(r % 2, r)
+                dpmpi.faults.point("split")
+                s = sub.allreduce(r + k)
+                sub.Free()
+                e = evens.allreduce(k) if evens else 0
+                if k >= 2 and "dup" not in kept:
+                    kept["dup"] = comm.Dup()
+                last = s, e, kept["dup"].allreduce(1) if "dup" in kept else 0
+            else:
+                last = step(k)
             k += 1
         except (dpmpi.ProcFailedError, dpmpi.RevokedError):
+            if sub:
+                sub.Free()  # (before Respawn: a communicator still held would be remade for the replacement)
+            sub = None
             comm.Respawn()
             k = comm.allreduce(k, op=MPI.MAX)  # (the replacement's first call, above)
     print(json.dumps({"event": "done", "rank": comm.Get_rank(), "last": list(last), "repairs": comm.repairs,
