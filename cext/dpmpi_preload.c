@@ -119,6 +119,15 @@ EXPORT long dpmpi_preload_late(int what, int kind) {
     return what == 1 ? dpmpi_late_seen(kind) : dpmpi_late_dropped(kind);
 }
 
+/* Whether this process was started by MPI_Comm_spawn (a repair's replacement): its
+ * MPI_COMM_WORLD is another job's. */
+static int spawned(void *h) {
+    typedef int (*fn_get_parent)(void **);
+    fn_get_parent get_parent = h ? (fn_get_parent)dlsym(h, "PMPI_Comm_get_parent") : NULL;
+    void *parent = NULL, *comm_null = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_null");
+    return get_parent && get_parent(&parent) == 0 && parent && parent != comm_null;
+}
+
 /* After a successful MPI_Init*: libmpi's aborts become deaths the others notice, and its
  * spurious "Send error after request freed" abort is dropped (in every rank, Python ones too:
  * dpmpi's Python guard hooks them again with its own copy when a dpmpi communicator is made);
@@ -148,10 +157,7 @@ static void arm(void) {
         if (end != t && *end == '\0' && v >= 0) timeout = v;
         else fprintf(stderr, "dpmpi: ignoring DPMPI_FINALIZE_TIMEOUT=%s (not a number of seconds >= 0)\n", t);
     }
-    typedef int (*fn_get_parent)(void **);
-    fn_get_parent get_parent = (fn_get_parent)dlsym(h, "PMPI_Comm_get_parent");
-    void *parent = NULL, *comm_null = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_null");
-    if (get_parent && get_parent(&parent) == 0 && parent && parent != comm_null) {
+    if (spawned(h)) {
         dpmpi_exit_set_record(records_wanted(), -1); /* spawned: no rank of the job */
         n = 2; /* it has peers (its parents) even alone in its MPI_COMM_WORLD */
     }
@@ -163,12 +169,7 @@ static void arm(void) {
  * dies before that leaves the others inside MPI_Init for ever, and dpmpi-run ends the job). Not
  * in a process a repair spawned (its rank numbers are another job's). One write(2): no stdio. */
 static void announce_init(void) {
-    if (!records_wanted()) return;
-    void *h = libmpi();
-    typedef int (*fn_get_parent)(void **);
-    fn_get_parent get_parent = h ? (fn_get_parent)dlsym(h, "PMPI_Comm_get_parent") : NULL;
-    void *parent = NULL, *comm_null = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_null");
-    if (get_parent && get_parent(&parent) == 0 && parent && parent != comm_null) return;
+    if (!records_wanted() || spawned(libmpi())) return;
     char line[48];
     int n = snprintf(line, sizeof line, "[dpmpi-init] %d\n", world_rank());
     if (n > 0 && write(2, line, (size_t)n) < 0) { /* nothing to do: dpmpi-run then cannot tell */ }

@@ -6,8 +6,9 @@ every other rank waits in that fence for ever (seen: a stranger's job killed ~1 
 2-core machine, hung until its timeout; ``DPMPI_FAULTS=1:time@0.05:KILL``). Nothing can be
 repaired before MPI is initialised, so dpmpi-run ends such a job and says why:
 
-* each rank's exit guard (libdpmpi_guard.so) writes ``[dpmpi-init] RANK`` to stderr once its
-  ``MPI_Init`` returned (dpmpi-run keeps that line from the user);
+* each rank writes ``[dpmpi-init] RANK`` to stderr once its ``MPI_Init`` returned (a Python
+  rank through ``dpmpi.init_mark``, any other through the exit guard's ``MPI_Init`` in
+  libdpmpi_guard.so); dpmpi-run keeps that line from the user;
 * PRRTE's error-manager trace, which dpmpi-run asks for anyway (``node_loss``), names a process
   that died: ``errmgr:dvm: proc [JOB@1,RANK] aborted by signal``;
 * a rank that died without its line, while another live rank has not written its own either,

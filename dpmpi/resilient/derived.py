@@ -19,7 +19,7 @@ from dpmpi import faults, interrupts
 from dpmpi.comm import Comm, rebind
 from dpmpi.mpicall import exchange, warm_up
 from dpmpi.errors import from_mpi
-from dpmpi.resilient.plan import Recipe, kept_recipes
+from dpmpi.resilient.plan import Recipe, kept_recipes, with_parents
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
@@ -151,10 +151,7 @@ def compact(state: State, active: MPI.Intracomm) -> None:
         agreed = agree_held(active, held(state, state.live))
     except MPI.Exception as exc:
         raise from_mpi(exc, active, "Split") from exc
-    keep = {p for p, k in zip(state.live, agreed) if k}
-    for p in reversed(state.live):  # and the parents of those kept (made before their children)
-        if p in keep and state.recipes[p].parent >= 0:
-            keep.add(state.recipes[p].parent)
+    keep = with_parents(state.recipes, state.live, {p for p, k in zip(state.live, agreed) if k})
     for p in state.live:
         if p not in keep:
             state.recipes[p], state.derived[p], state.handles[p] = FORGOTTEN, None, None
@@ -229,13 +226,12 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
     for recipe in state.recipes:
         praw = _active(state) if recipe.parent < 0 else made[recipe.parent]
         made.append(None if praw is None else _make(state, recipe, praw))
+    state.live, state.compact_at = list(range(len(made))), 2 * len(made) + COMPACT_MIN
     if fresh:
         handles = [MPI.COMM_NULL if raw is None else Derived(raw, i, state) for i, raw in enumerate(made)]
         state.derived = made
         state.handles = [None if raw is None else weakref.ref(h) for raw, h in zip(made, handles)]
         state.replay = list(enumerate(handles))
-        state.live = list(range(len(made)))
-        state.compact_at = 2 * len(made) + COMPACT_MIN
         return
     # (a replacement still catching up: what it has not been handed yet is held, so kept)
     state.replay = [(old.index(i), h) for i, h in state.replay if i in old]
@@ -248,8 +244,6 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
             handle._index = i
     state.derived = made
     state.handles = [None if raw is None else ref for ref, raw in zip(refs, made)]
-    state.live = list(range(len(made)))
-    state.compact_at = 2 * len(made) + COMPACT_MIN
 
 
 def _active(state: State) -> MPI.Comm:

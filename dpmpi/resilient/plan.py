@@ -7,7 +7,7 @@ from __future__ import annotations
 import array
 import zlib
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 from mpi4py import MPI
 
@@ -68,6 +68,16 @@ class Recipe:
         return Recipe(self.op, self.parent, args)
 
 
+def with_parents(recipes: list[Recipe], places: Iterable[int], held: set[int]) -> set[int]:
+    """``held`` (places in ``recipes``) and, among ``places``, the parents they were made from,
+    transitively (a parent is made before its children). Pure."""
+    keep = set(held)
+    for p in sorted(places, reverse=True):
+        if p in keep and recipes[p].parent >= 0:
+            keep.add(recipes[p].parent)
+    return keep
+
+
 def kept_recipes(recipes: list[Recipe], held: list[bool]) -> tuple[list[Recipe], list[int]]:
     """The derived communicators a repair remakes: those some active rank still holds (``held``,
     the OR over the active ranks) and the parents they were made from (a communicator derived from
@@ -75,11 +85,7 @@ def kept_recipes(recipes: list[Recipe], held: list[bool]) -> tuple[list[Recipe],
     index of each. Pure: every rank drops the same ones, in the same order."""
     if len(held) != len(recipes):
         raise ValueError(f"{len(held)} liveness bits for {len(recipes)} recipes")
-    keep = list(held)
-    for i in range(len(recipes) - 1, -1, -1):  # a parent was made before its children
-        if keep[i] and recipes[i].parent >= 0:
-            keep[recipes[i].parent] = True
-    old = [i for i, k in enumerate(keep) if k]
+    old = sorted(with_parents(recipes, range(len(recipes)), {i for i, h in enumerate(held) if h}))
     index = {o: n for n, o in enumerate(old)}
     return [Recipe(r.op, index.get(r.parent, -1), r.args) for r in (recipes[i] for i in old)], old
 
