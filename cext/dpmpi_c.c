@@ -213,6 +213,10 @@ static int hook_cb(struct dl_phdr_info *info, size_t size, void *data) {
     if (real_fatal_comm) /* only the PLT slot (direct calls); the errhandler objects keep the real address */
         *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab,
                                  (const char *)strtab, "ompi_mpi_errors_are_fatal_comm_handler", (void *)fatal_comm_hook);
+    void *revoke_hook = dpmpi_revoke_local_hook(h); /* (dpmpi_revoke.c says why) */
+    if (revoke_hook)
+        *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab,
+                                 (const char *)strtab, "ompi_comm_revoke_local", revoke_hook);
     return 1;
 }
 

@@ -202,3 +202,10 @@ int dpmpi_late_reregister_check(void);
 /* the decisions, exposed for tests: a request complete with an error; a FIN that is stale */
 int dpmpi_late_request_given_up(const void *req);
 int dpmpi_late_fin_stale(const void *frag, const void *from_btl, const void *from_endpoint);
+
+/* ---- Open MPI's revoke of a communicator still being created (dpmpi_revoke.c) ---- */
+/* The function to put into libmpi's PLT slot for ompi_comm_revoke_local (libmpi: its dlopen
+ * handle), or NULL when this libmpi's code is not the one it knows (then nothing is patched). */
+void *dpmpi_revoke_local_hook(void *libmpi);
+/* How many revokes of a communicator without collectives yet this process let through. */
+long dpmpi_revoke_standins(void);

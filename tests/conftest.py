@@ -83,6 +83,16 @@ def dpmpi_run(tmp_path):
     return launch
 
 
+@pytest.fixture(scope="session")
+def kill_in_activate(tmp_path_factory):
+    """tests/programs/c/kill_in_activate.c built as a library to preload (LD_PRELOAD, with
+    KILL_IN_ACTIVATE=R:N): rank R dies inside Open MPI's N-th communicator activation."""
+    out = tmp_path_factory.mktemp("preload") / "libkill_in_activate.so"
+    subprocess.run([str(Path(sys.executable).parent / "mpicc"), "-shared", "-fPIC", "-O2", "-o", str(out),
+                    str(PROGRAMS / "c" / "kill_in_activate.c"), "-ldl"], check=True)
+    return out
+
+
 @pytest.fixture
 def run_job(tmp_path):
     """Run any command (e.g. a plain mpirun) from a scratch directory, with a hard timeout."""

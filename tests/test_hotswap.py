@@ -256,6 +256,27 @@ def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, 
         assert bad not in job.stderr, job.stderr
 
 
+def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmpi_run, kill_in_activate):
+    """Rank 1 dies inside Open MPI's activation of the 40th communicator it makes (a step's
+    Split): rank 3, inside the same Split, segfaulted on the failure notice (Open MPI 5.0.11,
+    2 of 2 runs before dpmpi's stand-in, cext/dpmpi_revoke.c) and a second spare took its place.
+    Now only rank 1 dies and the result is the failure-free one, bit for bit."""
+    n = 150
+    job = dpmpi_run(6, "derived_per_step.py", "runtime", n, launcher_args=["--spares", "2"], timeout=60,
+                    env={"LD_PRELOAD": str(kill_in_activate), "KILL_IN_ACTIVATE": "1:40"})
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "[kill-in-activate] rank 1 at 40" in job.stderr, job.stderr
+    assert [a.split(";")[0] for a in job.accounts()] == ["dpmpi-run: rank 1 died (no status: killed by a signal)"], \
+        job.stderr
+    done = job.by_rank("done")
+    assert sorted(done) == [0, 1, 2, 3] and done[1]["role"] == "RECOVERED", job.stdout
+    for r, d in done.items():
+        same_parity, even = (2 if r % 2 == 0 else 4), r % 2 == 0
+        assert d["x"] == [n * same_parity + 2 * sum(range(n)), 2 * sum(range(n)) if even else 0, 4 * (n - 2)], d
+    for bad in ("Segmentation", "OPAL ERROR", "Traceback"):
+        assert bad not in job.stderr, job.stderr
+
+
 def test_a_rank_killed_before_its_mpi_init_returned_ends_the_job_instead_of_hanging_it(dpmpi_run):
     """Before the thirteenth session every such job hung (the others wait inside MPI_Init)."""
     job = dpmpi_run(4, "die_before_init.py", launcher_args=["--spares", "1"], timeout=40)
