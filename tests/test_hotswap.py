@@ -89,6 +89,18 @@ def test_second_failure_inside_each_repair_phase(dpmpi_run, phase):
     assert all(e["epoch"] == 1 for e in done.values())  # one committed repair covers both deaths
 
 
+def test_second_failure_inside_the_repairs_shrink(dpmpi_run, kill_in_activate):
+    """Rank 3 dies inside Open MPI's activation of the repair's Shrink (the third communicator it
+    makes: dpmpi.init made two) while the others are inside that Shrink: Open MPI 5.0.11
+    segfaulted them there (every process, 2 of 2 runs: the job was lost) until dpmpi's stand-in
+    (cext/dpmpi_revoke.c). The repair starts again and ends with both places taken by spares."""
+    job = dpmpi_run(6, "hotswap.py", launcher_args=["--spares", "2"], faults="2:iteration@51:KILL",
+                    env={"LD_PRELOAD": str(kill_in_activate), "KILL_IN_ACTIVATE": "3:3"})
+    assert "[kill-in-activate] rank 3 at 3" in job.stderr, job.stderr
+    check(job, 4, replaced={2: 4, 3: 5})
+    assert "Segmentation" not in job.stderr and "revoke_local" not in job.stderr, job.stderr
+
+
 def test_spare_being_swapped_in_dies_during_repair(dpmpi_run):
     job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
                     faults="2:iteration@51:KILL,4:repair@1:KILL")
