@@ -26,6 +26,7 @@ Before it fires, the rank writes one line to stderr:
 """
 from __future__ import annotations
 
+import atexit
 import enum
 import json
 import math
@@ -65,6 +66,7 @@ class InjectedFault(RuntimeError):
 
 
 TIME_POINT = "time"
+STEP_POINT = "step"  # reached by dpmpi.Runtime before each step (runtime_step)
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,10 @@ _lock = threading.Lock()
 _pending: dict[str, list[Fault]] = {}
 _counts: dict[str, int] = {}
 _deferred: Fault | None = None  # a time fault that must act in the main thread
+_planned: list[Fault] = []  # this process's faults, and those carried out (the report at exit)
+_fired: set[Fault] = set()
+_runtime_steps = False  # a dpmpi.Runtime reaches point "step" itself (runtime_step)
+_reporting = False
 
 
 def first_life() -> bool:
@@ -174,7 +180,14 @@ def plan(faults: Iterable[Fault] | str | None) -> list[Fault]:
             raise TypeError(f"plan() takes Fault objects or a spec string, got {type(f).__name__}")
     rank = my_rank()
     mine = [f for f in faults if f.rank == rank] if first_life() else []
+    global _reporting, _runtime_steps
+    _runtime_steps = False
+    if mine and not _reporting:
+        _reporting = True
+        atexit.register(_report_unfired)
     with _lock:
+        _planned[:] = mine
+        _fired.clear()
         _pending.clear()
         _counts.clear()
         for f in mine:
@@ -190,6 +203,30 @@ def clear() -> None:
     plan(None)
 
 
+def unfired() -> list[Fault]:
+    """This process's planned faults that have not been carried out (yet)."""
+    return [f for f in _planned if f not in _fired]
+
+
+def _report_unfired() -> None:
+    """At a normal exit: say which of this process's planned faults never fired (a misspelt
+    point, a count beyond the run, a point the program never reaches), so that a fault test that
+    tested nothing does not pass for one that recovered."""
+    for f in unfired():
+        if f.point == TIME_POINT:
+            why = f"it ended before {f.count:g} s"
+        else:
+            why = f"point '{f.point}' was reached {_counts.get(f.point, 0)} time(s)"
+            if not _counts.get(f.point):
+                why += (f" (points are the names of dpmpi.Comm methods, '{TIME_POINT}', '{STEP_POINT}' (each "
+                        f"step of a dpmpi.Runtime) and the names a program passes to dpmpi.faults.point)")
+        try:
+            sys.stderr.write(f"dpmpi: the planned fault {f.spec()} did not fire in this process: {why}\n")
+            sys.stderr.flush()
+        except Exception:
+            pass
+
+
 def load_env() -> list[Fault]:
     """Load the plan from ``DPMPI_FAULTS`` (a bad spec raises ValueError naming it)."""
     spec = config.raw(ENV_FAULTS)
@@ -200,9 +237,20 @@ def load_env() -> list[Fault]:
 
 
 def point(name: str) -> None:
-    """Mark that the program reached point ``name`` (fires the fault planned there, if any)."""
-    if _pending:
+    """Mark that the program reached point ``name`` (fires the fault planned there, if any).
+    Once a ``dpmpi.Runtime`` runs its steps, it reaches ``"step"`` itself, before each step, and
+    the program's own ``point("step")`` calls are not counted (each step counts once)."""
+    if _pending and not (_runtime_steps and name == STEP_POINT):
         hit(name)
+
+
+def runtime_step() -> None:
+    """Called by ``dpmpi.Runtime`` right before each step: point ``"step"``, so that
+    ``RANK:step@N:KILL`` faults any Runtime program, not only those that mark their steps."""
+    global _runtime_steps
+    _runtime_steps = True
+    if _pending:
+        hit(STEP_POINT)
 
 
 def hit(name: str) -> None:
@@ -232,6 +280,7 @@ def _announce(f: Fault) -> None:
 
 def inject(f: Fault) -> None:
     """Carry out fault ``f`` now, in the calling thread."""
+    _fired.add(f)
     _announce(f)
     kind = f.kind
     where = f"{f.point}@{f.count}"

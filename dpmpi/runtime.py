@@ -33,6 +33,7 @@ where a failure-free run ends.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Mapping
@@ -40,6 +41,7 @@ from typing import Any, Callable, Iterator, Mapping
 from mpi4py import MPI
 
 from dpmpi import faults, interrupts, resilient
+from dpmpi.aliases import Aliases
 from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, peer_failure
 from dpmpi.eventlog import log_event
 from dpmpi.snapshot import Snapshot
@@ -131,6 +133,7 @@ class Runtime:
         self.confirmed = 0  # steps confirmed by an agreement (confirm_steps)
         self.snapshot = Snapshot(comm, state, replicas=replicas, threads=threads, persist_dir=persist_dir,
                                  persist_every=persist_every)
+        self._aliases = Aliases(sys._getframe(1).f_globals, state)  # (a step's `w = w - g`: an error)
         self.step = 0  # the step being run (or the next one)
         self.history: list[Recovery] = []
         self._callbacks: list[Callable[[dict], None]] = []
@@ -172,6 +175,7 @@ class Runtime:
         self._arrays_hold = None  # (from here until the next stage, the arrays change)
         self._as_built = False
         yield
+        self._aliases.check(self.step)
         if self.confirm_steps:  # every rank ended the step with no peer lost (raises otherwise)
             self.comm.Agree(1)
             self.confirmed += 1
@@ -199,6 +203,7 @@ class Runtime:
         if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
             raise ValueError(f"n_steps must be an int >= 0, got {n_steps!r}")
         self._running = True
+        self._aliases.watch_step(step_fn)
         try:
             if self.comm.role is resilient.Role.SPARE:
                 self.comm.Await()  # a warm spare (dpmpi.init(wait=False)): returns once called in
@@ -215,6 +220,7 @@ class Runtime:
                         if self._catching_up is not None and self.step >= self._catching_up.failed_step:
                             self._caught_up()
                         self._updates = 0
+                        faults.runtime_step()  # (point "step": DPMPI_FAULTS=RANK:step@N faults any Runtime program)
                         with interrupts.armed(self.interrupt):  # dpmpi calls inside are never interrupted
                             step_fn(self.step)
                         if self._updates != 1:

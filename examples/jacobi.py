@@ -20,7 +20,6 @@ rt.on_event(report)
 
 
 def sweep(k):
-    dpmpi.faults.point("step")
     delta = grid.step(comm, block, k, rt.update)  # halo exchange, stencil, then the update
     if args.progress:
         report({"event": "step", "rank": comm.Get_rank(), "step": k, "delta": delta})

@@ -24,7 +24,6 @@ rt.on_event(report)
 
 
 def train_step(k):
-    dpmpi.faults.point("step")  # where DPMPI_FAULTS=RANK:step@N:KILL strikes
     loss = model.step(comm, weights, k, rt.update)  # Allreduce of gradients, then Adam inside rt.update()
     if args.progress:
         report({"event": "step", "rank": comm.Get_rank(), "step": k, "loss": loss})

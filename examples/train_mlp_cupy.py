@@ -107,7 +107,6 @@ def adam(grad, step, lr=1e-3):
 
 
 def train_step(k):
-    dpmpi.faults.point("step")  # where DPMPI_FAULTS=RANK:step@N:KILL strikes
     grad, err = gradient(state["params"], k, comm.Get_rank())
     nc.Allreduce(MPI.IN_PLACE, grad)  # NCCL, polled: a peer's death raises ProcFailedError here
     grad /= comm.Get_size()

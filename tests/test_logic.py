@@ -76,6 +76,60 @@ def test_plan_keeps_only_this_ranks_faults_in_its_first_life(monkeypatch):
         faults.clear()
 
 
+def test_a_runtime_reaches_point_step_itself_and_the_programs_own_step_points_are_not_counted_twice(monkeypatch):
+    """DPMPI_FAULTS=RANK:step@N faulted only programs that called dpmpi.faults.point("step")
+    themselves (the README's example does): in a stranger's Runtime program it never fired, and
+    nothing said so."""
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    try:
+        faults.plan("1:step@3:EXCEPTION,1:nowhere@1:KILL")
+        faults.runtime_step()
+        faults.point("step")  # (a program that marks its steps too, as the examples did)
+        faults.runtime_step()
+        assert [f.point for f in faults.unfired()] == ["step", "nowhere"]
+        with pytest.raises(InjectedFault, match="rank 1 at step@3"):
+            faults.runtime_step()
+        assert faults.unfired() == [Fault(1, "nowhere", Kind.KILL, 1)]  # reported at exit
+        faults.plan("1:step@2:EXCEPTION")  # a new plan counts afresh, the program's points too
+        faults.point("step")
+        with pytest.raises(InjectedFault):
+            faults.point("step")
+    finally:
+        faults.clear()
+
+
+def test_the_runtime_refuses_a_step_that_binds_a_state_name_to_a_new_array():
+    """A stranger's step did `w = w - lr * g`: the Runtime kept snapshotting the first array, and
+    a recovery ended with results that differ from a failure-free run's, silently."""
+    import numpy as np
+
+    from dpmpi.aliases import Aliases
+
+    ns = {"w": np.zeros(4), "m": np.ones(2), "n": 3}
+    aliases = Aliases(ns, {"w": ns["w"], "m": ns["m"]})
+    ns["w"] -= 1.0  # in place: fine
+    ns["n"] = 4
+    aliases.check(0)
+    ns["w"] = ns["w"] - 1.0
+    with pytest.raises(RuntimeError, match="step 5 bound the global 'w' to a new array.*state 'w'"):
+        aliases.check(5)
+
+    def make_step():
+        v = np.zeros(3)
+
+        def step(k):
+            nonlocal v
+            v = v + k
+        return step, v
+
+    step, v = make_step()
+    aliases = Aliases({}, {"v": v})
+    aliases.watch_step(step)
+    step(0)
+    with pytest.raises(RuntimeError, match="the variable 'v'"):
+        aliases.check(0)
+
+
 def test_a_delayed_fault_fires_after_its_point(monkeypatch):
     import threading
 
