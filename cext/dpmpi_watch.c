@@ -32,8 +32,9 @@
  *  - A pidfd that fires is also told to this process's Open MPI (dpmpi_tell.c), right after the
  *    signal, so that the repair does not wait for the runtime's own report of the death.
  *  - On a notice it sends a signal (`signo`) to the main thread; what the signal does there
- *    (raise ProcFailedError, or nothing) is decided by dpmpi/watcher.py's handler, which first
- *    sets `acked`. Until it has, the thread sends the signal again, RESEND_MAX times at most,
+ *    (raise ProcFailedError, or nothing) is decided by dpmpi/interrupts.py's handler, which first
+ *    sets `acked` (unless it ran inside a `__del__`, where a raise is lost: then it waits for the
+ *    next signal). Until it has, the thread sends the signal again, RESEND_MAX times at most,
  *    2, 4, 8, ... ms apart: CPython can take a signal without running its handler before a
  *    blocking call that the signal then does not interrupt (it arrived while the main thread
  *    waited for the GIL; seen: a 250 ms time.sleep ran to its end in 3 of ~40 e2e jobs). When the

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import _ft, _guard, _hooks
+from dpmpi import _ft, _guard, _hooks, persistent
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, sendrecv, warm_up, within_job
@@ -90,8 +90,11 @@ class Comm(Wrapper):
         return self._comm
 
     def __getattr__(self, name: str) -> Any:
-        return _wrapped(self, name, lambda: sendrecv(self._comm) if name == "Sendrecv" else getattr(self._comm, name),
+        attr = _wrapped(self, name, lambda: sendrecv(self._comm) if name == "Sendrecv" else getattr(self._comm, name),
                         self._comm)
+        if name in persistent.REMADE:  # (made again under the same objects by a repair)
+            attr = self.__dict__[name] = persistent.recording(self, name, attr)
+        return attr
 
     def __repr__(self) -> str:
         try:
@@ -195,6 +198,7 @@ def rebind(comm: Comm, raw: MPI.Comm) -> None:
     keep = {k: v for k, v in comm.__dict__.items() if k.startswith("_")}  # not the cached methods
     comm.__dict__.clear()
     comm.__dict__.update(keep, _comm=raw)
+    persistent.remake(comm, raw)  # the persistent requests made on it (dpmpi/persistent.py)
 
 
 # mpi4py's class methods of communicators (Comm.Get_parent(), Comm.f2py(...), ...); the instance

@@ -208,6 +208,21 @@ def test_a_death_seen_in_mpi4pys_own_waitall_is_recovered(dpmpi_run):
     assert all(e["recoveries"] == 1 for e in got.values()) and "Traceback" not in job.stderr
 
 
+def test_persistent_requests_made_before_the_loop_work_after_a_repair(dpmpi_run):
+    """A stranger's halo exchange made its persistent requests once, before the Runtime's loop:
+    at the first recovery they still belonged to the revoked communicator, and the job ended
+    (MPI_ERR_REQUEST / MPI_ERR_IN_STATUS). A repair now makes them again under the same objects
+    (dpmpi/persistent.py), on the active communicator and on one derived from it."""
+    clean = dpmpi_run(5, "persistent_ring.py", 120, launcher_args=["--spares", "1"])
+    job = dpmpi_run(5, "persistent_ring.py", 120, launcher_args=["--spares", "1"], faults="2:step@50:KILL")
+    assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
+    expected = {r: e["x"] for r, e in clean.by_rank("done").items()}
+    got = job.by_rank("done")
+    assert {r: e["x"] for r, e in got.items()} == expected and len(expected) == 4, job.stdout
+    assert all(e["recoveries"] == 1 for e in got.values()) and got[2]["role"] == "RECOVERED", job.stdout
+    assert "Traceback" not in job.stderr and "Exception ignored" not in job.stderr, job.stderr
+
+
 _ring_clean: dict = {}
 
 

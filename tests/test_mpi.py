@@ -369,3 +369,27 @@ def test_the_late_message_filter_is_installed_and_passes_every_live_message(comm
     assert after["dropped"] == before["dropped"]
     if n > 1:
         assert after["seen"][0] - before["seen"][0] >= 3
+
+
+def test_persistent_requests_are_made_again_in_place_when_their_communicator_is_rebuilt(comm):
+    """What a repair does to the persistent requests made on a communicator it rebuilds
+    (dpmpi.comm.rebind): the program's request objects get new requests on the new communicator,
+    and mpi4py's own Startall/Waitall use them."""
+    from dpmpi import persistent
+    from dpmpi.comm import rebind
+
+    n, r = comm.Get_size(), comm.Get_rank()
+    out, inc = array.array("q", [0]), array.array("q", [-1])
+    ring = [comm.Send_init(out, dest=(r + 1) % n, tag=3), comm.Recv_init(inc, source=(r - 1) % n, tag=3)]
+    assert all(isinstance(q, dpmpi.Prequest) for q in ring) and persistent.tracked(comm) == 2
+    before = [q.handle for q in ring]
+    old, new = comm.mpi, comm.mpi.Dup()
+    rebind(comm, new)  # (what a repair does, with the repaired communicator)
+    assert [q.handle for q in ring] != before and all(q.error_comm is new for q in ring)
+    for k in range(3):
+        out[0] = 10 * k + r
+        MPI.Prequest.Startall(ring)
+        MPI.Request.Waitall(ring)
+        assert inc[0] == 10 * k + (r - 1) % n
+    MPI.Request.Free(ring[0]), MPI.Request.Free(ring[1])
+    old.Free()

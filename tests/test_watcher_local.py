@@ -321,3 +321,34 @@ def test_a_notice_handled_at_any_call_inside_dpmpis_marks_is_raised_when_dpmpi_c
             break  # every point tried
         assert raised, f"a notice handled at point {k} ({fired[0]}) was lost"
     assert k > 3 and interrupts._arm == 0 and interrupts._defer == 0
+
+
+def test_a_notice_handled_inside_a_finalizer_waits_for_the_next_signal(monkeypatch):
+    """The collector ran a request's __del__ inside a stranger's step just as the watcher's
+    signal was handled: the ProcFailedError raised there was printed ("Exception ignored in")
+    and lost. Now the handler leaves it unacknowledged (the watcher sends the signal again) and
+    raises at the next signal handled outside the finalizer."""
+    import signal
+    import sys
+
+    from dpmpi import interrupts
+
+    class Failure(Exception):
+        pass
+
+    acked = [0]
+    monkeypatch.setattr(interrupts, "_noticed", [1])
+    monkeypatch.setattr(interrupts, "_failure", lambda: Failure("peer died"))
+    monkeypatch.setattr(interrupts, "_acked", acked)
+    seen = []
+
+    class Dropped:
+        def __del__(self):
+            seen.append(interrupts.on_signal(signal.SIGUSR1, sys._getframe()))  # returns: no raise
+
+    monkeypatch.setattr(interrupts, "_arm", 1)  # inside an armed region (a step)
+    Dropped()
+    assert seen == [None] and acked == [0]
+    with pytest.raises(Failure):
+        interrupts.on_signal(signal.SIGUSR1, sys._getframe())
+    assert acked == [1]
