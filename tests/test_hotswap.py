@@ -269,6 +269,20 @@ def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, 
         assert bad not in job.stderr, job.stderr
 
 
+def test_communicators_made_by_split_type_clone_create_and_create_cart_are_rebuilt_too(dpmpi_run):
+    """Made before the loop (and a Split_type in every step): a stranger's program with a
+    node-local communicator (Split_type(COMM_TYPE_SHARED)) hung at its first failure, as did Clone,
+    Create and Create_cart ones: a repair rebuilt only Split, Dup and Create_group ones."""
+    clean = dpmpi_run(5, "derived_kinds.py", 120, launcher_args=["--spares", "1"], timeout=60)
+    job = dpmpi_run(5, "derived_kinds.py", 120, launcher_args=["--spares", "1"], faults="1:step@50:KILL", timeout=60)
+    assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
+    expected = {r: e["x"] for r, e in clean.by_rank("done").items()}
+    got = job.by_rank("done")
+    assert {r: e["x"] for r, e in got.items()} == expected and len(expected) == 4, job.stdout
+    assert got[1]["role"] == "RECOVERED" and all(e["recoveries"] == 1 for e in got.values()), job.stdout
+    assert all(e["types"] == ["Derived"] * 3 and e["tracked"] <= 4 + 64 for e in got.values()), job.stdout
+
+
 def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmpi_run, kill_in_activate):
     """Rank 1 dies inside Open MPI's activation of the 40th communicator it makes (a step's
     Split): rank 3, inside the same Split, segfaulted on the failure notice (Open MPI 5.0.11,

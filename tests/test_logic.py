@@ -468,6 +468,15 @@ def test_a_replacement_is_handed_a_kept_communicator_only_for_the_call_that_made
     assert replays(halves, "Split", -1, 1, (1, 1)) and not replays(halves, "Split", -1, 1, (0, 1))
     group = Recipe("Create_group", -1, {-1: ((0, 2), 5)})
     assert replays(group, "Create_group", -1, 2, ((0, 2), 5)) and not replays(group, "Create_group", -1, 2, ((0, 2), 6))
+    node = Recipe("Split_type", -1, {0: (1, 0), 1: (1, 3)})  # (MPI.COMM_TYPE_SHARED, key) by rank
+    assert replays(node, "Split_type", -1, 1, (1, 3)) and not replays(node, "Split", -1, 1, (1, 3))
+    cart = Recipe("Create_cart", -1, {-1: ((4,), (True,), False)})
+    assert replays(cart, "Create_cart", -1, 3, ((4,), (True,), False))
+    assert not replays(cart, "Create_cart", -1, 3, ((2, 2), (True, True), False))
+    evens = Recipe("Create", -1, {-1: ((0, 2), None)})
+    assert replays(evens, "Create", -1, 1, ((0, 2), None)) and not replays(evens, "Create_group", -1, 1, ((0, 2), None))
+    assert evens.renumbered({0: 0, 2: 1, 3: 2}).args == {-1: ((0, 1), None)}  # (after a shrink)
+    assert node.renumbered({1: 0}).args == {0: (1, 3)} and cart.renumbered({0: 0}).args == cart.args
 
 
 def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():

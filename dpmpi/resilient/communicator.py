@@ -84,7 +84,8 @@ class ResilientComm(Tracked):
 
         Collective over the surviving active ranks (idle spares join by themselves). Returns
         this communicator, rebuilt in place: same rank numbers and size, unless spares ran out
-        under policy "shrink". Derived communicators (Split, Dup, Create_group) that some rank
+        under policy "shrink". Derived communicators (Split, Dup, Create_group, Clone, Split_type,
+        Create, Create_cart) that some rank
         still uses are rebuilt in place too; those freed or let go of everywhere are forgotten.
         Called while a failure is handled, it first clears the local variables of the frames that
         failure unwound (a communicator made in a failed step is then not in use)."""

@@ -1,13 +1,16 @@
 """Derived communicators: those the program makes from the active one (``Split``, ``Dup``,
-``Create_group``, and from those). Each is recorded as a recipe keyed by *logical* rank. A repair
-remakes those still in use on some active rank (its handle alive and not freed: ``held``, ORed
-over the active ranks by ``agree_held``) and forgets the others, so a program that makes one in
-each step and frees it (or lets go of it) does not accumulate them; survivors' handles are pointed
-at the new ones in place, and a replacement's own calls to ``Split``/``Dup``/``Create_group`` are
-answered with the remade ones, in creation order, until it has caught up with the survivors."""
+``Create_group``, ``Clone``, ``Split_type``, ``Create``, ``Create_cart``, and from those). Each
+is recorded as a recipe keyed by *logical* rank. A repair remakes those still in use on some
+active rank (its handle alive and not freed: ``held``, ORed over the active ranks by
+``agree_held``) and forgets the others, so a program that makes one in each step and frees it (or
+lets go of it) does not accumulate them; survivors' handles are pointed at the new ones in place,
+and a replacement's own calls of those methods are answered with the remade ones, in creation
+order, until it has caught up with the survivors. Other constructors (``Create_graph``,
+``Create_dist_graph*``, ``Create_intercomm``, ...) make communicators that no repair rebuilds."""
 from __future__ import annotations
 
 import array
+import math
 import sys
 import traceback
 import weakref
@@ -44,6 +47,29 @@ class Tracked(Comm):
         self._state.not_spare("Create_group")
         return derive(self._state, "Create_group", self, (group, tag))
 
+    @interrupts.uninterrupted
+    def Clone(self) -> Comm:
+        self._state.not_spare("Clone")
+        return derive(self._state, "Dup", self, ())  # (a Dup: the same recipe)
+
+    @interrupts.uninterrupted
+    def Split_type(self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL) -> Comm:
+        self._state.not_spare("Split_type")
+        if info != MPI.INFO_NULL:
+            raise ValueError("dpmpi rebuilds communicators made by Split_type after a repair only without info "
+                             "(info=MPI.INFO_NULL); make this one with comm.mpi.Split_type (not rebuilt)")
+        return derive(self._state, "Split_type", self, (split_type, key))
+
+    @interrupts.uninterrupted
+    def Create(self, group: MPI.Group) -> Comm:
+        self._state.not_spare("Create")
+        return derive(self._state, "Create", self, (group, None))
+
+    @interrupts.uninterrupted
+    def Create_cart(self, dims: Any, periods: Any = None, reorder: bool = False) -> Comm:
+        self._state.not_spare("Create_cart")
+        return derive(self._state, "Create_cart", self, (dims, periods, reorder))
+
     def add_repair_listener(self, listener: Any) -> None:
         """Tell ``listener`` about every repair on this process (on the active communicator or one
         derived from it: the same repairs) (the contract between repair and
@@ -79,34 +105,18 @@ class Derived(Tracked):
 def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     """``parent.<op>(*args)`` (collective over ``parent``), recorded so that repairs remake it."""
     me = state.logical()
-    if op == "Split":
-        color, key = args
-        if color != MPI.UNDEFINED and (isinstance(color, bool) or not isinstance(color, int) or color < 0):
-            raise ValueError(f"Split color must be an int >= 0 or MPI.UNDEFINED, got {color!r}")
-        if isinstance(key, bool) or not isinstance(key, int):
-            raise TypeError(f"Split key must be an int, got {key!r}")
-        mine: Any = (color, key)
-    elif op == "Dup":
-        mine = None
-    else:
-        group, tag = args
-        if not isinstance(group, MPI.Group):
-            raise TypeError(f"Create_group takes an MPI.Group, got {type(group).__name__}")
-        agroup = _active(state).Get_group()
-        members = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), agroup)
-        agroup.Free()
-        mine = (tuple(members), tag)
+    mine = _own_args(state, op, args)
     if state.replay and replays(state.recipes[state.replay[0][0]], op, parent._index, me, mine):
         return state.replay.pop(0)[1]  # a replacement catching up: the survivors made this one already
     praw = parent.mpi
     if parent._index < 0 and op != "Create_group" and len(state.live) >= state.compact_at:
         compact(state, praw)  # (collective over every active rank, as Split and Dup are)
-    if op == "Split":
+    if op in PER_RANK:
         try:
-            table = exchange(lambda: praw.allgather((me, color, key)))
+            table = exchange(lambda: praw.allgather((me, mine)))
         except MPI.Exception as exc:
-            raise from_mpi(exc, praw, "Split") from exc
-        recipe = Recipe(op, parent._index, {lr: (c, k) for lr, c, k in table})
+            raise from_mpi(exc, praw, op) from exc
+        recipe = Recipe(op, parent._index, dict(table))
     else:
         recipe = Recipe(op, parent._index, {} if op == "Dup" else {-1: mine})
     made = _make(state, recipe, praw)
@@ -121,6 +131,38 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     return result
 
 
+PER_RANK = ("Split", "Split_type")  # recipes whose arguments differ by rank (allgathered)
+
+
+def _own_args(state: State, op: str, args: tuple) -> Any:
+    """What this rank's call of ``op`` is recorded as (checked: a bad argument raises here, the
+    same on every rank, before any collective)."""
+    if op in PER_RANK:
+        color, key = args
+        what = "color" if op == "Split" else "split_type"
+        if color != MPI.UNDEFINED and (isinstance(color, bool) or not isinstance(color, int) or color < 0):
+            raise ValueError(f"{op} {what} must be an int >= 0 or MPI.UNDEFINED, got {color!r}")
+        if isinstance(key, bool) or not isinstance(key, int):
+            raise TypeError(f"{op} key must be an int, got {key!r}")
+        return (color, key)
+    if op == "Dup":
+        return None
+    if op == "Create_cart":
+        dims, periods, reorder = args
+        dims = tuple(int(d) for d in dims)
+        periods = tuple(bool(p) for p in periods) if periods is not None else (False,) * len(dims)
+        if len(periods) != len(dims):
+            raise ValueError(f"Create_cart: {len(dims)} dims but {len(periods)} periods")
+        return (dims, periods, bool(reorder))
+    group, tag = args  # Create_group, Create (tag None)
+    if not isinstance(group, MPI.Group):
+        raise TypeError(f"{op} takes an MPI.Group, got {type(group).__name__}")
+    agroup = _active(state).Get_group()
+    members = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), agroup)
+    agroup.Free()
+    return (tuple(members), tag)
+
+
 def replays(recipe: Recipe, op: str, parent: int, me: int, mine: Any) -> bool:
     """Whether a replacement's call is the one the survivors made for ``recipe``, the next one it
     has not been handed: the same operation on the same parent, with what the survivors recorded
@@ -128,7 +170,7 @@ def replays(recipe: Recipe, op: str, parent: int, me: int, mine: Any) -> bool:
     the replacement has still to be handed one that a step made once and kept). Pure."""
     if recipe.op != op or recipe.parent != parent:
         return False
-    if op == "Split":
+    if op in PER_RANK:
         return recipe.args.get(me) == mine
     return op == "Dup" or recipe.args.get(-1) == mine
 
@@ -254,19 +296,24 @@ def _active(state: State) -> MPI.Comm:
 def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | None:
     me = state.logical()
     try:
-        if recipe.op == "Split":
+        if recipe.op in PER_RANK:
             color, key = recipe.args[me]
-            raw = praw.Split(color, key)
+            raw = praw.Split(color, key) if recipe.op == "Split" else praw.Split_type(color, key)
         elif recipe.op == "Dup":
             raw = praw.Dup()
-        else:
+        elif recipe.op == "Create_cart":
+            dims, periods, reorder = recipe.args[-1]
+            if math.prod(dims) > praw.Get_size():  # (a repair that shrank the job: the grid no longer fits)
+                return None
+            raw = praw.Create_cart(list(dims), list(periods), reorder)
+        else:  # Create_group (its members only), Create (every rank of the parent)
             members, tag = recipe.args[-1]
-            if me not in members:
+            if recipe.op == "Create_group" and me not in members:
                 return None
             agroup, pgroup = _active(state).Get_group(), praw.Get_group()
             local = MPI.Group.Translate_ranks(agroup, list(members), pgroup)
             g = pgroup.Incl(local)
-            raw = praw.Create_group(g, tag)
+            raw = praw.Create_group(g, tag) if recipe.op == "Create_group" else praw.Create(g)
             for x in (g, agroup, pgroup):
                 x.Free()
     except MPI.Exception as exc:

@@ -51,16 +51,18 @@ class Recipe:
     """How a derived communicator was made, keyed by *logical* rank (rank in the active
     communicator), so that it can be remade after a repair, on a replacement too."""
 
-    op: str  # "Split", "Dup" or "Create_group"
+    op: str  # "Split", "Split_type", "Dup", "Create_group", "Create" or "Create_cart"
     parent: int  # index of the parent recipe, -1 for the active communicator
-    args: dict[int, Any]  # Split: logical -> (color, key); Create_group: {-1: (logical members, tag)}
+    # Split, Split_type: logical -> (color or type, key); Create_group, Create: {-1: (logical
+    # members, tag or None)}; Create_cart: {-1: (dims, periods, reorder)}; Dup: {}
+    args: dict[int, Any]
 
     def renumbered(self, renumber: dict[int, int]) -> Recipe:
         """The recipe after a repair that renumbered the logical ranks (dropping those not in
         ``renumber``)."""
-        if self.op == "Split":
+        if self.op in ("Split", "Split_type"):
             args = {renumber[lr]: v for lr, v in self.args.items() if lr in renumber}
-        elif self.op == "Create_group":
+        elif self.op in ("Create_group", "Create"):
             members, tag = self.args[-1]
             args = {-1: (tuple(renumber[m] for m in members if m in renumber), tag)}
         else:
