@@ -13,6 +13,7 @@ import array
 import math
 import sys
 import traceback
+import warnings
 import weakref
 from typing import Any
 
@@ -26,11 +27,27 @@ from dpmpi.resilient.plan import Recipe, kept_recipes, with_parents
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
+NOT_REBUILT = frozenset({"Create_graph", "Create_dist_graph", "Create_dist_graph_adjacent", "Create_intercomm"})
+_warned: set[str] = set()
+
+
 class Tracked(Comm):
     """A communicator whose derived communicators dpmpi tracks and rebuilds after repairs."""
 
     _state: State
     _index = -1  # its recipe's index (-1: the active communicator)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in NOT_REBUILT and name not in _warned:
+            _warned.add(name)
+            level, frame = 2, sys._getframe(1)
+            while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
+                level, frame = level + 1, frame.f_back  # (point at the program's line)
+            warnings.warn(f"dpmpi: a communicator made with {name} is not rebuilt by a repair; a failure while "
+                          f"the program still uses it after the repair can hang the job. Make it inside the step "
+                          f"(then it is made again with the survivors) or, where it fits, with Split, Dup, Create, "
+                          f"Create_group or Create_cart (docs/spares.md)", RuntimeWarning, stacklevel=level)
+        return super().__getattr__(name)
 
     @interrupts.uninterrupted
     def Split(self, color: int = 0, key: int = 0) -> Comm:
