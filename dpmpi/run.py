@@ -270,6 +270,10 @@ def _pump_stderr(stream, outcome: Outcome) -> None:
     lives on (a daemon's launcher on a node that went silent: see launch())."""
     out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
     for raw in iter(stream.readline, b""):
+        if b"\0" in raw:  # (Open MPI's help messages end with a NUL byte: text tools then choke on stderr)
+            raw = raw.replace(b"\0", b"")
+            if not raw:
+                continue
         line = raw.decode("utf-8", "replace")
         if not outcome.note(line):
             continue

@@ -2,6 +2,7 @@
 ranks' JSON-lines output and the job's exit code."""
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -281,6 +282,17 @@ def test_a_communicator_revoked_while_it_is_created_crashes_no_process(dpmpi_run
             "exit code 1"], job.stderr
         assert sorted(done) == [0, 2, 3], job.stdout
         assert all(e["error"] == 75 and e["rounds"] == 2 for e in done.values()), job.stdout  # ERR_PROC_FAILED
+
+
+def test_dpmpi_run_passes_on_no_nul_byte_of_open_mpis_help_messages(run_job):
+    """Open MPI ends its help messages (here the topology module's "not tested for post-failure
+    operation", printed under --with-ft ulfm for every Create_cart) with a NUL byte, which made
+    text tools reading the job's stderr (grep, bash) choke."""
+    code = "from mpi4py import MPI; MPI.COMM_WORLD.Create_cart([2], periods=[True])"
+    job = run_job([str(Path(sys.executable).parent / "dpmpi-run"), "-n", "2", "--", sys.executable, "-c", code],
+                  timeout=60)
+    assert job.returncode == 0, job.stderr
+    assert "not tested for post-failure" in job.stderr and "\0" not in job.stderr, repr(job.stderr[-300:])
 
 
 @pytest.mark.parametrize("n", [1, 2])

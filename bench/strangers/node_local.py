@@ -3,7 +3,7 @@
 a dpmpi.Runtime loop, used in every step for a node-local reduction and a neighbour exchange
 (before the fourteenth session such communicators hung the job at its first failure). Prints the
 ranks' digests on rank 0.
-    bench/strangers/loop.sh node_local.py 600 20"""
+    bench/strangers/loop.sh node_local.py 3000 20"""
 import hashlib
 import json
 import sys
