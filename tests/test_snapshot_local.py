@@ -289,6 +289,13 @@ def test_bad_input_gets_errors_that_name_the_problem():
         dpmpi.Snapshot(MPI.COMM_SELF, {"r": ro})
     with pytest.raises(TypeError, match="'l' is a list"):
         dpmpi.Snapshot(MPI.COMM_SELF, {"l": [1, 2]})
+    # accepted before the fourteenth session: object references restored into another process
+    with pytest.raises(TypeError, match="'o' holds Python object references"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"o": np.array([1, "a"], dtype=object)})
+    with pytest.raises(TypeError, match="'s' holds Python object references"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"s": np.zeros(3, dtype=[("v", "f8"), ("tag", "O")])})
+    with pytest.raises(ValueError, match="'k' is a numpy scalar"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"k": np.int64(0)})
     with pytest.raises(TypeError, match="non-empty dict"):
         dpmpi.Snapshot(MPI.COMM_SELF, {})
     with pytest.raises(TypeError, match="dpmpi.Comm or an mpi4py Intracomm"):

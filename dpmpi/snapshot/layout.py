@@ -35,7 +35,14 @@ def view(name: str, obj: Any) -> memoryview:
     if not mv.c_contiguous:
         raise ValueError(f"snapshot array {name!r} is not C-contiguous; register numpy.ascontiguousarray(...) "
                          f"and keep using that array")
+    if "O" in mv.format:  # (struct code of a PyObject*: an object array, or a record with such a field)
+        raise TypeError(f"snapshot array {name!r} holds Python object references (dtype=object): they mean "
+                        f"nothing in another process, which a restore may be. Register numbers (a numeric dtype)")
     if mv.readonly:
+        if any(c.__name__ == "generic" and c.__module__ == "numpy" for c in type(obj).__mro__):
+            raise ValueError(f"snapshot array {name!r} is a numpy scalar ({type(obj).__name__}), which cannot be "
+                             f"written back; register a 0-d or 1-element array (numpy.zeros(()), "
+                             f"numpy.zeros(1)) and update it in place (x[...] = v)")
         raise ValueError(f"snapshot array {name!r} is read-only; restore() must write it back. Register a "
                          f"writable array (numpy: arr.flags.writeable must be True)")
     return mv
