@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dpmpi import _guard, config, init_loss, node_loss, shmclean
+from dpmpi.cancel import Cancel
 
 ENV_MPIRUN = "DPMPI_MPIRUN"
 # mpirun's message when its PMIx server could not start (a transient start-up failure)
@@ -302,8 +303,11 @@ def launch(opts: Options, mpirun: str) -> int:
         exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("DPMPI_SPARES", "DPMPI_BOOT", "DPMPI_STATUS", "PYTHONPATH"))
         print(f"{exports} {shlex.join(cmd)}")
         return 0
+    cancel = Cancel()
+    cancel.install()  # (SIGTERM/SIGHUP/SIGINT to dpmpi-run end the job, not only dpmpi-run: dpmpi/cancel.py)
     for attempt in range(1, STARTUP_ATTEMPTS + 1):
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
+        cancel.watch(proc)
         outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)),
                           init=init_loss.InitWatch(opts.n))
         pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, outcome), daemon=True)
@@ -314,17 +318,18 @@ def launch(opts: Options, mpirun: str) -> int:
                 rc = proc.wait(timeout=0.5)
                 break
             except subprocess.TimeoutExpired:
+                cancel.tick()
                 if stuck is None:
                     stuck = outcome.init.stuck()
                     if stuck is not None:
                         proc.terminate()  # (mpirun ends every process of the job)
-            except KeyboardInterrupt:  # mpirun got the same SIGINT from the terminal; wait for it
-                continue
+            except KeyboardInterrupt:  # mpirun got the same SIGINT from the terminal, or not: cancel.tick
+                cancel.interrupted()
         # mpirun's stderr closes when mpirun ends, unless a process it started still holds it:
         # the launcher of a daemon on a node that went silent (ssh, or the simulated cluster's
         # agent) lives on, and waiting for it hung dpmpi-run after the job had ended (3 of 4 runs)
         pump.join(PUMP_GRACE)
-        if not (outcome.startup_failed and not outcome.records) or attempt == STARTUP_ATTEMPTS:
+        if not (outcome.startup_failed and not outcome.records) or attempt == STARTUP_ATTEMPTS or cancel.signum:
             break
         # PRRTE's PMIx server did not start: no rank ran, so launching again repeats nothing
         # (seen here about once in 300 jobs, and in other projects' CI)
@@ -336,6 +341,8 @@ def launch(opts: Options, mpirun: str) -> int:
     code, account = job_exit_code(opts.n, outcome.records, rc, expect_records=True)
     if stuck is not None:
         code, account = 1, outcome.init.account(stuck)
+    if cancel.signum is not None:
+        code, account = cancel.exit_code(), cancel.account()
     if outcome.lost.node is not None:
         code = code or 1
         account = (f"{outcome.lost.node} was lost (its PRRTE daemon died or stopped answering); Open MPI "

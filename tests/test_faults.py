@@ -295,6 +295,37 @@ def test_dpmpi_run_passes_on_no_nul_byte_of_open_mpis_help_messages(run_job):
     assert "not tested for post-failure" in job.stderr and "\0" not in job.stderr, repr(job.stderr[-300:])
 
 
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_job_cancelled_through_dpmpi_run_ends_every_process(tmp_path, sig):
+    """SIGTERM to dpmpi-run alone (a scheduler, `timeout`, `kill`) ended dpmpi-run and left mpirun
+    and every rank running; a SIGINT to it alone was ignored and the job ran on. Now mpirun ends
+    the job (after a SIGINT, once mpirun has had INT_GRACE s to do it by itself)."""
+    import json
+    import signal
+    import subprocess
+
+    cmd = [sys.executable, "-m", "dpmpi.run", "-n", "3", "--spares", "1", "--", sys.executable,
+           str(Path(__file__).resolve().parent / "programs" / "run_forever.py")]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        pids = [json.loads(proc.stdout.readline())["pid"] for _ in range(2)]  # (the 2 active ranks)
+        proc.send_signal(getattr(signal, sig))
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + getattr(signal, sig), err
+    assert f"dpmpi-run: the job was cancelled ({sig} to dpmpi-run)" in err, err
+
+    def running(pid):
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        except OSError:
+            return False
+    assert not [p for p in pids if running(p)], (pids, err)
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_a_dpmpi_program_spawns_and_merges_with_a_plain_mpi4py_child(dpmpi_run, n):
     """Spawn finds room at N <= cores, and dpmpi adds no warm-up collective to a communicator
