@@ -4,9 +4,9 @@ whether a step bound one of them to a new array: ``w = w - lr * g`` instead of `
 The runtime snapshots and restores the arrays it was given, so after such a rebinding it keeps
 snapshotting the old array, and a recovery restores that one while the program goes on from its
 new one: the result differs from a failure-free run's, silently (a stranger's program did this).
-Watched: the module-level names of the code that made the ``Runtime`` (its globals) and the
-variables a step function closes over (``nonlocal``). Attributes (``self.w = ...``) and names
-made after the ``Runtime`` are not. Owner: the ``Runtime`` (its thread)."""
+Watched: the module-level names of the code that made the ``Runtime`` (its globals), the
+variables a step function closes over (``nonlocal``) and the entries of the state dict the
+program passed. Attributes (``self.w = ...``) and names made after the ``Runtime`` are not. Owner: the ``Runtime`` (its thread)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -20,6 +20,8 @@ class Aliases:
         for name, obj in list(namespace.items()):
             if id(obj) in self._keys:
                 self._watched.append((lambda n=name: namespace.get(n), f"the global '{name}'", obj))
+        for key, obj in list(state.items()):  # (the program's own dict: weights["w"] = ...)
+            self._watched.append((lambda k=key: state.get(k), f"the entry {key!r} of the state dict", obj))
 
     def watch_step(self, step_fn: Callable[..., Any]) -> None:
         """Also watch the variables ``step_fn`` closes over that hold a state array."""

@@ -113,6 +113,11 @@ def test_the_runtime_refuses_a_step_that_binds_a_state_name_to_a_new_array():
     ns["w"] = ns["w"] - 1.0
     with pytest.raises(RuntimeError, match="step 5 bound the global 'w' to a new array.*state 'w'"):
         aliases.check(5)
+    weights = {"params": np.zeros(3)}
+    aliases = Aliases({}, weights)
+    weights["params"] = weights["params"] * 2
+    with pytest.raises(RuntimeError, match="the entry 'params' of the state dict"):
+        aliases.check(1)
 
     def make_step():
         v = np.zeros(3)
