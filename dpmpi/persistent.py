@@ -41,8 +41,13 @@ _made: dict[int, tuple[weakref.ref, list[tuple[weakref.ref, str, tuple, dict]]]]
 def recording(comm: Any, name: str, make: Callable[..., Any]) -> Callable[..., Any]:
     """``make`` (the communicator's method ``name``, wrapped by dpmpi), recording each request
     it returns for ``remake``."""
+    owner = weakref.ref(comm)  # (the method is cached on the communicator: no reference cycle)
+
     def call(*args: Any, **kwargs: Any) -> Any:
         req = make(*args, **kwargs)
+        comm = owner()
+        if comm is None:
+            return req
         key = id(comm)
         if key not in _made or _made[key][0]() is not comm:
             _made[key] = (weakref.ref(comm, lambda _r, k=key: _made.pop(k, None)), [])
