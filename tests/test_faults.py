@@ -295,7 +295,7 @@ def test_dpmpi_run_passes_on_no_nul_byte_of_open_mpis_help_messages(run_job):
     assert "not tested for post-failure" in job.stderr and "\0" not in job.stderr, repr(job.stderr[-300:])
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("sig", ["SIGTERM", pytest.param("SIGINT", marks=pytest.mark.long)])  # (SIGINT: a 2 s grace)
 def test_a_job_cancelled_through_dpmpi_run_ends_every_process(tmp_path, sig):
     """SIGTERM to dpmpi-run alone (a scheduler, `timeout`, `kill`) ended dpmpi-run and left mpirun
     and every rank running; a SIGINT to it alone was ignored and the job ran on. Now mpirun ends

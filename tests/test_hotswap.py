@@ -241,7 +241,6 @@ def test_a_repair_wakes_a_rank_blocked_on_a_derived_communicator(dpmpi_run):
     ("loop", "1:split@100:KILL"),  # the program's own loop (Respawn in its except clause), after a compaction
     ("runtime", "2:compact@1:KILL"),  # inside the first compaction (64 made), the others in its agreement
     ("inline", "3:split@7:KILL"),  # the Split in the loop's own frame, freed before Respawn
-    ("runtime", "1:step@60:KILL"),  # point "step", which dpmpi.Runtime reaches itself (the program has none)
 ])
 def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, faults):
     """bench/strangers/split_per_step.py (a Split in every step, freed at its end) hung at its
