@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 import watch_step  # noqa: E402
 
-STEP_S = 1.5  # --seconds (a test may give another): half before the step's Allreduce, half in the update, in 4 chunks
+STEP_S = 1.0  # --seconds (a test may give another): half before the step's Allreduce, half in the update, in 4 chunks
 STEPS = 2  # the kills strike step 1
 
 
