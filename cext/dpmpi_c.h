@@ -158,6 +158,9 @@ int dpmpi_watch_set(int n, const int *fds, const int *ids, void *comm, void *byt
 /* Close the MPI gate: when it returns the thread is in no MPI call and starts none until the
  * next dpmpi_watch_set with a communicator. */
 void dpmpi_watch_quiesce(void);
+/* Close the thread's MPI use for good, as at the process's exit (before a program's own
+ * MPI_Finalize: dpmpi/_guard.py finalize). */
+void dpmpi_watch_close(void);
 /* Send no more signals (at interpreter exit: Python resets the handler to SIG_DFL, which would
  * end the process). */
 void dpmpi_watch_stop_signals(void);

@@ -28,7 +28,7 @@ import atexit
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from dpmpi import config
 
@@ -88,7 +88,7 @@ def libmpi_path() -> str | None:
 def _tell_c_about_mpi() -> bool:
     """Give the C exit handler what it needs to end MPI; True when peers exist."""
     MPI = _mpi()
-    if MPI is None:
+    if MPI is None or MPI.Is_finalized():  # (the program's own MPI.Finalize() ran: nothing left to end)
         return False
     path = libmpi_path()
     multi = MPI.COMM_WORLD.Get_size() > 1
@@ -100,6 +100,45 @@ def _tell_c_about_mpi() -> bool:
     timeout = config.get(ENV_FINALIZE_TIMEOUT, default=2.0 + 0.002 * MPI.COMM_WORLD.Get_size())
     _lib.lib.dpmpi_exit_set_mpi(path.encode(), world, int(_owns_finalize), timeout)
     return multi
+
+
+_before_mpi_ends: list[Callable[[], None]] = []
+_real_finalize: Callable[[], None] | None = None
+
+
+def before_mpi_ends(fn: Callable[[], None]) -> None:
+    """``fn()`` runs before a program's own ``MPI.Finalize()`` ends MPI (dpmpi's threads that use
+    MPI, the snapshots: at a normal exit their own exit handlers do it, in the same order)."""
+    _before_mpi_ends.append(fn)
+
+
+def take_over_finalize() -> None:
+    """From ``dpmpi.init()`` on, the program's ``MPI.Finalize()`` is ``finalize`` below (mpi4py's
+    is kept for a process without MPI peers)."""
+    global _real_finalize
+    MPI = _mpi()
+    if MPI is not None and MPI.Finalize is not finalize:
+        _real_finalize = MPI.Finalize
+        MPI.Finalize = finalize
+
+
+def finalize() -> None:
+    """A program's ``MPI.Finalize()`` under dpmpi: the same end as a normal exit, now. mpi4py's own
+    went straight to MPI_Finalize, whose fence waited for the idle spares (still waiting to be
+    called in) and for peers already dead: the job failed even without a failure (a stranger's
+    program). Here dpmpi's threads and snapshots stop using MPI, every live process passes the
+    fault-tolerant exit agreement (idle spares then leave) and MPI_Finalize runs under the
+    watchdog; at exit nothing is left to do."""
+    MPI = _mpi()
+    if MPI is None or _lib is None or MPI.Is_finalized() or not _tell_c_about_mpi():
+        if _real_finalize is not None:
+            _real_finalize()
+        return
+    for fn in list(_before_mpi_ends):
+        fn()
+    rc = int(_lib.lib.dpmpi_exit_finalize())
+    if rc != 0:
+        raise MPI.Exception(rc)
 
 
 def hook_mpi_abort() -> None:

@@ -41,7 +41,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi import config, interrupts
+from dpmpi import _guard, config, interrupts
 from dpmpi.errors import ProcFailedError, RevokedError
 from dpmpi.eventlog import log_event
 from dpmpi.watchplan import Ident, Mode, local_peers, ulfm_needed, watched_peers
@@ -103,6 +103,18 @@ def _enabled_by_env(environ: Any = None) -> bool:
     return bool(config.get(ENV_WATCH, environ))
 
 
+_closing_registered = False
+
+
+def _register_close(ext: Any) -> None:
+    """A program's own MPI.Finalize() closes the thread's MPI use first (at a normal exit the
+    thread's on_exit handler does)."""
+    global _closing_registered
+    if not _closing_registered:
+        _closing_registered = True
+        _guard.before_mpi_ends(ext.lib.dpmpi_watch_close)
+
+
 def _start_thread() -> int:
     """Start the C thread (idempotent; before the identities are exchanged, so that they carry its
     id) and install the signal handler in the main thread; returns the thread's kernel id."""
@@ -127,6 +139,7 @@ def _start_thread() -> int:
     rc = ext.lib.dpmpi_watch_start(interrupts.MAIN if _signo else 0, _signo)
     if rc < 0:
         raise OSError(-rc, f"dpmpi: cannot start the failure watcher thread: {os.strerror(-rc)}")
+    _register_close(ext)
     info = ext.ffi.new("dpmpi_watch_info *")
     ext.lib.dpmpi_watch_get(info)
     return int(info.tid)

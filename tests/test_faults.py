@@ -227,6 +227,29 @@ def test_persistent_requests_made_before_the_loop_work_after_a_repair(dpmpi_run)
     assert "Traceback" not in job.stderr and "Exception ignored" not in job.stderr, job.stderr
 
 
+@pytest.mark.parametrize("faults", ["", "1:step@80:KILL"], ids=["failure-free", "killed"])
+def test_a_program_that_calls_mpi_finalize_itself_ends_cleanly(dpmpi_run, faults):
+    """With an idle spare, a program's own MPI.Finalize() failed the job even without a failure
+    (its fence waited for the spare, still waiting to be called in). Now it is dpmpi's end: every
+    live process agrees, the spare leaves, MPI_Finalize runs, and nothing touches MPI after it."""
+    import hashlib
+
+    import numpy as np
+
+    job = dpmpi_run(5, "explicit_finalize.py", launcher_args=["--spares", "1"], faults=faults, timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    expected = {}
+    for r in range(4):  # the failure-free state, computed with the same operations
+        w = np.full(1000, float(r))
+        for k in range(200):
+            w[:] -= 0.001 * np.full_like(w, 4 * (k + 1.0))
+        expected[r] = hashlib.sha256(w.tobytes()).hexdigest()
+    assert {r: e["digest"] for r, e in job.by_rank("done").items()} == expected, job.stdout
+    assert sorted(r for r, e in job.by_rank("finalized").items() if e["finalized"]) == [0, 1, 2, 3], job.stdout
+    for bad in ("OPAL ERROR", "after MPI_FINALIZE", "did not return in time", "Traceback"):
+        assert bad not in job.stderr, job.stderr
+
+
 _ring_clean: dict = {}
 
 

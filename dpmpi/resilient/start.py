@@ -42,6 +42,7 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     what a repair does when spares run out."""
     if _STATE is not None:
         raise RuntimeError("dpmpi.init() was already called in this process; use the communicator it returned")
+    _guard.take_over_finalize()  # (the program's MPI.Finalize() ends as a normal exit would)
     if settings.spawned() and MPI.Comm.Get_parent() != MPI.COMM_NULL:
         state = spawned.join()
         _adopt(state)

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import config
+from dpmpi import _guard, config
 from dpmpi.comm import Comm
 from dpmpi.mpicall import keep_forever
 from dpmpi.resilient import Role
@@ -41,6 +41,7 @@ def _close_open_snapshots() -> None:
 
 
 atexit.register(_close_open_snapshots)
+_guard.before_mpi_ends(_close_open_snapshots)  # (a program's own MPI.Finalize() comes first)
 
 
 def _int_arg(name: str, value: Any, minimum: int) -> int:
