@@ -177,6 +177,8 @@ static int patch_relocs(ElfW(Addr) base, const ElfW(Rela) *rel, size_t bytes, co
     return n;
 }
 
+static int revoke_only; /* hook_cb patches only the revoke slot (before MPI_Init: dpmpi_hook_revoke) */
+
 static int hook_cb(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     int *patched = data;
@@ -204,20 +206,36 @@ static int hook_cb(struct dl_phdr_info *info, size_t size, void *data) {
     if (jmprel && jmprel < b) jmprel += b;
     if (rela && rela < b) rela += b;
     if (!symtab || !strtab) return 0;
-    *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab, (const char *)strtab,
-                             "_exit", (void *)mpi_exit_hook);
-    *patched += patch_relocs(b, (const ElfW(Rela) *)rela, relasz, (const ElfW(Sym) *)symtab, (const char *)strtab,
-                             "_exit", (void *)mpi_exit_hook);
     void *h = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
-    real_fatal_comm = h ? (fn_fatal_comm)dlsym(h, "ompi_mpi_errors_are_fatal_comm_handler") : NULL;
-    if (real_fatal_comm) /* only the PLT slot (direct calls); the errhandler objects keep the real address */
-        *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab,
-                                 (const char *)strtab, "ompi_mpi_errors_are_fatal_comm_handler", (void *)fatal_comm_hook);
     void *revoke_hook = dpmpi_revoke_local_hook(h); /* (dpmpi_revoke.c says why) */
     if (revoke_hook)
         *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab,
                                  (const char *)strtab, "ompi_comm_revoke_local", revoke_hook);
+    if (revoke_only) return 1;
+    *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab, (const char *)strtab,
+                             "_exit", (void *)mpi_exit_hook);
+    *patched += patch_relocs(b, (const ElfW(Rela) *)rela, relasz, (const ElfW(Sym) *)symtab, (const char *)strtab,
+                             "_exit", (void *)mpi_exit_hook);
+    real_fatal_comm = h ? (fn_fatal_comm)dlsym(h, "ompi_mpi_errors_are_fatal_comm_handler") : NULL;
+    if (real_fatal_comm) /* only the PLT slot (direct calls); the errhandler objects keep the real address */
+        *patched += patch_relocs(b, (const ElfW(Rela) *)jmprel, pltsz, (const ElfW(Sym) *)symtab,
+                                 (const char *)strtab, "ompi_mpi_errors_are_fatal_comm_handler", (void *)fatal_comm_hook);
     return 1;
+}
+
+/* Only the revoke stand-in, before MPI_Init (the preloaded guard): a rank killed while the
+ * others are inside MPI_Init made them segfault there, as COMM_WORLD's collectives are selected
+ * late in MPI_Init (every process: a storm of backtraces instead of dpmpi-run's line). */
+int dpmpi_hook_revoke(void) {
+#if defined(__x86_64__) || defined(__aarch64__)
+    int patched = 0;
+    revoke_only = 1;
+    dl_iterate_phdr(hook_cb, &patched);
+    revoke_only = 0;
+    return patched;
+#else
+    return 0;
+#endif
 }
 
 int dpmpi_hook_mpi_abort(void) {

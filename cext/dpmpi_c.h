@@ -38,6 +38,8 @@ void dpmpi_die(int status);
 /* Point libmpi's _exit at dpmpi_die for a non-zero status (MPI's own aborts end as failures
  * that the survivors notice). Returns the number of references patched (0: none found). */
 int dpmpi_hook_mpi_abort(void);
+/* Only Open MPI's revoke of a communicator still being created (dpmpi_revoke.c), before MPI_Init. */
+int dpmpi_hook_revoke(void);
 
 /* ---- stall watchdog ---- */
 int dpmpi_stall_start(double seconds);

@@ -178,6 +178,7 @@ static void announce_init(void) {
 EXPORT int MPI_Init(int *argc, char ***argv) {
     fn_init f = (fn_init)real("PMPI_Init");
     if (!f) return 16; /* MPI_ERR_OTHER */
+    dpmpi_hook_revoke(); /* (a death during MPI_Init: the others must not segfault in it) */
     int rc = f(argc, argv);
     if (rc == 0) {
         announce_init();
@@ -189,6 +190,7 @@ EXPORT int MPI_Init(int *argc, char ***argv) {
 EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     fn_init_thread f = (fn_init_thread)real("PMPI_Init_thread");
     if (!f) return 16;
+    dpmpi_hook_revoke();
     int rc = f(argc, argv, required, provided);
     if (rc == 0) {
         announce_init();
