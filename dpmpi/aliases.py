@@ -6,7 +6,10 @@ snapshotting the old array, and a recovery restores that one while the program g
 new one: the result differs from a failure-free run's, silently (a stranger's program did this).
 Watched: the module-level names of the code that made the ``Runtime`` (its globals), the
 variables a step function closes over (``nonlocal``) and the entries of the state dict the
-program passed. Attributes (``self.w = ...``) and names made after the ``Runtime`` are not. Owner: the ``Runtime`` (its thread)."""
+program passed. Attributes (``self.w = ...``) and names made after the ``Runtime`` are not. A
+name moved to another state array (double buffers swapped by name) is refused too: which array a
+name holds is not state, so a replacement's would differ from the survivors'. Owner: the
+``Runtime`` (its thread)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -38,6 +41,12 @@ class Aliases:
         """Raise if a watched name now holds another array than the state array it held."""
         for get, what, obj in self._watched:
             now = get()
+            if now is not obj and id(now) in self._keys:  # (ping-pong buffers swapped by name)
+                raise RuntimeError(
+                    f"step {step} bound {what} to the array registered as state {self._keys[id(now)]!r} (it held "
+                    f"{self._keys[id(obj)]!r}): which array a name holds is not part of the state, so after a "
+                    f"recovery the replacement's name would hold another one than the survivors'. Pick the "
+                    f"buffer from the step number instead (bufs[k % 2])")
             if now is not obj and hasattr(now, "shape") and hasattr(now, "dtype"):
                 key = self._keys[id(obj)]
                 raise RuntimeError(

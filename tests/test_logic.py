@@ -113,6 +113,12 @@ def test_the_runtime_refuses_a_step_that_binds_a_state_name_to_a_new_array():
     ns["w"] = ns["w"] - 1.0
     with pytest.raises(RuntimeError, match="step 5 bound the global 'w' to a new array.*state 'w'"):
         aliases.check(5)
+    ping = {"a": np.zeros(2), "b": np.zeros(2)}  # double buffers swapped by name
+    ns = {"cur": ping["a"], "nxt": ping["b"]}
+    aliases = Aliases(ns, ping)
+    ns["cur"], ns["nxt"] = ns["nxt"], ns["cur"]
+    with pytest.raises(RuntimeError, match="bound the global '(cur|nxt)' to the array registered as state"):
+        aliases.check(2)
     weights = {"params": np.zeros(3)}
     aliases = Aliases({}, weights)
     weights["params"] = weights["params"] * 2
