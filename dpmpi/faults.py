@@ -153,7 +153,6 @@ _deferred: Fault | None = None  # a time fault that must act in the main thread
 _planned: list[Fault] = []  # this process's faults, and those carried out (the report at exit)
 _fired: set[Fault] = set()
 _runtime_steps = False  # a dpmpi.Runtime reaches point "step" itself (runtime_step)
-_reporting = False
 
 
 def first_life() -> bool:
@@ -180,11 +179,8 @@ def plan(faults: Iterable[Fault] | str | None) -> list[Fault]:
             raise TypeError(f"plan() takes Fault objects or a spec string, got {type(f).__name__}")
     rank = my_rank()
     mine = [f for f in faults if f.rank == rank] if first_life() else []
-    global _reporting, _runtime_steps
+    global _runtime_steps
     _runtime_steps = False
-    if mine and not _reporting:
-        _reporting = True
-        atexit.register(_report_unfired)
     with _lock:
         _planned[:] = mine
         _fired.clear()
@@ -225,6 +221,9 @@ def _report_unfired() -> None:
             sys.stderr.flush()
         except Exception:
             pass
+
+
+atexit.register(_report_unfired)  # (says nothing when no fault was planned here)
 
 
 def load_env() -> list[Fault]:

@@ -72,13 +72,11 @@ def remake(comm: Any, raw: MPI.Comm) -> None:
     """Make every live request recorded for ``comm`` again on ``raw`` (its repaired
     communicator), in place. Called by ``dpmpi.comm.rebind``."""
     entry = _made.get(id(comm))
-    if entry is None or entry[0]() is not comm:
+    if entry is None or entry[0]() is not comm or raw == MPI.COMM_NULL:
         return
     for ref, name, args, kwargs in entry[1]:
         req = ref()
         if req is None:
-            continue
-        if raw == MPI.COMM_NULL:
             continue
         try:
             new = getattr(raw, name)(*args, **kwargs)
