@@ -102,3 +102,17 @@ def choose_spares(nodes: Sequence[str], spares: int) -> tuple[list[int], list[in
                 chosen.append(stack.pop())
     picked = set(chosen)
     return [r for r in range(size) if r not in picked], sorted(chosen)
+
+
+def fill_nodes(size: int, known: dict[int, str]) -> list[str]:
+    """The node of each of ``size`` ranks when only those in ``known`` could say (the others died
+    before they did, in ``dpmpi.init``): a missing rank is taken to run where the nearest lower
+    known rank runs (the nearest higher one for the first ranks), as mpirun's default mapping by
+    slot places consecutive ranks together. Only which ranks become spares depends on it."""
+    if not known:
+        raise ValueError("no rank's node is known")
+    nodes: list[str] = []
+    first = known[min(known)]
+    for rank in range(size):
+        nodes.append(known.get(rank, nodes[-1] if nodes else first))
+    return nodes

@@ -101,6 +101,26 @@ def test_second_failure_inside_the_repairs_shrink(dpmpi_run, kill_in_activate):
     assert "Segmentation" not in job.stderr and "revoke_local" not in job.stderr, job.stderr
 
 
+@pytest.mark.parametrize("point", ["init", "init-split"])
+def test_a_rank_dying_in_dpmpi_init_leaves_its_place_to_a_spare(dpmpi_run, tmp_path, point):
+    """Rank 2 dies inside dpmpi.init (the others inside its allgather, or its Split), before the
+    job has formed: it used to end the job (every rank raised ProcFailedError "in init"). Now
+    the spare takes its place before dpmpi.init returns: to the program, no rank failed (no
+    repair, every role INITIAL), and the job's exit code is 0."""
+    log = tmp_path / "events.jsonl"
+    job = dpmpi_run(5, "hotswap.py", "--split", launcher_args=["--spares", "1"], faults=f"2:{point}@1:KILL",
+                    env={"DPMPI_EVENTS": str(log)})
+    done = check(job, 4, wids={0: 0, 1: 1, 2: 4, 3: 3})
+    assert all(e["epoch"] == 0 and e["role"] == "INITIAL" for e in done.values()), done
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    formed = [r for r in records if r["event"] == "init"]
+    assert sorted(r["process_id"] for r in formed) == [0, 1, 3, 4]
+    assert all(r["dead"] == [2] and r["filled"] == {"2": {"how": "spare", "process_id": 4}} and r["size"] == 4
+               for r in formed), formed
+    assert not [r for r in records if r["event"] == "repair"]
+    assert "rank 2 died" in job.stderr and "Traceback" not in job.stderr, job.stderr
+
+
 def test_spare_being_swapped_in_dies_during_repair(dpmpi_run):
     job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
                     faults="2:iteration@51:KILL,4:repair@1:KILL")

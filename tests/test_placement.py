@@ -108,3 +108,35 @@ def test_spares_spread_over_nodes():
 def test_bad_spare_counts():
     with pytest.raises(ValueError, match="spares=2 with 2 processes"):
         choose_spares(["A", "B"], 2)
+
+
+def test_the_node_of_a_rank_that_died_before_saying_it_is_its_lower_neighbours():
+    from dpmpi.placement import fill_nodes
+
+    assert fill_nodes(4, {0: "A", 1: "A", 2: "B", 3: "B"}) == ["A", "A", "B", "B"]
+    assert fill_nodes(5, {1: "A", 2: "A", 4: "B"}) == ["A", "A", "A", "A", "B"]  # rank 0: the first known
+    assert fill_nodes(4, {0: "A", 2: "B"}) == ["A", "A", "B", "B"]
+    with pytest.raises(ValueError, match="no rank's node"):
+        fill_nodes(2, {})
+
+
+def test_the_first_plan_fills_the_places_of_processes_dead_before_the_job_formed():
+    from dpmpi.resilient.plan import Filled, Plan, SparesDepletedError, plan_start
+
+    launched, plan, failed, filled, renumber = plan_start(["n"] * 5, 1, {0, 1, 2, 3, 4}, "shrink")
+    assert launched == plan == Plan(0, (0, 1, 2, 3), (4,), 5) and not failed and not filled
+    launched, plan, failed, filled, renumber = plan_start(["n"] * 5, 1, {0, 1, 3, 4}, "shrink")
+    assert launched == Plan(0, (0, 1, 2, 3), (4,), 5)
+    assert plan == Plan(0, (0, 1, 4, 3), (), 5)  # a spare took rank 2; no repair counted
+    assert failed == [2] and filled == {2: Filled("spare", 4)} and renumber == {0: 0, 1: 1, 2: 2, 3: 3}
+    _l, plan, failed, filled, _r = plan_start(["n"] * 6, 2, {0, 1, 2, 3, 5}, "shrink")  # a dead spare
+    assert plan == Plan(0, (0, 1, 2, 3), (5,), 6) and not failed
+    _l, plan, failed, filled, renumber = plan_start(["n"] * 4, 0, {0, 1, 3}, "shrink")  # no spare: dropped
+    assert plan.actives == (0, 1, 3) and filled == {2: Filled("dropped", -1)} and renumber == {0: 0, 1: 1, 3: 2}
+    with pytest.raises(SparesDepletedError):
+        plan_start(["n"] * 4, 0, {0, 1, 3}, "abort")
+    _l, _p, _f, filled, _r = plan_start(["n"] * 4, 0, {0, 1, 3}, "respawn")
+    assert filled == {2: Filled("respawn", 4)}  # (dpmpi.init refuses it: it spawns only in a repair)
+    # on two nodes the spares are chosen as if the dead had said where they ran
+    launched, plan, *_ = plan_start(["A", "A", "A", "B", "B", "B"], 2, {0, 1, 3, 4, 5}, "shrink")
+    assert launched.spares == (2, 5) and plan.actives == (0, 1, 3, 4) and plan.spares == (5,)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import array
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, NamedTuple
 
 from mpi4py import MPI
 
 from dpmpi.errors import DpmpiError
+from dpmpi.placement import choose_spares
 
 POLICIES = ("shrink", "abort", "respawn")  # what a repair does when spares run out (dpmpi.config: the default)
 
@@ -187,6 +188,22 @@ def plan_repair(plan: Plan, alive: set[int], policy: str) -> tuple[Plan, list[in
     renumber = {old: new for new, (old, _proc) in enumerate(kept)}
     new_plan = Plan(plan.repairs + 1, tuple(proc for _lr, proc in kept), tuple(spares), next_id)
     return new_plan, failed, filled, renumber
+
+
+def plan_start(nodes: list[str], spares: int, alive: set[int], policy: str
+               ) -> tuple[Plan, Plan, list[int], dict[int, Filled], dict[int, int]]:
+    """The job's first plan, for ``dpmpi.init``: the spares chosen over every process launched
+    (``placement.choose_spares``), then, if some died before the job formed (not in
+    ``alive``), the places they leave filled as a repair would (``plan_repair``: spares first;
+    under "shrink" without one, the ranks are dropped). Returns (the plan as launched, the plan
+    the job starts with, failed logical ranks, how each was filled, old -> new logical rank). The
+    plan the job starts with counts no repair: to the program, no rank has failed. Pure."""
+    actives, spare_procs = choose_spares(nodes, spares)
+    launched = Plan(0, tuple(actives), tuple(spare_procs), len(nodes))
+    if alive >= set(range(len(nodes))):
+        return launched, launched, [], {}, {lr: lr for lr in range(len(actives))}
+    plan, failed, filled, renumber = plan_repair(launched, alive, policy)
+    return launched, replace(plan, repairs=0), failed, filled, renumber
 
 
 def dropped_ranks(filled: dict[int, Filled]) -> list[int]:

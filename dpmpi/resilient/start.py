@@ -2,15 +2,22 @@
 spawned, join the job), once per process."""
 from __future__ import annotations
 
+import warnings
+from typing import NamedTuple
+
 from mpi4py import MPI
 
-from dpmpi import _guard, init_mark, mpicall, placement, watcher
+from dpmpi import _guard, faults, init_mark, mpicall, placement, watcher
 from dpmpi.comm import Comm
-from dpmpi.errors import from_mpi
-from dpmpi.resilient import settings, spawned
+from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
+from dpmpi.eventlog import log_event
+from dpmpi.mpicall import exchange
+from dpmpi.resilient import repair, settings, spawned
 from dpmpi.resilient.affinity import my_place
 from dpmpi.resilient.communicator import ResilientComm
-from dpmpi.resilient.plan import Plan
+from dpmpi.resilient.events import SparesDepletedWarning
+from dpmpi.resilient.plan import Filled, SparesDepletedError, dropped_ranks, inherit_places, plan_start
+from dpmpi.resilient.repair import MAX_ATTEMPTS
 from dpmpi.resilient.spares import post_exit_agreement, wait as wait_as_spare
 from dpmpi.resilient.state import Role, State
 
@@ -49,38 +56,18 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
         assert state.active is not None
         return state.active
     init_mark.announce()  # (MPI is initialised by now: dpmpi-run learns it, dpmpi.init_loss)
-    size = MPI.COMM_WORLD.Get_size()
-    n_spares = settings.spares_from(spares, size)
+    n_spares = settings.spares_from(spares, MPI.COMM_WORLD.Get_size())
     policy = settings.policy_from(on_depleted)
-    poll = settings.spare_poll()
     Comm(MPI.COMM_WORLD)  # checks that the job is fault tolerant
-    try:
-        world = MPI.COMM_WORLD.Dup()
-    except MPI.Exception as exc:
-        raise from_mpi(exc, MPI.COMM_WORLD, "init") from exc
-    mpicall.warm_up(world, "init")
-    try:
-        table = world.allgather((my_place(), watcher.identity()))
-    except MPI.Exception as exc:
-        raise from_mpi(exc, world, "init") from exc
-    # the last n_spares world ranks on one node; spread over the nodes on several (a node
-    # failure must not take every spare with it: dpmpi.placement)
-    actives, spare_procs = placement.choose_spares([place[0] for place, _i in table], n_spares)
-    plan = Plan(0, tuple(actives), tuple(spare_procs), size)
-    state = State(world, plan, policy, poll, MPI.COMM_WORLD.Get_rank())
-    state.places = {proc: place for proc, (place, _i) in enumerate(table)}
-    state.procs = {proc: watcher.Ident(*i) for proc, (_c, i) in enumerate(table)}
+    state, raw, formed = _form(n_spares, policy, settings.spare_poll())
     state.watch_mode = watcher.mode_from_env(state.procs)  # the same on every process (same table)
     state.watcher = watcher.start(state, state.watch_mode)
     _adopt(state)
-    _guard.set_idle_spares(list(plan.spares))
+    _guard.set_idle_spares(list(state.plan.spares))
+    if formed.dead:
+        _started_without(state, formed)
     me = state.logical()
-    try:
-        raw = world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
-    except MPI.Exception as exc:
-        raise from_mpi(exc, world, "init") from exc
     if me >= 0:
-        mpicall.warm_up(raw, "init")
         state.active = ResilientComm(raw, state)
         if state.watcher is not None:  # collective over the active ranks when ULFM is watched
             state.watcher.rearm()
@@ -96,3 +83,89 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
         return state.active
     wait_as_spare(state)
     return state.active
+
+
+class Formed(NamedTuple):
+    """How the job formed in ``dpmpi.init`` (for its event): the attempts it took, the processes
+    that died before it formed, and how the places of those that were active were filled."""
+
+    attempts: int
+    dead: list[int]
+    failed: list[int]
+    filled: dict[int, Filled]
+    renumber: dict[int, int]
+
+
+def _form(n_spares: int, policy: str, poll: float) -> tuple[State, MPI.Comm, Formed]:
+    """The job's first plan and active communicator, in attempts until one commits (collective
+    over COMM_WORLD's live processes). A process that dies before the job has formed is taken
+    out of it like a failure in a repair: each attempt starts with a Shrink (uniform: every
+    live process leaves it with the same communicator, also after a failed attempt) and ends
+    with an agreement, the commit point; its place goes to a spare. Returns the state (no
+    watcher yet), the active communicator (COMM_NULL on a spare) and how it went."""
+    size, process_id = MPI.COMM_WORLD.Get_size(), MPI.COMM_WORLD.Get_rank()
+    base: MPI.Comm = MPI.COMM_WORLD
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        world, raw = MPI.COMM_NULL, MPI.COMM_NULL
+        try:
+            world = base.Shrink()  # (a Dup but for the dead: needs no revoke of COMM_WORLD)
+            mpicall.warm_up(world, "init")
+            faults.point("init")  # (tests: a process dies here, the others inside the allgather)
+            table = exchange(lambda: world.allgather((process_id, my_place(), watcher.identity())))
+            alive = {proc for proc, _p, _i in table}
+            nodes = placement.fill_nodes(size, {proc: place[0] for proc, place, _i in table})
+            launched, plan, failed, filled, renumber = _plan_start(nodes, n_spares, alive, policy)
+            state = State(world, plan, policy, poll, process_id)
+            state.places = inherit_places({proc: place for proc, place, _i in table}, launched, filled)
+            state.procs = {proc: watcher.Ident(*i) for proc, _p, i in table}
+            faults.point("init-split")  # (tests: a process dies here, the others inside the Split)
+            me = plan.logical(process_id)
+            raw = world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
+            if raw != MPI.COMM_NULL:
+                mpicall.warm_up(raw, "init")
+            world.Agree(1)  # the commit point: raises if a process of world failed
+        except SparesDepletedError:
+            raise
+        except MPI.Exception as exc:  # (dpmpi's errors are MPI.Exceptions too)
+            if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
+                raise from_mpi(exc, base, "init") from exc
+            for comm in (raw, world):
+                if comm != MPI.COMM_NULL:
+                    repair.revoke(comm)
+                    mpicall.retire(comm)
+            if world != MPI.COMM_NULL:
+                base = world
+            continue
+        dead = sorted(set(range(size)) - alive)
+        return state, raw, Formed(attempt, dead, failed, filled, renumber)
+    raise ProcFailedError(f"dpmpi.init: the job did not form in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
+
+
+def _plan_start(nodes: list[str], n_spares: int, alive: set[int], policy: str) -> tuple:
+    """``plan_start``, with errors that say the processes died in ``dpmpi.init``."""
+    dead = f"process(es) {sorted(set(range(len(nodes))) - alive)} died before the job formed (in dpmpi.init)"
+    try:
+        launched, plan, failed, filled, renumber = plan_start(nodes, n_spares, alive, policy)
+    except SparesDepletedError as exc:
+        raise SparesDepletedError(f"{dead}: {exc}", MPI.ERR_PROC_FAILED, exc.failed_ranks) from None
+    if any(f.how == "respawn" for f in filled.values()):
+        raise SparesDepletedError(
+            f"{dead} and no spare is left to take logical rank(s) {failed}: policy 'respawn' starts new "
+            f"processes only in a repair. Launch with more spares (dpmpi-run --spares S).",
+            MPI.ERR_PROC_FAILED, tuple(failed))
+    return launched, plan, failed, filled, renumber
+
+
+def _started_without(state: State, formed: Formed) -> None:
+    """After a job formed without some of its processes: the exit code counts their deaths as
+    repaired around, the event log says what happened, and a dropped rank is warned of."""
+    _guard.note_recovered(formed.dead)
+    log_event({"event": "init", "process_id": state.process_id, "attempts": formed.attempts, "dead": formed.dead,
+               "failed": formed.failed, "filled": {lr: f._asdict() for lr, f in formed.filled.items()},
+               "size": len(state.plan.actives)})
+    dropped = dropped_ranks(formed.filled)
+    if dropped and state.logical() >= 0:
+        warnings.warn(
+            f"dpmpi: process(es) {formed.dead} died before the job formed and no spare was left for logical "
+            f"rank(s) {dropped}; starting with {len(state.plan.actives)} ranks (policy 'shrink')",
+            SparesDepletedWarning, stacklevel=3)
