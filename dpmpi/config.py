@@ -156,6 +156,10 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_GPU_FAKE_FAULTS", "text", "", "faults of the fake GPU backend, RANK:POINT@COUNT:KIND,... "
         "(collective: HANG or ASYNC_ERROR; abort: HANG)"),
     # -- launching and testing --
+    Var("DPMPI_START_RETRIES", "int", 2, "how many times dpmpi-run launches the job again when a process "
+        "died before any rank's MPI_Init returned (Open MPI's start-up is not fault tolerant; no rank "
+        "ran past MPI_Init, so nothing is repeated but what the program does before it); 0: end the job",
+        minimum=0, maximum=100),
     Var("DPMPI_MPIRUN", "text", "", "the mpirun that dpmpi-run starts (default: the one beside "
         "Python, else on PATH)"),
     Var("DPMPI_FAULTS", "text", "", "planned faults, RANK:POINT@COUNT:KIND,... (see Fault "

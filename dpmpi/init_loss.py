@@ -61,6 +61,14 @@ class InitWatch:
                 return rank
         return None
 
+    def before_any_init(self) -> int | None:
+        """A rank that died (by a signal, PRRTE says) while no rank's MPI_Init had returned: then
+        no rank ran any of the program past MPI_Init, and launching the job again repeats nothing
+        else (dpmpi-run does, ``DPMPI_START_RETRIES`` times). None otherwise."""
+        if self.initialised or not self.died:
+            return None
+        return min(self.died, key=lambda r: self.died[r])
+
     def account(self, rank: int) -> str:
         return (f"rank {rank} died before its MPI_Init returned, and ranks still inside MPI_Init wait for it "
                 f"for ever (Open MPI's start-up needs every process; nothing can be repaired before it): "

@@ -305,7 +305,9 @@ def launch(opts: Options, mpirun: str) -> int:
         return 0
     cancel = Cancel()
     cancel.install()  # (SIGTERM/SIGHUP/SIGINT to dpmpi-run end the job, not only dpmpi-run: dpmpi/cancel.py)
-    for attempt in range(1, STARTUP_ATTEMPTS + 1):
+    relaunches = config.get("DPMPI_START_RETRIES")
+    failed_starts = relaunched = 0
+    for attempt in range(1, STARTUP_ATTEMPTS + relaunches + 1):
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
         cancel.watch(proc)
         outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)),
@@ -329,12 +331,24 @@ def launch(opts: Options, mpirun: str) -> int:
         # the launcher of a daemon on a node that went silent (ssh, or the simulated cluster's
         # agent) lives on, and waiting for it hung dpmpi-run after the job had ended (3 of 4 runs)
         pump.join(PUMP_GRACE)
-        if not (outcome.startup_failed and not outcome.records) or attempt == STARTUP_ATTEMPTS or cancel.signum:
+        if cancel.signum or outcome.lost.node is not None:
             break
-        # PRRTE's PMIx server did not start: no rank ran, so launching again repeats nothing
-        # (seen here about once in 300 jobs, and in other projects' CI)
-        sys.stderr.write(f"dpmpi-run: mpirun failed to start (its PMIx server's listener thread did not start); "
-                         f"launching again, attempt {attempt + 1} of {STARTUP_ATTEMPTS}\n")
+        early = outcome.init.before_any_init()
+        if outcome.startup_failed and not outcome.records and failed_starts < STARTUP_ATTEMPTS - 1:
+            # PRRTE's PMIx server did not start: no rank ran, so launching again repeats nothing
+            # (seen here about once in 300 jobs, and in other projects' CI)
+            failed_starts += 1
+            sys.stderr.write(f"dpmpi-run: mpirun failed to start (its PMIx server's listener thread did not start); "
+                             f"launching again, attempt {failed_starts + 1} of {STARTUP_ATTEMPTS}\n")
+        elif early is not None and relaunched < relaunches:
+            # a death inside MPI_Init ends the job (init_loss); nothing ran past it on any rank
+            relaunched += 1
+            env["DPMPI_REPLACEMENT"] = "1"  # (planned faults strike a job's first life only: dpmpi.faults)
+            sys.stderr.write(f"dpmpi-run: rank {early} died before any rank's MPI_Init returned (Open MPI's "
+                             f"start-up is not fault tolerant; no rank ran past MPI_Init): launching the job "
+                             f"again, {relaunched} of {relaunches} (DPMPI_START_RETRIES)\n")
+        else:
+            break
     shmclean.remove_orphans(started)  # the shared-memory segments of ranks that were killed
     # every rank has an exit guard (dpmpi's Python module, or the preloaded library): a rank
     # without a record died by a signal

@@ -326,11 +326,24 @@ def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmp
 
 def test_a_rank_killed_before_its_mpi_init_returned_ends_the_job_instead_of_hanging_it(dpmpi_run):
     """Before the thirteenth session every such job hung (the others wait inside MPI_Init)."""
-    job = dpmpi_run(4, "die_before_init.py", launcher_args=["--spares", "1"], timeout=40)
+    job = dpmpi_run(4, "die_before_init.py", launcher_args=["--spares", "1"], timeout=40,
+                    env={"DPMPI_START_RETRIES": "0"})
     assert job.returncode == 1, job.stdout + job.stderr
     assert "initialised" not in job.stdout, job.stdout
     assert "dpmpi-run: rank 1 died before its MPI_Init returned" in job.stderr, job.stderr
     assert "[dpmpi-init]" not in job.stderr, job.stderr  # dpmpi-run keeps its own lines to itself
+
+
+def test_a_job_whose_rank_died_before_any_mpi_init_returned_is_launched_again(dpmpi_run):
+    """No rank ran past MPI_Init, so dpmpi-run launches the job again (once here: the program
+    kills rank 1 in its first launch only) and the second launch completes."""
+    job = dpmpi_run(4, "die_before_init.py", launcher_args=["--spares", "1"], timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert sorted(job.stdout.split()[1::2]) == ["0", "1", "2"], job.stdout  # each active rank, once
+    relaunch = [line for line in job.stderr.splitlines() if "launching the job again" in line]
+    assert relaunch == ["dpmpi-run: rank 1 died before any rank's MPI_Init returned (Open MPI's start-up is not "
+                        "fault tolerant; no rank ran past MPI_Init): launching the job again, 1 of 2 "
+                        "(DPMPI_START_RETRIES)"], job.stderr
 
 
 @pytest.mark.parametrize("how", ["import", "rc-initialize-false"])

@@ -72,3 +72,9 @@ def test_a_rank_dead_before_its_mpi_init_returned_ends_a_job_stuck_in_mpi_init()
     spawned = init_loss.InitWatch(4)  # a process of a spawned job (@2) is not a rank of the program's
     spawned.note(dead.replace("@1,1]", "@2,0]"))
     assert spawned.stuck(now + 60) is None
+    # launching again (DPMPI_START_RETRIES) only when no rank's MPI_Init had returned
+    assert w.before_any_init() is None and late.before_any_init() is None  # ranks 0 and 3 had initialised
+    early = init_loss.InitWatch(4)
+    early.note(dead)
+    assert early.before_any_init() == 1
+    assert init_loss.InitWatch(4).before_any_init() is None  # nobody died
