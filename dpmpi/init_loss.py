@@ -21,11 +21,14 @@ under the GIL)."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 INIT_TAG = "[dpmpi-init] "
 GRACE = 2.0  # seconds between PRRTE's report of a death and dpmpi-run's verdict
+HOLD_S = 10.0  # seconds after a launch during which its stderr is held back until a rank has initialised
 _ABORTED = re.compile(r"errmgr:dvm: proc \[[^\]]*@1,(\d+)\] aborted by signal")  # @1: the program's job
 
 
@@ -73,3 +76,52 @@ class InitWatch:
         return (f"rank {rank} died before its MPI_Init returned, and ranks still inside MPI_Init wait for it "
                 f"for ever (Open MPI's start-up needs every process; nothing can be repaired before it): "
                 f"dpmpi-run ended the job")
+
+
+class HeldStderr:
+    """mpirun's stderr, held back while no rank's ``MPI_Init`` has returned (for at most
+    ``HOLD_S``): if a death then ends the launch and dpmpi-run launches the job again, what the
+    ended launch wrote (Open MPI's account of its failed start-up) is dropped, not shown as if
+    the job had failed; otherwise it is written out, in order, as soon as a rank has initialised,
+    the time is up, or the launch ended.
+
+    Owner and lifetime: one per launch; ``write`` runs in dpmpi-run's stderr pump thread,
+    ``tick``, ``release`` and ``drop`` in its main thread; ``lines`` is guarded by ``lock``."""
+
+    def __init__(self, watch: InitWatch, out: Callable[[bytes], None], hold_s: float = HOLD_S) -> None:
+        self.watch, self.out = watch, out
+        self.until = time.monotonic() + hold_s
+        self.lock = threading.Lock()
+        self.lines: list[bytes] | None = []  # None: passing through
+
+    def write(self, raw: bytes | None) -> None:
+        """A line for the user (None: nothing, only check whether to stop holding)."""
+        with self.lock:
+            if self.lines is not None and (self.watch.initialised or time.monotonic() >= self.until):
+                self._flush()
+            if raw is None:
+                return
+            if self.lines is None:
+                self.out(raw)
+            else:
+                self.lines.append(raw)
+
+    def tick(self) -> None:
+        self.write(None)
+
+    def release(self) -> None:
+        """The launch ended and is not launched again: write out what is held."""
+        with self.lock:
+            self._flush()
+
+    def drop(self) -> int:
+        """The launch ended and the job is launched again: forget what is held; how many lines."""
+        with self.lock:
+            n = len(self.lines or [])
+            self.lines = None
+            return n
+
+    def _flush(self) -> None:
+        for raw in self.lines or []:
+            self.out(raw)
+        self.lines = None

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from dpmpi import _guard, config, init_loss, node_loss, shmclean
 from dpmpi.cancel import Cancel
+from dpmpi.exit_code import job_exit_code
 
 ENV_MPIRUN = "DPMPI_MPIRUN"
 # mpirun's message when its PMIx server could not start (a transient start-up failure)
@@ -226,50 +227,20 @@ class Outcome:
         return self.init.note(line) and self.lost.note(line)
 
 
-def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
-    """The job's exit code, and a one-line account when something failed. ``expect_records``:
-    every rank runs the exit guard, so a rank without a record was killed by a signal."""
-    if not records:
-        if expect_records and n > 0:  # every rank died by a signal (mpirun --with-ft still says 0)
-            return 1, "every rank died without a status (killed by a signal); no rank completed"
-        return mpirun_rc, ""
-    completed = {r for r, rec in records.items() if rec.get("status") == 0}
-    failed = {r: rec for r, rec in records.items() if rec.get("status") != 0}
-    silent = [r for r in range(n) if r not in records]  # killed by a signal from outside
-    failed_ranks = sorted(set(failed) | set(silent))
-    if not failed_ranks:
-        return 0, ""
-    recovered: set[int] = set()
-    for r in completed:
-        recovered.update(records[r].get("recovered", []))
-        # a spare that died while idle held no work: nothing to recover
-        recovered.update(records[r].get("idle_spares", []))
-
-    def why(r: int) -> str:
-        rec = failed.get(r)
-        if rec is None:
-            return f"rank {r} died (no status: killed by a signal)"
-        cause = f", {rec['cause']}" if rec.get("cause") else ""
-        return f"rank {r} failed (status {rec['status']}{cause})"
-
-    first_status = next((failed[r]["status"] for r in failed_ranks if r in failed), 1) or 1
-    if not completed:
-        return first_status, "; ".join(why(r) for r in failed_ranks) + "; no rank completed"
-    # Only a repair recorded by a rank that completed (dpmpi's Shrink) makes a failure
-    # recovered; a rank that completed without one may simply not have needed the lost rank's
-    # work, and its result is incomplete.
-    unrecovered = [r for r in failed_ranks if r not in recovered]
-    if unrecovered:
-        status = next((failed[r]["status"] for r in unrecovered if r in failed), 1) or 1
-        return status, "; ".join(why(r) for r in unrecovered) + "; no rank that completed repaired around it"
-    return 0, "; ".join(why(r) for r in failed_ranks) + f"; the other {len(completed)} rank(s) recovered and completed"
-
-
-def _pump_stderr(stream, outcome: Outcome) -> None:
-    """Copy mpirun's stderr to ours, taking the ranks' status records out. Runs in a thread of
-    dpmpi-run (no MPI) until mpirun's stderr closes, or for ever when a process that inherited it
-    lives on (a daemon's launcher on a node that went silent: see launch())."""
+def _to_stderr(raw: bytes) -> None:
     out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+    if out is not None:
+        out.write(raw)
+        out.flush()
+    else:
+        sys.stderr.write(raw.decode("utf-8", "replace"))
+
+
+def _pump_stderr(stream, outcome: Outcome, held: init_loss.HeldStderr) -> None:
+    """Copy mpirun's stderr to ours (through ``held``), taking the ranks' status records out.
+    Runs in a thread of dpmpi-run (no MPI) until mpirun's stderr closes, or for ever when a
+    process that inherited it lives on (a daemon's launcher on a node that went silent: see
+    launch())."""
     for raw in iter(stream.readline, b""):
         if b"\0" in raw:  # (Open MPI's help messages end with a NUL byte: text tools then choke on stderr)
             raw = raw.replace(b"\0", b"")
@@ -277,6 +248,7 @@ def _pump_stderr(stream, outcome: Outcome) -> None:
                 continue
         line = raw.decode("utf-8", "replace")
         if not outcome.note(line):
+            held.tick()  # (a rank's MPI_Init returned: what was held goes out now)
             continue
         at = line.find(STATUS_TAG)
         if at >= 0:
@@ -288,11 +260,7 @@ def _pump_stderr(stream, outcome: Outcome) -> None:
             if not before:
                 continue
             raw = (before + "\n").encode()
-        if out is not None:
-            out.write(raw)
-            out.flush()
-        else:
-            sys.stderr.write(raw.decode("utf-8", "replace"))
+        held.write(raw)
 
 
 def launch(opts: Options, mpirun: str) -> int:
@@ -312,7 +280,8 @@ def launch(opts: Options, mpirun: str) -> int:
         cancel.watch(proc)
         outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)),
                           init=init_loss.InitWatch(opts.n))
-        pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, outcome), daemon=True)
+        held = init_loss.HeldStderr(outcome.init, _to_stderr)
+        pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, outcome, held), daemon=True)
         pump.start()
         stuck: int | None = None
         while True:
@@ -321,34 +290,38 @@ def launch(opts: Options, mpirun: str) -> int:
                 break
             except subprocess.TimeoutExpired:
                 cancel.tick()
+                held.tick()
                 if stuck is None:
                     stuck = outcome.init.stuck()
                     if stuck is not None:
                         proc.terminate()  # (mpirun ends every process of the job)
             except KeyboardInterrupt:  # mpirun got the same SIGINT from the terminal, or not: cancel.tick
                 cancel.interrupted()
-        # mpirun's stderr closes when mpirun ends, unless a process it started still holds it:
-        # the launcher of a daemon on a node that went silent (ssh, or the simulated cluster's
-        # agent) lives on, and waiting for it hung dpmpi-run after the job had ended (3 of 4 runs)
+        # mpirun's stderr closes when mpirun ends, unless a process it started still holds it: the launcher
+        # of a daemon on a node that went silent (ssh, or the simulated cluster's agent) lives on, and
+        # waiting for it hung dpmpi-run after the job had ended (3 of 4 runs)
         pump.join(PUMP_GRACE)
-        if cancel.signum or outcome.lost.node is not None:
-            break
         early = outcome.init.before_any_init()
-        if outcome.startup_failed and not outcome.records and failed_starts < STARTUP_ATTEMPTS - 1:
-            # PRRTE's PMIx server did not start: no rank ran, so launching again repeats nothing
-            # (seen here about once in 300 jobs, and in other projects' CI)
+        # PRRTE's PMIx server did not start: no rank ran, so launching again repeats nothing
+        # (seen here about once in 300 jobs, and in other projects' CI)
+        restart = outcome.startup_failed and not outcome.records and failed_starts < STARTUP_ATTEMPTS - 1
+        # a death inside MPI_Init ends the launch (init_loss); nothing ran past it on any rank
+        relaunch = early is not None and relaunched < relaunches
+        if cancel.signum or outcome.lost.node is not None or not (restart or relaunch):
+            held.release()
+            break
+        if restart:
             failed_starts += 1
             sys.stderr.write(f"dpmpi-run: mpirun failed to start (its PMIx server's listener thread did not start); "
                              f"launching again, attempt {failed_starts + 1} of {STARTUP_ATTEMPTS}\n")
-        elif early is not None and relaunched < relaunches:
-            # a death inside MPI_Init ends the job (init_loss); nothing ran past it on any rank
-            relaunched += 1
-            env["DPMPI_REPLACEMENT"] = "1"  # (planned faults strike a job's first life only: dpmpi.faults)
-            sys.stderr.write(f"dpmpi-run: rank {early} died before any rank's MPI_Init returned (Open MPI's "
-                             f"start-up is not fault tolerant; no rank ran past MPI_Init): launching the job "
-                             f"again, {relaunched} of {relaunches} (DPMPI_START_RETRIES)\n")
-        else:
-            break
+            continue
+        relaunched += 1
+        env["DPMPI_REPLACEMENT"] = "1"  # (planned faults strike a job's first life only: dpmpi.faults)
+        dropped = held.drop()
+        sys.stderr.write(f"dpmpi-run: rank {early} died before any rank's MPI_Init returned (Open MPI's start-up is "
+                         f"not fault tolerant; no rank ran past MPI_Init): launching the job again, {relaunched} of "
+                         f"{relaunches} (DPMPI_START_RETRIES" + (f"; the ended launch's {dropped} line(s) of stderr "
+                                                                 f"are dropped)\n" if dropped else ")\n"))
     shmclean.remove_orphans(started)  # the shared-memory segments of ranks that were killed
     # every rank has an exit guard (dpmpi's Python module, or the preloaded library): a rank
     # without a record died by a signal

@@ -78,3 +78,27 @@ def test_a_rank_dead_before_its_mpi_init_returned_ends_a_job_stuck_in_mpi_init()
     early.note(dead)
     assert early.before_any_init() == 1
     assert init_loss.InitWatch(4).before_any_init() is None  # nobody died
+
+
+def test_stderr_is_held_until_a_rank_initialised_and_dropped_when_the_job_is_launched_again():
+    from dpmpi import init_loss
+
+    watch, shown = init_loss.InitWatch(2), []
+    held = init_loss.HeldStderr(watch, shown.append)
+    held.write(b"a\n")
+    held.tick()
+    assert shown == []  # no rank initialised yet
+    watch.note("[dpmpi-init] 0\n")
+    held.tick()
+    held.write(b"b\n")
+    assert shown == [b"a\n", b"b\n"]  # in order, then passing through
+    assert held.drop() == 0
+    dropped = init_loss.HeldStderr(init_loss.InitWatch(2), shown.append)
+    dropped.write(b"Open MPI's account of a failed start-up\n")
+    assert dropped.drop() == 1 and len(shown) == 2
+    late = init_loss.HeldStderr(init_loss.InitWatch(2), shown.append, hold_s=0.0)  # held for at most hold_s
+    late.write(b"c\n")
+    ended = init_loss.HeldStderr(init_loss.InitWatch(2), shown.append)
+    ended.write(b"d\n")
+    ended.release()  # the launch ended and is not launched again
+    assert shown[2:] == [b"c\n", b"d\n"]

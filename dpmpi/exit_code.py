@@ -1,0 +1,42 @@
+"""The exit code of a job that dpmpi-run ran, and its one-line account, from the ranks' status
+records (mpirun's own exit code is 0 under --with-ft ulfm even when every rank was killed). Pure."""
+from __future__ import annotations
+
+
+def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
+    """The job's exit code, and a one-line account when something failed. ``expect_records``:
+    every rank runs the exit guard, so a rank without a record was killed by a signal."""
+    if not records:
+        if expect_records and n > 0:  # every rank died by a signal (mpirun --with-ft still says 0)
+            return 1, "every rank died without a status (killed by a signal); no rank completed"
+        return mpirun_rc, ""
+    completed = {r for r, rec in records.items() if rec.get("status") == 0}
+    failed = {r: rec for r, rec in records.items() if rec.get("status") != 0}
+    silent = [r for r in range(n) if r not in records]  # killed by a signal from outside
+    failed_ranks = sorted(set(failed) | set(silent))
+    if not failed_ranks:
+        return 0, ""
+    recovered: set[int] = set()
+    for r in completed:
+        recovered.update(records[r].get("recovered", []))
+        # a spare that died while idle held no work: nothing to recover
+        recovered.update(records[r].get("idle_spares", []))
+
+    def why(r: int) -> str:
+        rec = failed.get(r)
+        if rec is None:
+            return f"rank {r} died (no status: killed by a signal)"
+        cause = f", {rec['cause']}" if rec.get("cause") else ""
+        return f"rank {r} failed (status {rec['status']}{cause})"
+
+    first_status = next((failed[r]["status"] for r in failed_ranks if r in failed), 1) or 1
+    if not completed:
+        return first_status, "; ".join(why(r) for r in failed_ranks) + "; no rank completed"
+    # Only a repair recorded by a rank that completed (dpmpi's Shrink) makes a failure
+    # recovered; a rank that completed without one may simply not have needed the lost rank's
+    # work, and its result is incomplete.
+    unrecovered = [r for r in failed_ranks if r not in recovered]
+    if unrecovered:
+        status = next((failed[r]["status"] for r in unrecovered if r in failed), 1) or 1
+        return status, "; ".join(why(r) for r in unrecovered) + "; no rank that completed repaired around it"
+    return 0, "; ".join(why(r) for r in failed_ranks) + f"; the other {len(completed)} rank(s) recovered and completed"
