@@ -101,7 +101,7 @@ def test_second_failure_inside_the_repairs_shrink(dpmpi_run, kill_in_activate):
     assert "Segmentation" not in job.stderr and "revoke_local" not in job.stderr, job.stderr
 
 
-@pytest.mark.parametrize("point", ["init", "init-split"])
+@pytest.mark.parametrize("point", ["init", pytest.param("init-split", marks=pytest.mark.long)])  # (make test's budget)
 def test_a_rank_dying_in_dpmpi_init_leaves_its_place_to_a_spare(dpmpi_run, tmp_path, point):
     """Rank 2 dies inside dpmpi.init (the others inside its allgather, or its Split), before the
     job has formed: it used to end the job (every rank raised ProcFailedError "in init"). Now
@@ -324,6 +324,7 @@ def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmp
         assert bad not in job.stderr, job.stderr
 
 
+@pytest.mark.long  # ~3 s (make test's budget; the launch again below goes through the same verdict)
 def test_a_rank_killed_before_its_mpi_init_returned_ends_the_job_instead_of_hanging_it(dpmpi_run):
     """Before the thirteenth session every such job hung (the others wait inside MPI_Init)."""
     job = dpmpi_run(4, "die_before_init.py", launcher_args=["--spares", "1"], timeout=40,
