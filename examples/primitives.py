@@ -106,15 +106,22 @@ def step(k: int) -> None:
     u[1:-1] = new
 
 
-def recover(repair: bool) -> int:
+def recover(repair: bool, k: int) -> int:
     """Repair (unless this process is a replacement that was just called in) and restore the
-    newest epoch held for every rank; a failure during either repairs again. Returns the epoch."""
+    newest epoch held for every rank; a failure during any of it repairs again. Returns the epoch.
+    ``k``: the step this rank was at (-1: its first commit had not returned; then its arrays still
+    hold the state it built, as a replacement's do: restore() returns -1 if no rank's epoch 0
+    survived, and epoch 0 is committed again)."""
     while True:
         try:
             if repair:
                 comm.Respawn()
             repair = True
-            epoch = snap.restore()
+            epoch = snap.restore(carry=k, as_built=k < 0)
+            if epoch < 0:  # a rank died before its first commit completed: nothing to restore yet
+                snap.stage()
+                snap.commit(0)
+                epoch = 0
         except FAILURES:
             continue
         restores.append(epoch)
@@ -124,14 +131,14 @@ def recover(repair: bool) -> int:
 
 
 if comm.role is dpmpi.Role.RECOVERED:
-    k = recover(repair=False)
+    k = recover(repair=False, k=-1)  # (a replacement built its arrays for its rank: as built)
 else:
-    k = 0
     try:
         snap.stage()
         snap.commit(0)  # epoch 0: the initial state, so that a failure in step 0 has something to restore
+        k = 0
     except FAILURES:
-        k = recover(repair=True)
+        k = recover(repair=True, k=-1)
 
 while True:
     try:
@@ -145,7 +152,7 @@ while True:
                 snap.commit(k)  # the last step's state is a committed epoch too
         break
     except FAILURES:
-        k = recover(repair=True)
+        k = recover(repair=True, k=k)
 
 report({"event": "final", "rank": comm.Get_rank(), "wid": wid, "step": k, "digest": digest(state),
         "role": comm.role.value, "repairs": comm.repairs, "restored": restores})

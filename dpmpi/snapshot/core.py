@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import _guard, config
+from dpmpi import _guard, config, faults
 from dpmpi.comm import Comm
 from dpmpi.mpicall import keep_forever
 from dpmpi.resilient import Role
@@ -251,6 +251,7 @@ class Snapshot:
         failure before it ends may restore the previous epoch. After ``stage(epoch)``, waits for
         the background commit of that epoch (then, if durable, for its replication)."""
         self._check_open()
+        faults.point("snapshot-commit")  # (tests: a rank dies here, the others inside the commit's collectives)
         self.wait_refill()
         t0 = time.perf_counter()
         if self._committer.pending is not None:

@@ -139,9 +139,11 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             return (*_from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0, carried), None)
         raise SnapshotLostError(
             f"snapshot lost for rank(s) {list(lost)}: each of them and every holder of its copies failed "
-            f"together, so no epoch survives for every rank"
+            f"together, or it failed before its first commit completed, so no epoch survives for every rank"
             + ("" if persist.directory is None else f" (and {persist.directory} has no epoch common to all ranks)")
-            + ". Use more replicas (Snapshot(..., replicas=K)) or persist_dir for a disk fallback.",
+            + ". Use more replicas (Snapshot(..., replicas=K)) or persist_dir for a disk fallback. If no rank has "
+              "changed its arrays since it built them (the first commit failed), restore(carry=-1, as_built=True) "
+              "on every rank returns -1 instead: commit the first epoch again (examples/primitives.py).",
             MPI.ERR_PROC_FAILED, lost)
     # transfers: a rank without its own copy gets it from a holder; straight into its arrays
     # where it can (no copy back), else into its own slot. The holder checks the copy it sends
