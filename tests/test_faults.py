@@ -141,6 +141,7 @@ def test_plain_mpirun_with_ft_keeps_working(run_job, mpirun, program):
 HB_LINE = "sent no heartbeat for"
 
 
+@pytest.mark.long  # (make test's budget: test_hotswap's stopped rank covers the heartbeat's kill and a recovery)
 def test_a_stopped_rank_is_killed_by_the_heartbeat_and_recovered(dpmpi_run):
     job = dpmpi_run(N, "survive.py", faults="2:Allreduce@200:STOP", env={"DPMPI_HEARTBEAT_TIMEOUT": "1"}, timeout=60)
     check_recovered(job, [2])

@@ -90,7 +90,8 @@ def test_a_rank_and_its_only_buddy_lost_falls_back_to_disk(dpmpi_run, tmp_path):
     assert "restoring epoch 5 from" in job.stderr
 
 
-@pytest.mark.parametrize("fault", ["0:staged@3:KILL", "1:committed@4:KILL", "3:staged@7:KILL",
+@pytest.mark.parametrize("fault", ["0:staged@3:KILL", pytest.param("1:committed@4:KILL", marks=pytest.mark.long),
+                                   pytest.param("3:staged@7:KILL", marks=pytest.mark.long),  # (make test's budget)
                                    "1:committed@2:KILL,2:staged@6:KILL"])
 def test_unsynchronised_kills_restore_one_consistent_epoch(dpmpi_run, fault):
     """No waiting for replication: a kill can land anywhere in it; all ranks still agree on one

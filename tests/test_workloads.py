@@ -54,7 +54,8 @@ def kills(victims, seed):
     return {v: s for v, s in zip(victims, steps)}
 
 
-@pytest.mark.parametrize("workload", ["mlp", "jacobi"])
+# (the MLP in make test-long: make test's budget; Jacobi covers both restore paths, and chaos the MLP)
+@pytest.mark.parametrize("workload", [pytest.param("mlp", marks=pytest.mark.long), "jacobi"])
 @pytest.mark.parametrize("victims", [(0,), (2,), pytest.param((1, 3), marks=pytest.mark.long)],
                          ids=["rank0", "middle", "two-ranks"])  # two kills: make test-long (make test's budget)
 def test_killed_at_a_random_step_ends_identical_to_a_failure_free_run(workload, victims, dpmpi_run):
