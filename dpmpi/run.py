@@ -275,6 +275,8 @@ def launch(opts: Options, mpirun: str) -> int:
     cancel.install()  # (SIGTERM/SIGHUP/SIGINT to dpmpi-run end the job, not only dpmpi-run: dpmpi/cancel.py)
     relaunches = config.get("DPMPI_START_RETRIES")
     failed_starts = relaunched = 0
+    died_early: set[int] = set()  # ranks that died before any rank's MPI_Init returned, in an earlier launch
+    repeated = False
     for attempt in range(1, STARTUP_ATTEMPTS + relaunches + 1):
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
         cancel.watch(proc)
@@ -306,7 +308,11 @@ def launch(opts: Options, mpirun: str) -> int:
         # (seen here about once in 300 jobs, and in other projects' CI)
         restart = outcome.startup_failed and not outcome.records and failed_starts < STARTUP_ATTEMPTS - 1
         # a death inside MPI_Init ends the launch (init_loss); nothing ran past it on any rank
-        relaunch = early is not None and relaunched < relaunches
+        # (the same rank dead early in two launches: a fault of the program's, launching again repeats it)
+        repeated = early is not None and early in died_early
+        relaunch = early is not None and relaunched < relaunches and not repeated
+        if early is not None:
+            died_early.add(early)
         if cancel.signum or outcome.lost.node is not None or not (restart or relaunch):
             held.release()
             break
@@ -327,7 +333,8 @@ def launch(opts: Options, mpirun: str) -> int:
     # without a record died by a signal
     code, account = job_exit_code(opts.n, outcome.records, rc, expect_records=True)
     if stuck is not None:
-        code, account = 1, outcome.init.account(stuck)
+        code, account = 1, outcome.init.account(stuck) + (
+            " (it died before its MPI_Init returned in the launch before too: not launched again)" if repeated else "")
     if cancel.signum is not None:
         code, account = cancel.exit_code(), cancel.account()
     if outcome.lost.node is not None:
