@@ -317,6 +317,7 @@ def launch(opts: Options, mpirun: str) -> int:
             held.release()
             break
         if restart:
+            held.release()  # (mpirun's own account of its failed start)
             failed_starts += 1
             sys.stderr.write(f"dpmpi-run: mpirun failed to start (its PMIx server's listener thread did not start); "
                              f"launching again, attempt {failed_starts + 1} of {STARTUP_ATTEMPTS}\n")

@@ -665,6 +665,7 @@ def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["ran"] and count.read_text().strip() == "2"
     assert "launching again, attempt 2 of 3" in proc.stderr
+    assert "listener thread failed to start" in proc.stderr  # mpirun's own account is shown, not held back
 
 
 # ---- hung-rank detector (heartbeat): the setting, and the C thread in plain processes (no MPI) ----
