@@ -303,6 +303,23 @@ def test_communicators_made_by_split_type_clone_create_and_create_cart_are_rebui
     assert all(e["types"] == ["Derived"] * 3 and e["tracked"] <= 4 + 64 for e in got.values()), job.stdout
 
 
+def test_graph_communicators_made_once_are_rebuilt_by_a_repair(dpmpi_run):
+    """Create_dist_graph_adjacent and Create_graph communicators, made before the loop and used
+    in every step through neighbour collectives: before the fifteenth session a repair rebuilt
+    neither (a one-time warning) and the job hung at its first failure."""
+    n = 60
+    job = dpmpi_run(5, "graph_kinds.py", n, launcher_args=["--spares", "1"], faults="1:step@30:KILL", timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    s = n * (n - 1) // 2  # the failure-free state in closed form: each rank hears (r-1)*k, and r-1 + r+1
+    expected = {r: [(r - 1) % 4 * s, ((r - 1) % 4 + (r + 1) % 4) * n] for r in range(4)}
+    got = job.by_rank("done")
+    assert {r: e["x"] for r, e in got.items()} == expected, job.stdout
+    assert got[1]["role"] == "RECOVERED" and all(e["recoveries"] == 1 for e in got.values()), job.stdout
+    assert all(e["types"] == ["Derived"] * 2 and e["neighbours"] == [[(r - 1) % 4], [(r + 1) % 4]]
+               for r, e in got.items()), job.stdout
+    assert "is not rebuilt by a repair" not in job.stderr, job.stderr
+
+
 def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmpi_run, kill_in_activate):
     """Rank 1 dies inside Open MPI's activation of the 40th communicator it makes (a step's
     Split): rank 3, inside the same Split, segfaulted on the failure notice (Open MPI 5.0.11,

@@ -449,6 +449,34 @@ def test_recipes_follow_the_renumbering_of_a_shrink():
     assert split.args[2] == (0, 1)  # the original is left as it was
     same = {0: 0, 1: 1, 2: 2, 3: 3}  # a repair that filled every place: nothing changes
     assert split.renumbered(same) == split and group.renumbered(same) == Recipe("Create_group", 0, {-1: ((1, 2, 3), 7)})
+    # a distributed graph (a weighted ring): rank 2's entry goes, and so does rank 2 from its neighbours' lists
+    ring = Recipe("Create_dist_graph_adjacent", -1, {r: (((r - 1) % 4,), (10 + r,), ((r + 1) % 4,), None, False)
+                                                     for r in range(4)})
+    assert ring.renumbered(renumber).args == {0: ((2,), (10,), (1,), None, False), 1: ((0,), (11,), (), None, False),
+                                              2: ((), (), (0,), None, False)}
+    assert ring.renumbered(same) == ring
+
+
+def test_graph_recipes_check_and_normalise_their_arguments():
+    from mpi4py import MPI
+
+    from dpmpi.resilient import topology
+
+    assert topology.graph_args([2, 4], [1, 0, 0, 1], 0) == ((2, 4), (1, 0, 0, 1), False)
+    to_logical = lambda ranks: [r + 10 for r in ranks]  # noqa: E731
+    assert topology.dist_args([1], [2, 3], None, MPI.WEIGHTS_EMPTY, MPI.INFO_NULL, True, to_logical) == (
+        (11,), None, (12, 13), topology.EMPTY, True)
+    assert topology.dist_args([1], [2], MPI.UNWEIGHTED, [5], MPI.INFO_NULL, False, to_logical)[1] is None
+    with pytest.raises(ValueError, match="2 sourceweights for 1 neighbours"):
+        topology.dist_args([1], [2], [1, 2], None, MPI.INFO_NULL, False, to_logical)
+    with pytest.raises(TypeError, match="sources must be a sequence of ints"):
+        topology.dist_args(["a"], [2], None, None, MPI.INFO_NULL, False, to_logical)
+    info = MPI.Info.Create()
+    try:
+        with pytest.raises(ValueError, match="only without info"):
+            topology.dist_args([1], [2], None, None, info, False, to_logical)
+    finally:
+        info.Free()
 
 
 def test_a_repair_remakes_only_the_derived_communicators_still_in_use_and_their_parents():

@@ -1,12 +1,13 @@
 """Derived communicators: those the program makes from the active one (``Split``, ``Dup``,
-``Create_group``, ``Clone``, ``Split_type``, ``Create``, ``Create_cart``, and from those). Each
+``Create_group``, ``Clone``, ``Split_type``, ``Create``, ``Create_cart``, ``Create_graph``,
+``Create_dist_graph_adjacent``, and from those). Each
 is recorded as a recipe keyed by *logical* rank. A repair remakes those still in use on some
 active rank (its handle alive and not freed: ``held``, ORed over the active ranks by
 ``agree_held``) and forgets the others, so a program that makes one in each step and frees it (or
 lets go of it) does not accumulate them; survivors' handles are pointed at the new ones in place,
 and a replacement's own calls of those methods are answered with the remade ones, in creation
-order, until it has caught up with the survivors. Other constructors (``Create_graph``,
-``Create_dist_graph*``, ``Create_intercomm``, ...) make communicators that no repair rebuilds."""
+order, until it has caught up with the survivors. Other constructors (``Create_dist_graph``,
+``Create_intercomm``, ...) make communicators that no repair rebuilds."""
 from __future__ import annotations
 
 import array
@@ -23,11 +24,12 @@ from dpmpi import faults, interrupts
 from dpmpi.comm import Comm, rebind
 from dpmpi.mpicall import exchange, warm_up
 from dpmpi.errors import from_mpi
+from dpmpi.resilient import topology
 from dpmpi.resilient.plan import Recipe, kept_recipes, with_parents
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
-NOT_REBUILT = frozenset({"Create_graph", "Create_dist_graph", "Create_dist_graph_adjacent", "Create_intercomm"})
+NOT_REBUILT = frozenset({"Create_dist_graph", "Create_intercomm"})
 _warned: set[str] = set()
 
 
@@ -46,7 +48,8 @@ class Tracked(Comm):
             warnings.warn(f"dpmpi: a communicator made with {name} is not rebuilt by a repair; a failure while "
                           f"the program still uses it after the repair can hang the job. Make it inside the step "
                           f"(then it is made again with the survivors) or, where it fits, with Split, Dup, Create, "
-                          f"Create_group or Create_cart (docs/spares.md)", RuntimeWarning, stacklevel=level)
+                          f"Create_group, Create_cart or Create_dist_graph_adjacent (docs/spares.md)",
+                          RuntimeWarning, stacklevel=level)
         return super().__getattr__(name)
 
     @interrupts.uninterrupted
@@ -87,6 +90,19 @@ class Tracked(Comm):
         self._state.not_spare("Create_cart")
         return derive(self._state, "Create_cart", self, (dims, periods, reorder))
 
+    @interrupts.uninterrupted
+    def Create_graph(self, index: Any, edges: Any, reorder: bool = False) -> Comm:
+        self._state.not_spare("Create_graph")
+        return derive(self._state, "Create_graph", self, (index, edges, reorder))
+
+    @interrupts.uninterrupted
+    def Create_dist_graph_adjacent(self, sources: Any, destinations: Any, sourceweights: Any = None,
+                                   destweights: Any = None, info: MPI.Info = MPI.INFO_NULL,
+                                   reorder: bool = False) -> Comm:
+        self._state.not_spare("Create_dist_graph_adjacent")
+        return derive(self._state, "Create_dist_graph_adjacent", self,
+                      (sources, destinations, sourceweights, destweights, info, reorder))
+
     def add_repair_listener(self, listener: Any) -> None:
         """Tell ``listener`` about every repair on this process (on the active communicator or one
         derived from it: the same repairs) (the contract between repair and
@@ -122,7 +138,7 @@ class Derived(Tracked):
 def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     """``parent.<op>(*args)`` (collective over ``parent``), recorded so that repairs remake it."""
     me = state.logical()
-    mine = _own_args(state, op, args)
+    mine = _own_args(state, op, args, parent.mpi)
     if state.replay and replays(state.recipes[state.replay[0][0]], op, parent._index, me, mine):
         return state.replay.pop(0)[1]  # a replacement catching up: the survivors made this one already
     praw = parent.mpi
@@ -148,12 +164,17 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     return result
 
 
-PER_RANK = ("Split", "Split_type")  # recipes whose arguments differ by rank (allgathered)
+# recipes whose arguments differ by rank (allgathered)
+PER_RANK = ("Split", "Split_type", "Create_dist_graph_adjacent")
 
 
-def _own_args(state: State, op: str, args: tuple) -> Any:
+def _own_args(state: State, op: str, args: tuple, praw: MPI.Comm) -> Any:
     """What this rank's call of ``op`` is recorded as (checked: a bad argument raises here, the
     same on every rank, before any collective)."""
+    if op == "Create_graph":
+        return topology.graph_args(*args)
+    if op == "Create_dist_graph_adjacent":
+        return topology.dist_args(*args, to_logical=lambda ranks: _translate(praw, ranks, _active(state)))
     if op in PER_RANK:
         color, key = args
         what = "color" if op == "Split" else "split_type"
@@ -305,6 +326,16 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
     state.handles = [None if raw is None else ref for ref, raw in zip(refs, made)]
 
 
+def _translate(src: MPI.Comm, ranks: list[int], dst: MPI.Comm) -> list[int]:
+    """``ranks`` of ``src`` as ranks of ``dst``."""
+    sg, dg = src.Get_group(), dst.Get_group()
+    try:
+        return list(MPI.Group.Translate_ranks(sg, ranks, dg))
+    finally:
+        sg.Free()
+        dg.Free()
+
+
 def _active(state: State) -> MPI.Comm:
     assert state.active is not None
     return state.active.mpi
@@ -313,7 +344,10 @@ def _active(state: State) -> MPI.Comm:
 def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | None:
     me = state.logical()
     try:
-        if recipe.op in PER_RANK:
+        if recipe.op in topology.GRAPH_OPS:
+            raw = topology.make(recipe.op, recipe.args[me if recipe.op in PER_RANK else -1], praw,
+                                lambda ranks: _translate(_active(state), ranks, praw))
+        elif recipe.op in PER_RANK:
             color, key = recipe.args[me]
             raw = praw.Split(color, key) if recipe.op == "Split" else praw.Split_type(color, key)
         elif recipe.op == "Dup":

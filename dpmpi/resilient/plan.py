@@ -13,6 +13,7 @@ from mpi4py import MPI
 
 from dpmpi.errors import DpmpiError
 from dpmpi.placement import choose_spares
+from dpmpi.resilient.topology import renumbered_dist
 
 POLICIES = ("shrink", "abort", "respawn")  # what a repair does when spares run out (dpmpi.config: the default)
 
@@ -52,10 +53,13 @@ class Recipe:
     """How a derived communicator was made, keyed by *logical* rank (rank in the active
     communicator), so that it can be remade after a repair, on a replacement too."""
 
-    op: str  # "Split", "Split_type", "Dup", "Create_group", "Create" or "Create_cart"
+    op: str  # "Split", "Split_type", "Dup", "Create_group", "Create", "Create_cart", "Create_graph" or
+    #          "Create_dist_graph_adjacent"
     parent: int  # index of the parent recipe, -1 for the active communicator
     # Split, Split_type: logical -> (color or type, key); Create_group, Create: {-1: (logical
-    # members, tag or None)}; Create_cart: {-1: (dims, periods, reorder)}; Dup: {}
+    # members, tag or None)}; Create_cart: {-1: (dims, periods, reorder)}; Dup: {}; Create_graph:
+    # {-1: (index, edges, reorder)}; Create_dist_graph_adjacent: logical -> (logical sources,
+    # their weights, logical destinations, their weights, reorder) (topology.py)
     args: dict[int, Any]
 
     def renumbered(self, renumber: dict[int, int]) -> Recipe:
@@ -63,6 +67,8 @@ class Recipe:
         ``renumber``)."""
         if self.op in ("Split", "Split_type"):
             args = {renumber[lr]: v for lr, v in self.args.items() if lr in renumber}
+        elif self.op == "Create_dist_graph_adjacent":  # (its neighbours are logical ranks too)
+            args = {renumber[lr]: renumbered_dist(v, renumber) for lr, v in self.args.items() if lr in renumber}
         elif self.op in ("Create_group", "Create"):
             members, tag = self.args[-1]
             args = {-1: (tuple(renumber[m] for m in members if m in renumber), tag)}
