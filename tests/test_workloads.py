@@ -102,8 +102,8 @@ def test_confirmed_steps_end_identical_with_a_rank_killed(dpmpi_run):
 
 def test_a_second_failure_during_the_recovery(dpmpi_run):
     # rank 3 (not the buddy holding rank 1's copy) dies inside the repair that replaces rank 1
-    job = launch(dpmpi_run, "mlp", 2, "1:step@10:KILL,3:repair@1:KILL")
-    assert finals(job) == reference(dpmpi_run, "mlp")
+    job = launch(dpmpi_run, "jacobi", 2, "1:step@10:KILL,3:repair@1:KILL")
+    assert finals(job) == reference(dpmpi_run, "jacobi")
     final = {e["rank"]: e for e in job.events if e["event"] == "final"}
     assert final[1]["wid"] >= 4 and final[3]["wid"] >= 4
 
@@ -125,7 +125,7 @@ def test_a_warm_spare_cannot_replace_a_rank_whose_starting_state_was_never_repli
     assert len(lost) == 4 and all("starting state of rank(s) [1] is lost" in line for line in lost), job.stderr
 
 
-@pytest.mark.parametrize("workload", ["mlp", "jacobi"])
+@pytest.mark.parametrize("workload", [pytest.param("mlp", marks=pytest.mark.long), "jacobi"])  # (make test's budget)
 def test_no_spare_a_respawned_process_restores_and_ends_identical(workload, dpmpi_run):
     job = launch(dpmpi_run, workload, 0, "2:step@13:KILL", env={"DPMPI_ON_DEPLETED": "respawn"})
     assert finals(job) == reference(dpmpi_run, workload)
