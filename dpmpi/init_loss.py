@@ -86,33 +86,38 @@ class HeldStderr:
     the time is up, or the launch ended.
 
     Owner and lifetime: one per launch; ``write`` runs in dpmpi-run's stderr pump thread,
-    ``tick``, ``release`` and ``drop`` in its main thread; ``lines`` is guarded by ``lock``."""
+    ``tick``, ``release`` and ``drop`` in its main thread. ``lines`` is guarded by ``lock``; the
+    output by ``out_lock`` (held while writing, so held lines go out before newer ones), which
+    ``tick`` only tries: the main thread never waits on a slow reader of stderr while the job
+    runs (it has a job to watch and signals to pass on)."""
 
     def __init__(self, watch: InitWatch, out: Callable[[bytes], None], hold_s: float = HOLD_S) -> None:
         self.watch, self.out = watch, out
         self.until = time.monotonic() + hold_s
         self.lock = threading.Lock()
+        self.out_lock = threading.Lock()
         self.lines: list[bytes] | None = []  # None: passing through
 
     def write(self, raw: bytes | None) -> None:
         """A line for the user (None: nothing, only check whether to stop holding)."""
-        with self.lock:
-            if self.lines is not None and (self.watch.initialised or time.monotonic() >= self.until):
-                self._flush()
-            if raw is None:
-                return
-            if self.lines is None:
-                self.out(raw)
-            else:
-                self.lines.append(raw)
+        with self.out_lock:
+            self._write(raw)
 
     def tick(self) -> None:
-        self.write(None)
+        """Stop holding if it is time (main thread: skipped while the pump thread writes)."""
+        if self.out_lock.acquire(blocking=False):
+            try:
+                self._write(None)
+            finally:
+                self.out_lock.release()
 
     def release(self) -> None:
         """The launch ended and is not launched again: write out what is held."""
-        with self.lock:
-            self._flush()
+        with self.out_lock:
+            with self.lock:
+                pending, self.lines = self.lines or [], None
+            for raw in pending:
+                self.out(raw)
 
     def drop(self) -> int:
         """The launch ended and the job is launched again: forget what is held; how many lines."""
@@ -121,7 +126,15 @@ class HeldStderr:
             self.lines = None
             return n
 
-    def _flush(self) -> None:
-        for raw in self.lines or []:
+    def _write(self, raw: bytes | None) -> None:  # (out_lock held)
+        with self.lock:
+            pending: list[bytes] = []
+            if self.lines is not None and (self.watch.initialised or time.monotonic() >= self.until):
+                pending, self.lines = self.lines, None
+            if raw is not None and self.lines is not None:
+                self.lines.append(raw)
+                return
+        for line in pending:
+            self.out(line)
+        if raw is not None:
             self.out(raw)
-        self.lines = None

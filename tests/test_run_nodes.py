@@ -102,3 +102,6 @@ def test_stderr_is_held_until_a_rank_initialised_and_dropped_when_the_job_is_lau
     ended.write(b"d\n")
     ended.release()  # the launch ended and is not launched again
     assert shown[2:] == [b"c\n", b"d\n"]
+    busy = init_loss.HeldStderr(init_loss.InitWatch(2), shown.append, hold_s=0.0)
+    with busy.out_lock:  # the pump thread inside a write that a slow reader of stderr blocks
+        busy.tick()  # the main thread does not wait for it
