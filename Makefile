@@ -30,14 +30,14 @@ test: $(VENV)/.installed
 # timeout; test_cluster.py: node failures on a simulated 2-node cluster of namespaces, ~15 s,
 # skipped without root).
 test-logic:
-	$(BIN)/pytest -q tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_late_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py
+	$(BIN)/pytest -q -m "not long" tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_late_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py
 FAULT_TESTS := tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py tests/test_gpu_fake.py tests/test_cluster.py
 test-faults:
 	$(BIN)/pytest -q -m "not long" $(FAULT_TESTS)
 
 # The fault tests left out of make test for its time budget (e.g. a node going silent: ~14 s)
 test-long: $(VENV)/.installed
-	$(BIN)/pytest -q -m long $(FAULT_TESTS)
+	$(BIN)/pytest -q -m long $(FAULT_TESTS) tests/test_logic.py
 
 # Tier 2: fault-free MPI tests under pytest-mpi at 1, 2 and 4 ranks. Launched by dpmpi-run,
 # whose exit code is exact (mpirun --with-ft ulfm returns 0 even when ranks die, e.g. when

@@ -789,6 +789,7 @@ def test_heartbeat_kills_a_stopped_process_exactly_once(tmp_path, hb_procs):
     assert not d.exists()  # the last one out removed the job's directory (and the victim's file)
 
 
+@pytest.mark.long  # ~3 s (make test's budget; make test-long runs it)
 @pytest.mark.timeout(60)
 def test_heartbeat_spares_a_process_that_sleeps_or_holds_the_gil(tmp_path, hb_procs):
     d = tmp_path / "job"
@@ -870,6 +871,7 @@ def _beat(d, pid):
     return struct.unpack_from("<q", (d / f"pid-{pid}").read_bytes(), 32)[0]
 
 
+@pytest.mark.long  # ~3 s (make test's budget; make test-long runs it)
 @pytest.mark.timeout(60)
 def test_heartbeat_a_whole_job_stopped_and_continued_loses_no_process(tmp_path, hb_procs):
     import signal
