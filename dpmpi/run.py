@@ -277,7 +277,7 @@ def launch(opts: Options, mpirun: str) -> int:
     failed_starts = relaunched = 0
     died_early: set[int] = set()  # ranks that died before any rank's MPI_Init returned, in an earlier launch
     repeated = False
-    for attempt in range(1, STARTUP_ATTEMPTS + relaunches + 1):
+    for _launch in range(STARTUP_ATTEMPTS + relaunches):
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
         cancel.watch(proc)
         outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)),

@@ -206,9 +206,7 @@ def plan_start(nodes: list[str], spares: int, alive: set[int], policy: str
     plan the job starts with counts no repair: to the program, no rank has failed. Pure."""
     actives, spare_procs = choose_spares(nodes, spares)
     launched = Plan(0, tuple(actives), tuple(spare_procs), len(nodes))
-    if alive >= set(range(len(nodes))):
-        return launched, launched, [], {}, {lr: lr for lr in range(len(actives))}
-    plan, failed, filled, renumber = plan_repair(launched, alive, policy)
+    plan, failed, filled, renumber = plan_repair(launched, alive, policy)  # (none dead: the same plan)
     return launched, replace(plan, repairs=0), failed, filled, renumber
 
 

@@ -16,7 +16,7 @@ from dpmpi.resilient import repair, settings, spawned
 from dpmpi.resilient.affinity import my_place
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.resilient.events import SparesDepletedWarning
-from dpmpi.resilient.plan import Filled, SparesDepletedError, dropped_ranks, inherit_places, plan_start
+from dpmpi.resilient.plan import Filled, Plan, SparesDepletedError, dropped_ranks, inherit_places, plan_start
 from dpmpi.resilient.repair import MAX_ATTEMPTS
 from dpmpi.resilient.spares import post_exit_agreement, wait as wait_as_spare
 from dpmpi.resilient.state import Role, State
@@ -93,7 +93,6 @@ class Formed(NamedTuple):
     dead: list[int]
     failed: list[int]
     filled: dict[int, Filled]
-    renumber: dict[int, int]
 
 
 def _form(n_spares: int, policy: str, poll: float) -> tuple[State, MPI.Comm, Formed]:
@@ -114,7 +113,7 @@ def _form(n_spares: int, policy: str, poll: float) -> tuple[State, MPI.Comm, For
             table = exchange(lambda: world.allgather((process_id, my_place(), watcher.identity())))
             alive = {proc for proc, _p, _i in table}
             nodes = placement.fill_nodes(size, {proc: place[0] for proc, place, _i in table})
-            launched, plan, failed, filled, renumber = _plan_start(nodes, n_spares, alive, policy)
+            launched, plan, failed, filled = _plan_start(nodes, n_spares, alive, policy)
             state = State(world, plan, policy, poll, process_id)
             state.places = inherit_places({proc: place for proc, place, _i in table}, launched, filled)
             state.procs = {proc: watcher.Ident(*i) for proc, _p, i in table}
@@ -137,15 +136,17 @@ def _form(n_spares: int, policy: str, poll: float) -> tuple[State, MPI.Comm, For
                 base = world
             continue
         dead = sorted(set(range(size)) - alive)
-        return state, raw, Formed(attempt, dead, failed, filled, renumber)
+        return state, raw, Formed(attempt, dead, failed, filled)
     raise ProcFailedError(f"dpmpi.init: the job did not form in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
 
 
-def _plan_start(nodes: list[str], n_spares: int, alive: set[int], policy: str) -> tuple:
-    """``plan_start``, with errors that say the processes died in ``dpmpi.init``."""
+def _plan_start(nodes: list[str], n_spares: int, alive: set[int], policy: str
+                ) -> tuple[Plan, Plan, list[int], dict[int, Filled]]:
+    """``plan_start`` (the plan as launched, the plan the job starts with, failed logical ranks,
+    how each was filled), with errors that say the processes died in ``dpmpi.init``."""
     dead = f"process(es) {sorted(set(range(len(nodes))) - alive)} died before the job formed (in dpmpi.init)"
     try:
-        launched, plan, failed, filled, renumber = plan_start(nodes, n_spares, alive, policy)
+        launched, plan, failed, filled, _renumber = plan_start(nodes, n_spares, alive, policy)
     except SparesDepletedError as exc:
         raise SparesDepletedError(f"{dead}: {exc}", MPI.ERR_PROC_FAILED, exc.failed_ranks) from None
     if any(f.how == "respawn" for f in filled.values()):
@@ -153,7 +154,7 @@ def _plan_start(nodes: list[str], n_spares: int, alive: set[int], policy: str) -
             f"{dead} and no spare is left to take logical rank(s) {failed}: policy 'respawn' starts new "
             f"processes only in a repair. Launch with more spares (dpmpi-run --spares S).",
             MPI.ERR_PROC_FAILED, tuple(failed))
-    return launched, plan, failed, filled, renumber
+    return launched, plan, failed, filled
 
 
 def _started_without(state: State, formed: Formed) -> None:
