@@ -31,10 +31,16 @@ class Buffers:
         prefault(*self.sources())  # now, off the critical path: a restore writes into these pages
         self.engine = Engine(threads)
         # the arrays whose pages a restore may exchange with the slot's ({name: address}), and where
-        # the own slots start in a page so that those line up (dpmpi.snapshot.pageswap)
+        # the own slots start in a page: so that those line up (dpmpi.snapshot.pageswap), else so
+        # that most bytes sit at their array's offset in a page. The kernel's copy between
+        # processes (process_vm_readv, Open MPI's single-copy transport) runs 3-4x slower on this
+        # AMD machine when the destination lies a few bytes past the source in a page (numpy's
+        # large arrays start 16 bytes into a page; a page-aligned slot made a 64 MiB restore
+        # transfer take 25 ms instead of 7: docs/benchmarks.md). Replica slots take the owner's.
         self.swappable = self._swappable()
-        shift = pageswap.shift_for((a, e.nbytes) for e in entries if (a := self.swappable.get(e.name)) is not None)
-        self.own = [Slot(self.nbytes, lock, shift), Slot(self.nbytes, lock, shift)]
+        addrs = self.swappable or self._addresses()
+        self.shift = pageswap.shift_for((a, e.nbytes) for e in entries if (a := addrs.get(e.name)) is not None)
+        self.own = [Slot(self.nbytes, lock, self.shift), Slot(self.nbytes, lock, self.shift)]
         if device is not None:
             for slot in self.own:
                 device.register(slot)
@@ -44,15 +50,21 @@ class Buffers:
         self.unstaged: tuple[Slot, int, int] | None = None  # (slot, epoch, digest) before the last stage
         self.last_rc = 0  # the last copy job's result
 
+    def _addresses(self) -> dict[str, int]:
+        """The registered host arrays' addresses, by name (none with device arrays: their slots
+        are registered with the device as they are)."""
+        if self.device is not None:
+            return {}
+        ffi = cext().ffi
+        return {e.name: int(ffi.cast("uintptr_t", p)) for e, p in zip(self.host_entries, self.sources()[0])}
+
     def _swappable(self) -> dict[str, int]:
         minimum = config.get("DPMPI_SWAP_MIN")
         if self.device is not None or not minimum:
             return {}
-        ffi, ranges = cext().ffi, pageswap.anonymous_ranges()
-        ptrs, views = self.sources()
-        addrs = [int(ffi.cast("uintptr_t", p)) for p in ptrs]
-        return {e.name: a for e, a, v in zip(self.host_entries, addrs, views)
-                if v.nbytes >= minimum and pageswap.covered(ranges, a, a + v.nbytes)}
+        ranges, views, addrs = pageswap.anonymous_ranges(), self.sources()[1], self._addresses()
+        return {e.name: a for e, v in zip(self.host_entries, views)
+                if v.nbytes >= minimum and pageswap.covered(ranges, a := addrs[e.name], a + v.nbytes)}
 
     def sources(self) -> tuple[list, list[memoryview]]:
         """Pointers to the registered host arrays, checked against the registration."""

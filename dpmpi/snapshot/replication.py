@@ -26,19 +26,22 @@ from dpmpi.snapshot.replicator import Replicator, bind_mpi, job_failure
 class Replication:
     """This rank's side of the buddy replication (see the module's docstring)."""
 
-    def __init__(self, comm: Any, entries: tuple[Entry, ...], replicas: int, lock: bool, pool: int) -> None:
+    def __init__(self, comm: Any, entries: tuple[Entry, ...], replicas: int, lock: bool, pool: int,
+                 shift: int = 0) -> None:
         self.comm = comm  # the program's dpmpi communicator
         self.entries = entries  # this rank's layout
+        self.shift = shift  # where this rank's own slots start in a page (Buffers.shift)
         self.replicas = replicas
         self.lock = lock
         self.scomm: MPI.Intracomm | None = None  # dpmpi's communicator for snapshot traffic
         self.revoked = False  # whether scomm was revoked (then it is retired, never freed)
         self.repl: Replicator | None = None
         self.layouts: dict[int, list] = {}  # logical rank -> its layout signature
+        self.shifts: dict[int, int] = {}  # logical rank -> its own slots' shift: its replica slots start there too
         self.held: dict[int, list[Slot]] = {}  # owner's logical rank -> two replica slots
         # a waiting spare prepares the replica slots it will need if its layout is the common
         # one, so that taking over allocates nothing
-        self.pool = [Slot(total(entries), lock) for _ in range(2 * pool)]
+        self.pool = [Slot(total(entries), lock, shift) for _ in range(2 * pool)]
         self.mpi_lock = threading.Lock()  # a repair's interruption vs a background commit's replication
         self.interrupted = False  # a repair began on this process; cleared by begin_again()
         self.renumbers: list[dict[int, int]] = []  # renumberings of the repairs since the last restore
@@ -84,10 +87,11 @@ class Replication:
         self.setup_comm("Snapshot setup")
         scomm = self.scomm
         try:
-            layouts = exchange(lambda: scomm.allgather(signature(self.entries)))
+            layouts = exchange(lambda: scomm.allgather((signature(self.entries), self.shift)))
         except MPI.Exception as exc:
             raise from_mpi(exc, scomm, "Snapshot setup") from exc
-        self.layouts = dict(enumerate(layouts))
+        self.layouts = {r: sig for r, (sig, _shift) in enumerate(layouts)}
+        self.shifts = {r: shift for r, (_sig, shift) in enumerate(layouts)}
         self.make_slots()
 
     def free_comm(self) -> None:
@@ -111,18 +115,18 @@ class Replication:
                 pass
 
     def make_slots(self) -> None:
-        """Two replica slots for each owner, sized exactly for the owner's layout (kept when the
-        owner's size did not change, else taken from the pool or made)."""
+        """Two replica slots for each owner, sized exactly for the owner's layout and starting at
+        its own slots' offset in a page (kept when neither changed, else taken from the pool or made)."""
         held: dict[int, list[Slot]] = {}
         for owner in self.owners:
-            nbytes = total(from_signature(self.layouts[owner]))
+            nbytes, shift = total(from_signature(self.layouts[owner])), self.shifts.get(owner, 0)
             old = self.held.get(owner)
-            if old is not None and old[0].nbytes == nbytes:
+            if old is not None and (old[0].nbytes, old[0].shift) == (nbytes, shift):
                 held[owner] = old
-            elif len(self.pool) >= 2 and self.pool[0].nbytes == nbytes:
+            elif len(self.pool) >= 2 and (self.pool[0].nbytes, self.pool[0].shift) == (nbytes, shift):
                 held[owner] = [self.pool.pop(), self.pool.pop()]
             else:
-                held[owner] = [Slot(nbytes, self.lock), Slot(nbytes, self.lock)]
+                held[owner] = [Slot(nbytes, self.lock, shift), Slot(nbytes, self.lock, shift)]
         self.pool = []
         self.held = held
 
@@ -254,6 +258,7 @@ class Replication:
         for renumber in self.renumbers:
             self.held = {renumber[o]: pair for o, pair in self.held.items() if o in renumber}
             self.layouts = {renumber[o]: sig for o, sig in self.layouts.items() if o in renumber}
+            self.shifts = {renumber[o]: shift for o, shift in self.shifts.items() if o in renumber}
         self.renumbers = []
 
     def begin_again(self, op: str, payload: Any = None) -> list:

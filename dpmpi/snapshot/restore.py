@@ -54,13 +54,13 @@ def _holdings(buffers: Buffers, repl: Replication, persist: Persistence) -> tupl
     """What this rank tells the others in a restore's agreement (its rank is added once the new
     snapshot communicator numbers it)."""
     return (signature(buffers.entries), buffers.holdings(), repl.holdings(), repl.layouts,
-            persist.epochs(repl.comm.Get_rank()), buffers.can_receive_direct())
+            persist.epochs(repl.comm.Get_rank()), buffers.can_receive_direct(), buffers.shift)
 
 
 def _check_layouts(infos: list) -> None:
     """The layouts that were registered for each logical rank (a replacement must match)."""
     known: dict[int, list] = {}
-    for _r, _sig, _o, _h, layouts, _d, _direct in infos:
+    for _r, _sig, _o, _h, layouts, _d, _direct, _shift in infos:
         for owner, sig in layouts.items():
             known.setdefault(owner, sig)
     mismatch = [r for r, sig, *_ in infos if r in known and json.dumps(known[r]) != json.dumps(sig)]
@@ -113,7 +113,8 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     timings["agree"] = time.perf_counter() - t
     _check_layouts(infos)
     repl.layouts = {r: sig for r, sig, *_ in infos}
-    held = {r: {**held_r, r: own_r} for r, _sig, own_r, held_r, _l, _d, _direct in infos}
+    repl.shifts = {r: info[-1] for r, *info in infos}  # (a replacement's own slots may start elsewhere)
+    held = {r: {**held_r, r: own_r} for r, _sig, own_r, held_r, _l, _d, _direct, _shift in infos}
     epoch, transfers, lost = plan.plan_restore(held, size)
     if epoch < 0 and carried < 0 and all(built):
         buffers.forget(-1)
@@ -133,7 +134,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
                          "snap.stage() and snap.commit(epoch) first")
     if epoch < 0:
-        disk = [set(d) for *_x, d, _direct in infos]
+        disk = [set(d) for *_x, d, _direct, _shift in infos]
         on_disk = set.intersection(*disk) if disk else set()
         if on_disk:
             return (*_from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0, carried), None)
