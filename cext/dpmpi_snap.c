@@ -356,6 +356,9 @@ struct dpmpi_repl {
     double drain_until; /* PH_DRAIN: when sends still pending are left to MPI */
     void **reqs;
     int *owner, *rdone, *left;
+    size_t *offset;     /* each request's byte offset in its op's buffer */
+    int next_recv;      /* the first receive not posted yet (nreq: none left) */
+    int recvs_posted;   /* receives posted and not completed */
     void *breq[2];      /* the barrier round's receive and send */
     int brdone[2], bround, brank, bsize;
     char bsend, brecv;
@@ -375,14 +378,65 @@ static void job_finish(dpmpi_repl *r, int failed) {
     free(r->owner);
     free(r->rdone);
     free(r->left);
+    free(r->offset);
     r->reqs = NULL;
     r->owner = r->rdone = r->left = NULL;
+    r->offset = NULL;
     r->phase = PH_DONE;
     pthread_mutex_lock(&r->mu);
     r->error = failed;
     r->running = 0;
     pthread_cond_broadcast(&r->done);
     pthread_mutex_unlock(&r->mu);
+}
+
+/* Receives posted at a time. With the single-copy transport a receive's bytes move inside the
+ * MPI call that matches it (MPI_Irecv, or the MPI_Test that sees the sender's header), so with
+ * every receive of a 64 MiB copy posted at once one MPI_Test moved all of it, and a repair that
+ * asked this thread to stop waited up to 8 ms for that call to return. Two at a time bound that
+ * call to two chunks; the bytes move as fast (the transport copies one chunk at a time anyway). */
+#define RECV_WINDOW 2
+
+static size_t chunk_len(const dpmpi_op *op, size_t off) { return op->len - off < CHUNK ? op->len - off : CHUNK; }
+
+/* Post request k (its op's chunk at r->offset[k]); 0, or the MPI error class (recorded). */
+static int post_one(dpmpi_repl *r, int k) {
+    int i = r->owner[k];
+    dpmpi_op *op = &r->ops[i];
+    char *buf = (char *)op->buf + r->offset[k];
+    int n = (int)chunk_len(op, r->offset[k]);
+    int rc = op->send ? mpi->isend(buf, n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k])
+                      : mpi->irecv(buf, n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k]);
+    if (rc == 0) return 0;
+    int cls = err_class(rc);
+    r->failed = cls;
+    pthread_mutex_lock(&r->mu);
+    r->op_state[i] = -cls;
+    pthread_mutex_unlock(&r->mu);
+    return cls;
+}
+
+/* Post receives in request order until RECV_WINDOW are posted; the first error stops it. */
+static void post_recvs(dpmpi_repl *r) {
+    while (!r->failed && r->recvs_posted < RECV_WINDOW && r->next_recv < r->nreq) {
+        int k = r->next_recv++;
+        if (r->ops[r->owner[k]].send) continue;
+        if (post_one(r, k) != 0) return;
+        r->recvs_posted++;
+    }
+}
+
+/* Once the job failed: the requests never posted are dropped (their ops never count as done),
+ * so that the job ends when the posted ones have. */
+static void drop_unposted(dpmpi_repl *r) {
+    if (!r->failed) return;
+    for (int k = 0; k < r->nreq; k++)
+        if (r->reqs[k] == NULL && !r->rdone[k]) {
+            r->rdone[k] = 1;
+            r->pending--;
+            if (!r->ops[r->owner[k]].send) r->pending_recv--;
+        }
+    r->next_recv = r->nreq;
 }
 
 static void job_post(dpmpi_repl *r) {
@@ -392,27 +446,25 @@ static void job_post(dpmpi_repl *r) {
     r->owner = calloc((size_t)nreq + 1, sizeof(int));
     r->rdone = calloc((size_t)nreq + 1, sizeof(int));
     r->left = calloc((size_t)r->nops + 1, sizeof(int));
+    r->offset = calloc((size_t)nreq + 1, sizeof(size_t));
     int k = 0;
-    for (int i = 0; i < r->nops && !r->failed; i++) {
+    for (int i = 0; i < r->nops; i++) { /* the requests, in order: an op's chunks one after the other */
         dpmpi_op *op = &r->ops[i];
         size_t off = 0;
         do {
-            size_t n = op->len - off < CHUNK ? op->len - off : CHUNK;
-            int rc = op->send ? mpi->isend((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k])
-                              : mpi->irecv((char *)op->buf + off, (int)n, r->dtype, op->peer, op->tag, r->comm, &r->reqs[k]);
-            if (rc != 0) {
-                int cls = err_class(rc);
-                r->failed = cls;
-                r->op_state[i] = -cls;
-                break;
-            }
-            r->owner[k++] = i;
+            r->owner[k] = i;
+            r->offset[k++] = off;
             r->left[i]++;
             if (!op->send) r->pending_recv++;
-            off += n;
+            off += chunk_len(op, off);
         } while (off < op->len);
     }
     r->nreq = r->pending = k;
+    r->next_recv = r->recvs_posted = 0;
+    for (k = 0; k < r->nreq && !r->failed; k++) /* every send at once: the receivers pull the bytes */
+        if (r->ops[r->owner[k]].send) post_one(r, k);
+    post_recvs(r);
+    drop_unposted(r);
     r->phase = PH_DATA;
 }
 
@@ -421,7 +473,8 @@ static void job_post(dpmpi_repl *r) {
 static int job_test_data(dpmpi_repl *r) {
     int progressed = 0;
     for (int i = 0; i < r->nreq; i++) {
-        if (r->rdone[i]) continue;
+        if (r->rdone[i] || r->reqs[i] == NULL) continue; /* (NULL: a receive not posted yet) */
+        if (atomic_load((_Atomic int *)&r->abandon)) return 1; /* job_step ends the job next */
         int flag = 0;
         int rc = mpi->test(&r->reqs[i], &flag, NULL);
         if (rc != 0) {
@@ -435,7 +488,10 @@ static int job_test_data(dpmpi_repl *r) {
         if (flag) {
             r->rdone[i] = 1;
             r->pending--;
-            if (!r->ops[r->owner[i]].send) r->pending_recv--;
+            if (!r->ops[r->owner[i]].send) {
+                r->pending_recv--;
+                r->recvs_posted--;
+            }
             progressed = 1;
             if (--r->left[r->owner[i]] == 0) {
                 pthread_mutex_lock(&r->mu);
@@ -444,6 +500,8 @@ static int job_test_data(dpmpi_repl *r) {
             }
         }
     }
+    post_recvs(r); /* the next receives, as the window frees */
+    drop_unposted(r);
     return progressed;
 }
 
