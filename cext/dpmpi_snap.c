@@ -357,8 +357,8 @@ struct dpmpi_repl {
     void **reqs;
     int *owner, *rdone, *left;
     size_t *offset;     /* each request's byte offset in its op's buffer */
-    int next_recv;      /* the first receive not posted yet (nreq: none left) */
-    int recvs_posted;   /* receives posted and not completed */
+    int *next, *end;    /* per op: its next request to post and one past its last (receives) */
+    int *inflight;      /* per op: its receives posted and not completed */
     void *breq[2];      /* the barrier round's receive and send */
     int brdone[2], bround, brank, bsize;
     char bsend, brecv;
@@ -379,8 +379,11 @@ static void job_finish(dpmpi_repl *r, int failed) {
     free(r->rdone);
     free(r->left);
     free(r->offset);
+    free(r->next);
+    free(r->end);
+    free(r->inflight);
     r->reqs = NULL;
-    r->owner = r->rdone = r->left = NULL;
+    r->owner = r->rdone = r->left = r->next = r->end = r->inflight = NULL;
     r->offset = NULL;
     r->phase = PH_DONE;
     pthread_mutex_lock(&r->mu);
@@ -390,12 +393,17 @@ static void job_finish(dpmpi_repl *r, int failed) {
     pthread_mutex_unlock(&r->mu);
 }
 
-/* Receives posted at a time. With the single-copy transport a receive's bytes move inside the
- * MPI call that matches it (MPI_Irecv, or the MPI_Test that sees the sender's header), so with
- * every receive of a 64 MiB copy posted at once one MPI_Test moved all of it, and a repair that
- * asked this thread to stop waited up to 8 ms for that call to return. Two at a time bound that
- * call to two chunks; the bytes move as fast (the transport copies one chunk at a time anyway). */
-#define RECV_WINDOW 2
+/* Receives posted at a time per receiving op (one peer and tag). With the single-copy transport
+ * a receive's bytes move inside the MPI call that matches it (MPI_Irecv, or the MPI_Test that
+ * sees the sender's header), so with every receive of a 64 MiB copy posted at once one MPI_Test
+ * moved all of it, and a repair that asked this thread to stop waited up to 8 ms for that call to
+ * return. One chunk per op at a time bounds that call to one chunk per peer; the bytes move as
+ * fast (the sender's headers wait as unexpected messages, and posting the next receive copies).
+ * Per op, not per job: every peer the job receives from always has a receive posted, so the
+ * death of any of them fails the job (a window over the whole job once waited, in order, on a
+ * live peer whose own job had failed before it posted its sends, and never posted a receive from
+ * the dead one: two survivors waited for each other, and no repair started). */
+#define RECV_WINDOW 1
 
 static size_t chunk_len(const dpmpi_op *op, size_t off) { return op->len - off < CHUNK ? op->len - off : CHUNK; }
 
@@ -416,14 +424,13 @@ static int post_one(dpmpi_repl *r, int k) {
     return cls;
 }
 
-/* Post receives in request order until RECV_WINDOW are posted; the first error stops it. */
+/* Post each receiving op's next chunks, in order, up to RECV_WINDOW per op; the first error stops it. */
 static void post_recvs(dpmpi_repl *r) {
-    while (!r->failed && r->recvs_posted < RECV_WINDOW && r->next_recv < r->nreq) {
-        int k = r->next_recv++;
-        if (r->ops[r->owner[k]].send) continue;
-        if (post_one(r, k) != 0) return;
-        r->recvs_posted++;
-    }
+    for (int i = 0; i < r->nops && !r->failed; i++)
+        while (!r->ops[i].send && r->inflight[i] < RECV_WINDOW && r->next[i] < r->end[i]) {
+            if (post_one(r, r->next[i]++) != 0) return;
+            r->inflight[i]++;
+        }
 }
 
 /* Once the job failed: the requests never posted are dropped (their ops never count as done),
@@ -436,7 +443,7 @@ static void drop_unposted(dpmpi_repl *r) {
             r->pending--;
             if (!r->ops[r->owner[k]].send) r->pending_recv--;
         }
-    r->next_recv = r->nreq;
+    for (int i = 0; i < r->nops; i++) r->next[i] = r->end[i];
 }
 
 static void job_post(dpmpi_repl *r) {
@@ -447,10 +454,14 @@ static void job_post(dpmpi_repl *r) {
     r->rdone = calloc((size_t)nreq + 1, sizeof(int));
     r->left = calloc((size_t)r->nops + 1, sizeof(int));
     r->offset = calloc((size_t)nreq + 1, sizeof(size_t));
+    r->next = calloc((size_t)r->nops + 1, sizeof(int));
+    r->end = calloc((size_t)r->nops + 1, sizeof(int));
+    r->inflight = calloc((size_t)r->nops + 1, sizeof(int));
     int k = 0;
     for (int i = 0; i < r->nops; i++) { /* the requests, in order: an op's chunks one after the other */
         dpmpi_op *op = &r->ops[i];
         size_t off = 0;
+        r->next[i] = k;
         do {
             r->owner[k] = i;
             r->offset[k++] = off;
@@ -458,9 +469,9 @@ static void job_post(dpmpi_repl *r) {
             if (!op->send) r->pending_recv++;
             off += chunk_len(op, off);
         } while (off < op->len);
+        r->end[i] = k;
     }
     r->nreq = r->pending = k;
-    r->next_recv = r->recvs_posted = 0;
     for (k = 0; k < r->nreq && !r->failed; k++) /* every send at once: the receivers pull the bytes */
         if (r->ops[r->owner[k]].send) post_one(r, k);
     post_recvs(r);
@@ -490,7 +501,7 @@ static int job_test_data(dpmpi_repl *r) {
             r->pending--;
             if (!r->ops[r->owner[i]].send) {
                 r->pending_recv--;
-                r->recvs_posted--;
+                r->inflight[r->owner[i]]--;
             }
             progressed = 1;
             if (--r->left[r->owner[i]] == 0) {
