@@ -150,6 +150,28 @@ def test_a_replication_that_waits_long_says_what_it_waits_for(dpmpi_run):
     assert f"recv from 1 tag 7102 ({1 << 20} B)" in reports[0], reports
 
 
+def test_two_ranks_dying_in_the_same_commit_with_copies_everywhere_are_replaced(dpmpi_run):
+    """examples/primitives.py (Jacobi) at 4 + 3 with replicas=3 (every rank receives every
+    other's copy), ranks 0 and 2 killed as they enter the same commit: the survivors' replication
+    jobs must fail so that a repair starts. A replication that posted its receives a few at a time
+    over the whole job (not per peer) hung here 3 of 3 times: it waited, in order, on a survivor
+    that never sent and never posted its receive from a dead rank (sixteenth session)."""
+    from pathlib import Path
+
+    program = str(Path(__file__).resolve().parent.parent / "examples" / "primitives.py")
+    args = ("--model", "jacobi", "--steps", 30, "--replicas", 3)
+    digests = []
+    for faults in ("", "0:snapshot-commit@4:KILL,2:snapshot-commit@4:KILL"):
+        job = dpmpi_run(7, program, *args, launcher_args=["--spares", "3"], faults=faults, timeout=40)
+        assert job.returncode == 0, job.stdout + job.stderr
+        final = {e["rank"]: e for e in job.events if e["event"] == "final"}
+        assert sorted(final) == [0, 1, 2, 3] and all(e["step"] == 30 for e in final.values()), job.stdout
+        digests.append({r: e["digest"] for r, e in final.items()})
+    assert digests[1] == digests[0]
+    assert [final[r]["role"] for r in range(4)] == ["RECOVERED", "SURVIVOR", "RECOVERED", "SURVIVOR"], final
+    assert not [d for d in DIRTY if d != "signal" and d in job.stderr], job.stderr  # (the two kills' lines say "signal")
+
+
 def test_a_rank_dying_in_the_first_commit_of_a_primitives_program_is_recovered(dpmpi_run):
     """examples/primitives.py, rank 2 killed as it enters its first commit (the others inside
     it): no epoch exists for rank 2, and every rank's arrays still hold the state it built, so
