@@ -169,7 +169,8 @@ def test_two_ranks_dying_in_the_same_commit_with_copies_everywhere_are_replaced(
         digests.append({r: e["digest"] for r, e in final.items()})
     assert digests[1] == digests[0]
     assert [final[r]["role"] for r in range(4)] == ["RECOVERED", "SURVIVOR", "RECOVERED", "SURVIVOR"], final
-    assert not [d for d in DIRTY if d != "signal" and d in job.stderr], job.stderr  # (the two kills' lines say "signal")
+    # (the two kills' own lines say "signal")
+    assert not [d for d in DIRTY if d != "signal" and d in job.stderr], job.stderr
 
 
 def test_a_rank_dying_in_the_first_commit_of_a_primitives_program_is_recovered(dpmpi_run):
