@@ -30,13 +30,9 @@ class Buffers:
         self.nbytes = total(entries)
         prefault(*self.sources())  # now, off the critical path: a restore writes into these pages
         self.engine = Engine(threads)
-        # the arrays whose pages a restore may exchange with the slot's ({name: address}), and where
-        # the own slots start in a page: so that those line up (dpmpi.snapshot.pageswap), else so
-        # that most bytes sit at their array's offset in a page. The kernel's copy between
-        # processes (process_vm_readv, Open MPI's single-copy transport) runs 3-4x slower on this
-        # AMD machine when the destination lies a few bytes past the source in a page (numpy's
-        # large arrays start 16 bytes into a page; a page-aligned slot made a 64 MiB restore
-        # transfer take 25 ms instead of 7: docs/benchmarks.md). Replica slots take the owner's.
+        # the arrays whose pages a restore may exchange with the slot's ({name: address}); the own
+        # slots start in a page where those (else most bytes) start: Open MPI's single-copy reads
+        # ran 3x slower into arrays a few bytes past their source's offset (docs/design.md, Staging)
         self.swappable = self._swappable()
         addrs = self.swappable or self._addresses()
         self.shift = pageswap.shift_for((a, e.nbytes) for e in entries if (a := addrs.get(e.name)) is not None)

@@ -126,9 +126,8 @@ class Snapshot:
         if directory is not None:
             os.makedirs(directory, exist_ok=True)
             every = every or 1
-        self._buffers = Buffers(arrays, entries, threads, bool(lock_memory), device)
-        self._replication = Replication(self._comm, entries, n, bool(lock_memory), n if waiting else 0,
-                                        self._buffers.shift)
+        self._buffers = buf = Buffers(arrays, entries, threads, bool(lock_memory), device)
+        self._replication = Replication(self._comm, entries, n, bool(lock_memory), n if waiting else 0, buf.shift)
         self._persistence = Persistence(directory, every)
         self._committer = Committer()
         self._refilling = False  # the committer runs a restore's refill (restore(swap=True))

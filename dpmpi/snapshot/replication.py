@@ -115,20 +115,9 @@ class Replication:
                 pass
 
     def make_slots(self) -> None:
-        """Two replica slots for each owner, sized exactly for the owner's layout and starting at
-        its own slots' offset in a page (kept when neither changed, else taken from the pool or made)."""
-        held: dict[int, list[Slot]] = {}
-        for owner in self.owners:
-            nbytes, shift = total(from_signature(self.layouts[owner])), self.shifts.get(owner, 0)
-            old = self.held.get(owner)
-            if old is not None and (old[0].nbytes, old[0].shift) == (nbytes, shift):
-                held[owner] = old
-            elif len(self.pool) >= 2 and (self.pool[0].nbytes, self.pool[0].shift) == (nbytes, shift):
-                held[owner] = [self.pool.pop(), self.pool.pop()]
-            else:
-                held[owner] = [Slot(nbytes, self.lock, shift), Slot(nbytes, self.lock, shift)]
+        """Two replica slots for each owner (``replica_slots``); the spare's pool is used up."""
+        self.held = replica_slots(self.owners, self.layouts, self.shifts, self.held, self.pool, self.lock)
         self.pool = []
-        self.held = held
 
     # -- jobs --
     def commit(self, epoch: int, mine: Slot, *more: Any) -> None:
@@ -278,6 +267,24 @@ class Replication:
             for s in pair:
                 if s.epoch != epoch:
                     s.epoch = -1
+
+
+def replica_slots(owners: tuple[int, ...], layouts: dict[int, list], shifts: dict[int, int],
+                  held: dict[int, list[Slot]], pool: list[Slot], lock: bool) -> dict[int, list[Slot]]:
+    """Two replica slots per owner, of its layout's size and starting where its own slots start
+    in a page: those ``held`` when neither changed, else two from ``pool`` (taken from it) that
+    fit, else new ones."""
+    slots: dict[int, list[Slot]] = {}
+    for owner in owners:
+        nbytes, shift = total(from_signature(layouts[owner])), shifts.get(owner, 0)
+        old = held.get(owner)
+        if old is not None and (old[0].nbytes, old[0].shift) == (nbytes, shift):
+            slots[owner] = old
+        elif len(pool) >= 2 and (pool[0].nbytes, pool[0].shift) == (nbytes, shift):
+            slots[owner] = [pool.pop(), pool.pop()]
+        else:
+            slots[owner] = [Slot(nbytes, lock, shift), Slot(nbytes, lock, shift)]
+    return slots
 
 
 def job(rank: int, epoch: int, mine: Slot, to: list[int], receive: dict[int, list[Slot]],
