@@ -184,11 +184,12 @@ def test_slots_start_at_the_arrays_offset_in_a_page_and_replica_slots_at_their_o
     repl.make_slots()
     first = repl.held[1]
     assert [s.shift for s in first] == [48, 48] and all(_address(s.buffer()) % 4096 == 48 for s in first)
-    repl.make_slots()
-    assert repl.held[1] is first  # kept: same size, same offset
-    repl.shifts = {1: 16}
-    repl.make_slots()
-    assert [s.shift for s in repl.held[1]] == [16, 16]  # a replacement's slots start elsewhere: made again
+    repl.shifts = {1: 16}  # a replacement whose own slots start elsewhere: the slots that may hold
+    repl.make_slots()      # its copy are kept (a restore's re-replication counts on them)
+    assert repl.held[1] is first
+    repl.layouts = {1: signature(layout({"big": np.zeros(3 << 20)}))}
+    repl.make_slots()  # another size: made again, where the owner's slots start
+    assert repl.held[1] is not first and [s.shift for s in repl.held[1]] == [16, 16]
     buffers.engine.wait()
 
 

@@ -271,14 +271,14 @@ class Replication:
 
 def replica_slots(owners: tuple[int, ...], layouts: dict[int, list], shifts: dict[int, int],
                   held: dict[int, list[Slot]], pool: list[Slot], lock: bool) -> dict[int, list[Slot]]:
-    """Two replica slots per owner, of its layout's size and starting where its own slots start
-    in a page: those ``held`` when neither changed, else two from ``pool`` (taken from it) that
-    fit, else new ones."""
+    """Two replica slots per owner, of its layout's size: those ``held`` when that did not change
+    (they may hold its copy: a restore keeps it), else two from ``pool`` (taken from it) that fit,
+    else new ones starting where the owner's own slots start in a page (only a speed matter)."""
     slots: dict[int, list[Slot]] = {}
     for owner in owners:
         nbytes, shift = total(from_signature(layouts[owner])), shifts.get(owner, 0)
         old = held.get(owner)
-        if old is not None and (old[0].nbytes, old[0].shift) == (nbytes, shift):
+        if old is not None and old[0].nbytes == nbytes:
             slots[owner] = old
         elif len(pool) >= 2 and (pool[0].nbytes, pool[0].shift) == (nbytes, shift):
             slots[owner] = [pool.pop(), pool.pop()]
