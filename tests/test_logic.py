@@ -472,9 +472,18 @@ def test_graph_recipes_check_and_normalise_their_arguments():
     with pytest.raises(TypeError, match="sources must be a sequence of ints"):
         topology.dist_args(["a"], [2], None, None, MPI.INFO_NULL, False, to_logical)
     info = MPI.Info.Create()
-    try:
-        with pytest.raises(ValueError, match="only without info"):
-            topology.dist_args([1], [2], None, None, info, False, to_logical)
+    try:  # an info's hints are recorded, and passed again when the repair makes it
+        assert topology.info_items("Dup", info) is None and topology.info_items("Dup", None) is None
+        info.Set("mpi_assert_no_any_tag", "true")
+        hints = (("mpi_assert_no_any_tag", "true"),)
+        assert topology.dist_args([1], [2], None, None, info, False, to_logical) == ((11,), None, (12,), None, False,
+                                                                                     hints)
+        assert topology.renumbered_dist(((0, 1), None, (1,), None, False, hints), {1: 0}) == (
+            (0,), None, (0,), None, False, hints)
+        assert topology.with_info(hints, lambda i: i.Get("mpi_assert_no_any_tag")) == "true"
+        assert topology.with_info(None, lambda i: i) == MPI.INFO_NULL
+        with pytest.raises(TypeError, match="Split_type info must be an MPI.Info"):
+            topology.info_items("Split_type", {"a": "b"})
     finally:
         info.Free()
 
@@ -515,6 +524,9 @@ def test_a_replacement_is_handed_a_kept_communicator_only_for_the_call_that_made
     evens = Recipe("Create", -1, {-1: ((0, 2), None)})
     assert replays(evens, "Create", -1, 1, ((0, 2), None)) and not replays(evens, "Create_group", -1, 1, ((0, 2), None))
     assert evens.renumbered({0: 0, 2: 1, 3: 2}).args == {-1: ((0, 1), None)}  # (after a shrink)
+    hinted = Recipe("Dup", -1, {-1: (("mpi_assert_no_any_tag", "true"),)})  # Dup(info) / Dup_with_info
+    assert replays(hinted, "Dup", -1, 1, hinted.args[-1]) and not replays(hinted, "Dup", -1, 1, None)
+    assert not replays(kept, "Dup", -1, 1, hinted.args[-1])
     assert node.renumbered({1: 0}).args == {0: (1, 3)} and cart.renumbered({0: 0}).args == cart.args
 
 

@@ -29,7 +29,7 @@ from dpmpi.resilient.plan import Recipe, kept_recipes, with_parents
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
-NOT_REBUILT = frozenset({"Create_dist_graph", "Create_intercomm"})
+NOT_REBUILT = frozenset({"Create_dist_graph", "Create_intercomm", "Idup", "Idup_with_info"})
 _warned: set[str] = set()
 
 
@@ -58,9 +58,14 @@ class Tracked(Comm):
         return derive(self._state, "Split", self, (color, key))
 
     @interrupts.uninterrupted
-    def Dup(self) -> Comm:
+    def Dup(self, info: MPI.Info | None = None) -> Comm:
         self._state.not_spare("Dup")
-        return derive(self._state, "Dup", self, ())
+        return derive(self._state, "Dup", self, (info,))
+
+    @interrupts.uninterrupted
+    def Dup_with_info(self, info: MPI.Info) -> Comm:
+        self._state.not_spare("Dup_with_info")
+        return derive(self._state, "Dup", self, (info,))
 
     @interrupts.uninterrupted
     def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
@@ -70,15 +75,12 @@ class Tracked(Comm):
     @interrupts.uninterrupted
     def Clone(self) -> Comm:
         self._state.not_spare("Clone")
-        return derive(self._state, "Dup", self, ())  # (a Dup: the same recipe)
+        return derive(self._state, "Dup", self, (None,))  # (a Dup: the same recipe)
 
     @interrupts.uninterrupted
-    def Split_type(self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL) -> Comm:
+    def Split_type(self, split_type: int, key: int = 0, info: MPI.Info | None = None) -> Comm:
         self._state.not_spare("Split_type")
-        if info != MPI.INFO_NULL:
-            raise ValueError("dpmpi rebuilds communicators made by Split_type after a repair only without info "
-                             "(info=MPI.INFO_NULL); make this one with comm.mpi.Split_type (not rebuilt)")
-        return derive(self._state, "Split_type", self, (split_type, key))
+        return derive(self._state, "Split_type", self, (split_type, key, info))
 
     @interrupts.uninterrupted
     def Create(self, group: MPI.Group) -> Comm:
@@ -151,7 +153,7 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
             raise from_mpi(exc, praw, op) from exc
         recipe = Recipe(op, parent._index, dict(table))
     else:
-        recipe = Recipe(op, parent._index, {} if op == "Dup" else {-1: mine})
+        recipe = Recipe(op, parent._index, {} if op == "Dup" and mine is None else {-1: mine})
     made = _make(state, recipe, praw)
     state.live.append(len(state.recipes))
     state.recipes.append(recipe)
@@ -176,15 +178,16 @@ def _own_args(state: State, op: str, args: tuple, praw: MPI.Comm) -> Any:
     if op == "Create_dist_graph_adjacent":
         return topology.dist_args(*args, to_logical=lambda ranks: _translate(praw, ranks, _active(state)))
     if op in PER_RANK:
-        color, key = args
+        color, key, *info = args
         what = "color" if op == "Split" else "split_type"
         if color != MPI.UNDEFINED and (isinstance(color, bool) or not isinstance(color, int) or color < 0):
             raise ValueError(f"{op} {what} must be an int >= 0 or MPI.UNDEFINED, got {color!r}")
         if isinstance(key, bool) or not isinstance(key, int):
             raise TypeError(f"{op} key must be an int, got {key!r}")
-        return (color, key)
+        hints = topology.info_items(op, info[0]) if info else None
+        return (color, key) if hints is None else (color, key, hints)
     if op == "Dup":
-        return None
+        return topology.info_items(op, args[0])
     if op == "Create_cart":
         dims, periods, reorder = args
         dims = tuple(int(d) for d in dims)
@@ -210,7 +213,7 @@ def replays(recipe: Recipe, op: str, parent: int, me: int, mine: Any) -> bool:
         return False
     if op in PER_RANK:
         return recipe.args.get(me) == mine
-    return op == "Dup" or recipe.args.get(-1) == mine
+    return recipe.args.get(-1) == mine  # (a Dup without info: {} and None)
 
 
 FORGOTTEN = Recipe("forgotten", -1, {})  # a recipe compact() dropped (in its place: positions are shared)
@@ -348,10 +351,12 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
             raw = topology.make(recipe.op, recipe.args[me if recipe.op in PER_RANK else -1], praw,
                                 lambda ranks: _translate(_active(state), ranks, praw))
         elif recipe.op in PER_RANK:
-            color, key = recipe.args[me]
-            raw = praw.Split(color, key) if recipe.op == "Split" else praw.Split_type(color, key)
+            color, key, *hints = recipe.args[me]
+            raw = praw.Split(color, key) if recipe.op == "Split" else topology.with_info(
+                hints[0] if hints else None, lambda info: praw.Split_type(color, key, info))
         elif recipe.op == "Dup":
-            raw = praw.Dup()
+            hints = recipe.args.get(-1)
+            raw = praw.Dup() if hints is None else topology.with_info(hints, praw.Dup)
         elif recipe.op == "Create_cart":
             dims, periods, reorder = recipe.args[-1]
             if math.prod(dims) > praw.Get_size():  # (a repair that shrank the job: the grid no longer fits)

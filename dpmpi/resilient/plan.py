@@ -56,10 +56,11 @@ class Recipe:
     op: str  # "Split", "Split_type", "Dup", "Create_group", "Create", "Create_cart", "Create_graph" or
     #          "Create_dist_graph_adjacent"
     parent: int  # index of the parent recipe, -1 for the active communicator
-    # Split, Split_type: logical -> (color or type, key); Create_group, Create: {-1: (logical
-    # members, tag or None)}; Create_cart: {-1: (dims, periods, reorder)}; Dup: {}; Create_graph:
-    # {-1: (index, edges, reorder)}; Create_dist_graph_adjacent: logical -> (logical sources,
-    # their weights, logical destinations, their weights, reorder) (topology.py)
+    # Split, Split_type: logical -> (color or type, key[, info pairs]); Create_group, Create: {-1:
+    # (logical members, tag or None)}; Create_cart: {-1: (dims, periods, reorder)}; Dup: {} or
+    # {-1: info pairs}; Create_graph: {-1: (index, edges, reorder)}; Create_dist_graph_adjacent:
+    # logical -> (logical sources, their weights, logical destinations, their weights, reorder[,
+    # info pairs]) (topology.py)
     args: dict[int, Any]
 
     def renumbered(self, renumber: dict[int, int]) -> Recipe:

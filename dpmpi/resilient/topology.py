@@ -4,7 +4,9 @@ on every rank, and how a repair makes them again. ``derived`` owns the recipes; 
 turns arguments into recipe entries and back. Neighbours of a distributed graph are recorded as
 *logical* ranks (ranks of the active communicator), as ``Create_group`` members are, so that a
 replacement gets its predecessor's neighbours and a repair that dropped ranks (policy "shrink")
-drops them from every neighbour list (``plan.Recipe.renumbered``). Pure but for ``make``."""
+drops them from every neighbour list (``plan.Recipe.renumbered``). Info arguments (here and for
+``Dup``, ``Split_type``) are recorded as their (key, value) pairs and passed again. Pure but for
+``make`` and ``with_info``."""
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -38,6 +40,28 @@ def _mpi_weights(weights: tuple[int, ...] | str | None) -> Any:
     return MPI.WEIGHTS_EMPTY if weights == EMPTY else (None if weights is None else list(weights))
 
 
+def info_items(op: str, info: Any) -> tuple[tuple[str, str], ...] | None:
+    """An info argument as its (key, value) pairs (None: no info, or an empty one)."""
+    if info is None or info == MPI.INFO_NULL:
+        return None
+    if not isinstance(info, MPI.Info):
+        raise TypeError(f"{op} info must be an MPI.Info (or None), got {type(info).__name__}")
+    return tuple((k, info.Get(k)) for k in info.keys()) or None
+
+
+def with_info(items: tuple[tuple[str, str], ...] | None, call: Callable[[MPI.Info], Any]) -> Any:
+    """``call(info)`` with an Info made from ``items`` (``MPI.INFO_NULL`` for None), freed after."""
+    if items is None:
+        return call(MPI.INFO_NULL)
+    info = MPI.Info.Create()
+    try:
+        for k, v in items:
+            info.Set(k, v)
+        return call(info)
+    finally:
+        info.Free()
+
+
 def graph_args(index: Sequence[int], edges: Sequence[int], reorder: bool) -> tuple:
     """``Create_graph``'s recipe entry (the same on every rank)."""
     return (_ints("index", index), _ints("edges", edges), bool(reorder))
@@ -46,20 +70,19 @@ def graph_args(index: Sequence[int], edges: Sequence[int], reorder: bool) -> tup
 def dist_args(sources: Sequence[int], destinations: Sequence[int], sourceweights: Any, destweights: Any,
               info: MPI.Info, reorder: bool, to_logical: Callable[[list[int]], list[int]]) -> tuple:
     """This rank's ``Create_dist_graph_adjacent`` recipe entry: its neighbours as logical ranks
-    (``to_logical`` translates ranks of the parent communicator), their weights, ``reorder``."""
-    if info != MPI.INFO_NULL:
-        raise ValueError("dpmpi rebuilds communicators made by Create_dist_graph_adjacent after a repair only "
-                         "without info (info=MPI.INFO_NULL); make this one with comm.mpi.Create_dist_graph_adjacent "
-                         "(not rebuilt)")
+    (``to_logical`` translates ranks of the parent communicator), their weights, ``reorder``, and
+    the info's pairs when it has any."""
+    hints = info_items("Create_dist_graph_adjacent", info)
     srcs, dsts = _ints("sources", sources), _ints("destinations", destinations)
     sw, dw = _weights("sourceweights", sourceweights, len(srcs)), _weights("destweights", destweights, len(dsts))
-    return (tuple(to_logical(list(srcs))), sw, tuple(to_logical(list(dsts))), dw, bool(reorder))
+    entry = (tuple(to_logical(list(srcs))), sw, tuple(to_logical(list(dsts))), dw, bool(reorder))
+    return entry if hints is None else (*entry, hints)
 
 
 def renumbered_dist(entry: tuple, renumber: dict[int, int]) -> tuple:
     """A distributed graph's recipe entry after a repair that renumbered the logical ranks: the
     neighbours that kept a place, renumbered, with their weights."""
-    srcs, sw, dsts, dw, reorder = entry
+    srcs, sw, dsts, dw, reorder, *hints = entry
 
     def keep(ranks: tuple[int, ...], weights: Any) -> tuple[tuple[int, ...], Any]:
         kept = [i for i, r in enumerate(ranks) if r in renumber]
@@ -70,7 +93,7 @@ def renumbered_dist(entry: tuple, renumber: dict[int, int]) -> tuple:
 
     srcs, sw = keep(srcs, sw)
     dsts, dw = keep(dsts, dw)
-    return (srcs, sw, dsts, dw, reorder)
+    return (srcs, sw, dsts, dw, reorder, *hints)
 
 
 def make(op: str, entry: tuple, praw: MPI.Intracomm, to_parent: Callable[[list[int]], list[int]]) -> MPI.Comm:
@@ -81,6 +104,6 @@ def make(op: str, entry: tuple, praw: MPI.Intracomm, to_parent: Callable[[list[i
         if len(index) > praw.Get_size():
             return MPI.COMM_NULL
         return praw.Create_graph(list(index), list(edges), reorder)
-    srcs, sw, dsts, dw, reorder = entry
-    return praw.Create_dist_graph_adjacent(to_parent(list(srcs)), to_parent(list(dsts)), _mpi_weights(sw),
-                                           _mpi_weights(dw), reorder=reorder)
+    srcs, sw, dsts, dw, reorder, *hints = entry
+    return with_info(hints[0] if hints else None, lambda info: praw.Create_dist_graph_adjacent(
+        to_parent(list(srcs)), to_parent(list(dsts)), _mpi_weights(sw), _mpi_weights(dw), info, reorder))

@@ -1,7 +1,8 @@
 """Communicators derived with Split_type, Clone, Create and Create_cart, made once before a
 dpmpi.Runtime loop and used in every step, and one Split_type made and freed in every step: before
 the fourteenth session a repair rebuilt only Split/Dup/Create_group ones, and these hung the job
-at its first failure. Prints each rank's state after N steps."""
+at its first failure. Also a Split_type with info and a Dup_with_info (before the sixteenth
+session: a ValueError, and a communicator no repair rebuilt). Prints each rank's state after N steps."""
 import json
 import sys
 
@@ -16,6 +17,11 @@ node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=r)
 twin = comm.Clone()
 evens = comm.Create(comm.Get_group().Incl(list(range(0, n, 2))))  # COMM_NULL on odd ranks
 ring = comm.Create_cart([n], periods=[True])
+hints = MPI.Info.Create()
+hints.Set("mpi_assert_no_any_tag", "true")
+node_i = comm.Split_type(MPI.COMM_TYPE_SHARED, key=r, info=hints)
+twin_i = comm.Dup_with_info(hints)
+hints.Free()
 x = np.zeros(4, dtype=np.int64)
 rt = dpmpi.Runtime(comm, {"x": x})
 
@@ -27,6 +33,8 @@ def step(k):
     src, dst = ring.Shift(0, 1)
     b = ring.sendrecv(r * k, dest=dst, source=src)
     e = evens.allreduce(k) if evens else 0
+    node_i.Barrier()
+    twin_i.Barrier()
     with rt.update():
         x[:] += (a, node.allreduce(1) + twin.allreduce(r), b, e)
 
@@ -34,4 +42,4 @@ def step(k):
 rt.run(step, steps)
 print(json.dumps({"event": "done", "rank": r, "x": x.tolist(), "recoveries": len(rt.history),
                   "role": comm.role.value, "tracked": comm.derived_tracked,
-                  "types": [type(c).__name__ for c in (node, twin, ring)]}), flush=True)
+                  "types": [type(c).__name__ for c in (node, twin, ring, node_i, twin_i)]}), flush=True)
