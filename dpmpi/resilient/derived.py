@@ -366,11 +366,10 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
             members, tag = recipe.args[-1]
             if recipe.op == "Create_group" and me not in members:
                 return None
-            agroup, pgroup = _active(state).Get_group(), praw.Get_group()
-            local = MPI.Group.Translate_ranks(agroup, list(members), pgroup)
-            g = pgroup.Incl(local)
+            pgroup = praw.Get_group()
+            g = pgroup.Incl(_translate(_active(state), list(members), praw))
             raw = praw.Create_group(g, tag) if recipe.op == "Create_group" else praw.Create(g)
-            for x in (g, agroup, pgroup):
+            for x in (g, pgroup):
                 x.Free()
     except MPI.Exception as exc:
         raise from_mpi(exc, praw, recipe.op) from exc
