@@ -382,3 +382,30 @@ def test_every_python_rank_tells_dpmpi_run_when_its_mpi_init_returned(run_job, m
     assert job.returncode == 0, job.stdout + job.stderr
     assert sorted(line for line in job.stderr.splitlines() if line.startswith("[dpmpi-init]")) == [
         "[dpmpi-init] 0", "[dpmpi-init] 1"], job.stderr
+
+
+def test_a_replacement_answers_the_programs_prologue_collectives_from_the_survivors_record(dpmpi_run):
+    """The program broadcasts rank 0's initial weights and a config (and allgathers, allreduces,
+    barriers) before its first snapshot. Before, a replacement's Bcast waited for the survivors,
+    who waited for it in the restore: the job hung at its first recovery. Two kills, two spares:
+    the second replacement gets the record from ranks that include the first replacement."""
+    job = dpmpi_run(6, "prologue.py", "--steps", "60", launcher_args=["--spares", "2"],
+                    faults="1:step@20:KILL,2:step@40:KILL", timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    final = job.by_rank("final")
+    assert sorted(final) == [0, 1, 2, 3], job.stdout + job.stderr
+    assert all(f["ok"] and f["prologue_ok"] for f in final.values()), final  # bit for bit, exact arithmetic
+    assert final[1]["role"] in ("RECOVERED", "SURVIVOR") and final[2]["role"] == "RECOVERED", final
+    assert "Warning" not in job.stderr and "Error" not in job.stderr, job.stderr
+
+
+def test_a_prologue_call_a_replacement_cannot_redo_is_named_and_fails_it_instead_of_hanging_the_job(dpmpi_run):
+    """A point-to-point exchange before the first snapshot: rank 0 is warned failure-free; after
+    a kill the replacement raises ReplayError (the survivors would never answer it) and the job
+    goes on without it (no spare left: shrink)."""
+    job = dpmpi_run(5, "prologue.py", "--steps", "40", "--refuse", launcher_args=["--spares", "1"],
+                    faults="1:step@20:KILL", timeout=60)
+    assert job.stderr.count("before its first snapshot this program made comm.sendrecv() at ") == 1, job.stderr
+    assert "ReplayError: comm.sendrecv() in the prologue of a process that replaces a failed rank" in job.stderr
+    final = [e for e in job.events if e["event"] == "final"]  # (ranks as numbered before the shrink)
+    assert len(final) == 3 and all(f["role"] == "SURVIVOR" and f["prologue_ok"] for f in final), job.stdout

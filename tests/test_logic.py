@@ -554,8 +554,12 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
 
     plan = Plan(2, (0, 5, 2, 3), (4,), 6)
     same = [reassign_words(plan, True, has) for has in (True, False, True, False)]
-    assert reassign_agreed(_and(same)) == (True, True)  # one active rank has recipes: all learn it
-    assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False)
+    assert reassign_agreed(_and(same)) == (True, True, False, False)  # one active rank has recipes: all learn it
+    assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False, False, False)
+    # a closed prologue (and whether its record holds something) is learnt from any active rank
+    spare = reassign_words(plan, True, False)
+    assert reassign_agreed(_and([spare, reassign_words(plan, True, False, True, False)]))[2:] == (True, False)
+    assert reassign_agreed(_and([reassign_words(plan, True, False, True, True), spare]))[2:] == (True, True)
     # a process spawned by a repair (process id not its COMM_WORLD rank): the allgather way
     assert reassign_agreed(_and(same + [reassign_words(plan, False, False)]))[0] is False
     # a process that missed a commit, or any plan that differs in one field: the allgather way
@@ -1040,3 +1044,131 @@ def test_large_arrays_start_at_page_offsets_in_a_slot():
     sig = [["a", "B", [100], 100], ["b", "d", [10000], 80000], ["c", "B", [3], 3], ["d", "B", [65536], 65536]]
     offsets = [e.offset for e in from_signature(sig)]
     assert offsets == [0, 4096, 4096 + 80000, 4096 * 21]
+
+
+def _prologue_with(monkeypatch, limit=None):
+    from dpmpi.resilient import prologue
+
+    if limit is not None:
+        monkeypatch.setenv("DPMPI_PROLOGUE_MAX", str(limit))
+    return prologue, prologue.Prologue()
+
+
+def test_a_replacement_gets_the_results_of_the_survivors_prologue_in_order(monkeypatch):
+    """Survivors record the replayable collectives before their first snapshot; a replacement's
+    own calls are answered from that record: objects unpickled afresh, buffers written in place."""
+    import numpy as np
+    from mpi4py import MPI
+
+    prologue, mine = _prologue_with(monkeypatch)
+    w = np.arange(6, dtype=np.float64)
+    mine.record("Bcast", ([w, MPI.DOUBLE], 0), {}, None)
+    cfg = {"lr": 0.01, "layers": [3, 4]}
+    mine.record("bcast", (None,), {"root": 0}, cfg)
+    mine.record("allreduce", (3,), {}, 10)
+    mine.record("Barrier", (), {}, None)
+    total = np.zeros(2)
+    total[:] = 7.5
+    mine.record("Allreduce", (MPI.IN_PLACE, total), {}, None)
+    assert mine.recording and mine.handover() is None  # (still open: nothing to hand over yet)
+    cfg["lr"] = 99  # the program changes what it got: the record keeps what was received
+    mine.close()
+    assert not mine.recording and mine.done
+    handed = mine.handover()
+    assert [e.op for e in handed[0]] == ["Bcast", "bcast", "allreduce", "Barrier", "Allreduce"] and handed[1] is False
+
+    new = prologue.Prologue()
+    new.adopt(handed)
+    assert new.replaying == 0 and not new.done
+    w2 = np.zeros(6)
+    assert new.replay("Bcast", (w2,), {"root": 0}) is None and w2.tolist() == list(range(6))
+    assert new.replay("bcast", ({"wrong": 1},), {}) == {"lr": 0.01, "layers": [3, 4]}
+    assert new.replay("allreduce", (1,), {}) == 10
+    assert new.replay("Barrier", (), {}) is None
+    got = np.zeros(2)
+    new.replay("Allreduce", (MPI.IN_PLACE, got), {})
+    assert got.tolist() == [7.5, 7.5]
+    with pytest.raises(prologue.ReplayError, match="made 5 such call"):  # more than the survivors made
+        new.replay("barrier", (), {})
+    new.close()  # its first snapshot operation: the replay is over, the record is kept for later replacements
+    assert new.done and new.handover()[0] == handed[0]
+
+
+def test_a_replacement_call_the_record_cannot_answer_raises_instead_of_hanging(monkeypatch):
+    import numpy as np
+
+    prologue, mine = _prologue_with(monkeypatch)
+    mine.record("bcast", ("x",), {"root": 1}, "x")
+    mine.record("Bcast", (np.zeros(4),), {}, None)
+    mine.record("Bcast", ([np.zeros(4), 2, None],), {}, None)  # (a count: not recorded, said why)
+    mine.close()
+    new = prologue.Prologue()
+    new.adopt(mine.handover())
+    with pytest.raises(prologue.ReplayError, match=r"bcast\(root=1\)"):  # another root
+        new.replay("bcast", ("x",), {"root": 0})
+    assert new.replay("bcast", ("x", 1), {}) == "x"
+    with pytest.raises(prologue.ReplayError, match="holds 16 bytes, the survivors' 32"):
+        new.replay("Bcast", (np.zeros(2),), {})
+    new.replay("Bcast", (np.zeros(4),), {})
+    with pytest.raises(prologue.ReplayError, match="could not be recorded"):
+        new.replay("Bcast", (np.zeros(4),), {})
+    for op in ("send", "Recv", "Scatter", "Iallreduce", "gather"):
+        with pytest.raises(prologue.ReplayError, match="The survivors are recovering"):
+            new.replay(op, (), {})
+    assert prologue.REPLAYABLE.isdisjoint(prologue.NEEDS_PEERS)
+    # guarded: a derived communicator's collective is refused on a replacement; the survivors'
+    # wrapper records on the communicator dpmpi.init() returned and warns (rank 0) otherwise
+    calls = []
+    derived = prologue.guarded(new, "bcast", lambda *a: calls.append(a), True, lambda: None)
+    with pytest.raises(prologue.ReplayError, match="derived communicator"):
+        derived("x")
+    assert calls == []
+
+
+def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):
+    import numpy as np
+
+    prologue, mine = _prologue_with(monkeypatch, limit=100)
+    mine.record("Bcast", (np.zeros(8),), {}, None)  # 64 bytes
+    mine.record("Bcast", (np.zeros(8),), {}, None)  # 128: over the limit, recording stops
+    assert mine.full and not mine.recording and len(mine.entries) == 1
+    mine.close()
+    new = prologue.Prologue()
+    new.adopt(mine.handover())
+    new.replay("Bcast", (np.zeros(8),), {})
+    with pytest.raises(prologue.ReplayError, match="DPMPI_PROLOGUE_MAX=100"):
+        new.replay("Bcast", (np.zeros(8),), {})
+
+
+def test_the_survivors_prologue_wrapper_records_warns_at_the_first_snapshot_and_steps_aside(monkeypatch):
+    import warnings
+
+    prologue, mine = _prologue_with(monkeypatch)
+    settled = []
+    bcast = prologue.guarded(mine, "bcast", lambda obj, root=0: obj, False, lambda: settled.append(1))
+    send = prologue.guarded(mine, "send", lambda obj, dest: None, False, lambda: None)
+    assert bcast({"a": 1}) == {"a": 1}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        send(1, dest=1)
+        send(2, dest=1)
+        assert seen == []  # (a program that never snapshots is never told: its replacements do not replay)
+        mine.close(tell=True)
+    assert len(seen) == 1 and "made comm.send() at " in str(seen[0].message), [str(w.message) for w in seen]
+    assert "test_logic.py" in str(seen[0].message)  # where the program made it
+    assert [e.op for e in mine.entries] == ["bcast"]
+    assert bcast(5) == 5 and settled == [1]  # over: the plain method takes the wrapper's place
+    assert len(mine.entries) == 1
+    many = prologue.Prologue()  # a program without snapshots: recording stops after MAX_CALLS calls
+    for i in range(prologue.MAX_CALLS + 5):
+        many.record("allreduce", (i,), {}, i)
+    assert many.full and len(many.entries) == prologue.MAX_CALLS
+
+
+def test_a_replacement_takes_the_prologue_record_from_any_active_rank():
+    from dpmpi.resilient.plan import Plan, View, handed_prologue
+
+    plan = Plan(1, (0, 1), (2,), 3)
+    assert handed_prologue([View(2, plan, None), View(0, plan, [], None)]) is None
+    rec = ([("bcast", 0, -1, b"x", "")], False)
+    assert handed_prologue([View(2, plan, None), View(1, plan, [], rec), View(0, plan, [], rec)]) == rec

@@ -40,7 +40,7 @@ from dpmpi import faults
 from dpmpi.interrupts import uninterrupted
 from dpmpi.comm import Comm
 from dpmpi.mpicall import keep_forever
-from dpmpi.errors import ProcFailedError
+from dpmpi.errors import ProcFailedError, from_mpi
 from dpmpi.gpu.backend import check_array, check_pair, op_name
 from dpmpi.gpu.select import get as get_backend
 from dpmpi.gpu import poll, settings
@@ -111,7 +111,11 @@ class NcclComm:
         if rank == 0:
             uid[:] = self.backend.unique_id()
         t0 = time.perf_counter()
-        self.comm.Bcast(uid, root=0)  # dpmpi's errors: a death here fails the bootstrap (or the repair)
+        try:  # (on the raw communicator: dpmpi's own collective, never answered from a replacement's
+            # prologue record, dpmpi.resilient.prologue); a death here fails the bootstrap (or the repair)
+            self.comm.mpi.Bcast(uid, root=0)
+        except MPI.Exception as exc:
+            raise from_mpi(exc, self.comm.mpi, "NcclComm (bootstrap)") from exc
         self.uid_digest = hashlib.sha256(uid).hexdigest()[:16]  # (tests: a fresh id every time)
         self._probe = poll.Probe(self.comm)
         faults.point("nccl-init")

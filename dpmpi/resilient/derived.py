@@ -24,7 +24,7 @@ from dpmpi import faults, interrupts
 from dpmpi.comm import Comm, rebind
 from dpmpi.mpicall import exchange, warm_up
 from dpmpi.errors import from_mpi
-from dpmpi.resilient import topology
+from dpmpi.resilient import prologue, topology
 from dpmpi.resilient.plan import Recipe, kept_recipes, with_parents
 from dpmpi.resilient.state import COMPACT_MIN, State
 
@@ -50,7 +50,29 @@ class Tracked(Comm):
                           f"(then it is made again with the survivors) or, where it fits, with Split, Dup, Create, "
                           f"Create_group, Create_cart or Create_dist_graph_adjacent (docs/spares.md)",
                           RuntimeWarning, stacklevel=level)
-        return super().__getattr__(name)
+        attr = super().__getattr__(name)
+        if name in prologue.WATCHED and callable(attr) and not self._state.prologue.done:
+            attr = self.__dict__[name] = self._guarded(name, attr)  # (cached in place of the plain method)
+        return attr
+
+    def _guarded(self, name: str, plain: Any) -> Any:
+        """``plain`` (this communicator's method ``name``) guarded for the prologue; once the
+        prologue is over the plain method takes its place again (a repair empties the cache). The
+        wrapper holds this handle weakly: a handle in a reference cycle would outlive the
+        program's last reference, and dpmpi would take it as still in use (``held``)."""
+        me = weakref.ref(self)
+
+        def settle() -> None:
+            owner = me()
+            if owner is not None and owner.__dict__.get(name) is wrapper:
+                owner.__dict__[name] = plain
+        wrapper = prologue.guarded(self._state.prologue, name, plain, self._index >= 0, settle)
+        return wrapper
+
+    def end_prologue(self) -> None:
+        """This process's first snapshot operation (dpmpi.Snapshot calls it): its prologue is over,
+        or, on a replacement, its replay (``dpmpi.resilient.prologue``)."""
+        self._state.prologue.close(tell=self._state.logical() == 0)
 
     @interrupts.uninterrupted
     def Split(self, color: int = 0, key: int = 0) -> Comm:

@@ -106,6 +106,7 @@ class View(NamedTuple):
     process_id: int
     plan: Plan  # the newest plan it committed
     recipes: list[Recipe] | None  # its derived-communicator recipes; None on a spare (it has none)
+    prologue: Any = None  # an active rank's closed prologue record (prologue.Prologue.handover); else None
 
 
 def newest_view(views: list[View]) -> tuple[set[int], Plan, list[Recipe]]:
@@ -118,13 +119,22 @@ def newest_view(views: list[View]) -> tuple[set[int], Plan, list[Recipe]]:
     return alive, base, recipes
 
 
-# The quick reassign: each live process brings six ints to one bitwise-AND Allreduce (the warm-up
+def handed_prologue(views: list[View]) -> Any:
+    """The prologue record a replacement gets: an active rank's closed one (the same on all of
+    them), or None when no active rank's prologue is closed. Pure."""
+    return next((v.prologue for v in views if v.prologue is not None), None)
+
+
+# The quick reassign: each live process brings eight ints to one bitwise-AND Allreduce (the warm-up
 # the new communicator needs anyway) instead of allgathering pickled Views. Word 0: 1 if this
 # process is one of the job's first processes (its process id is its rank in the launch's
 # COMM_WORLD, so every process can name the live ones from the shrunk communicator's group);
 # word 1: 0 if it is an active rank with derived-communicator recipes (so the AND is 0 when any
 # active rank has some); words 2-5: two digests of its plan, each followed by its complement
-# (the AND of a digest and the AND of its complement cover every bit only if all are equal).
+# (the AND of a digest and the AND of its complement cover every bit only if all are equal);
+# word 6: 0 if it is an active rank whose prologue is over (a replacement then answers its own
+# prologue from a record, dpmpi.resilient.prologue); word 7: 0 if that record holds something
+# (then it travels with the recipes).
 _DIGEST_MASK = 0x3FFFFFFF  # 30 bits: the words stay positive C ints
 
 
@@ -134,19 +144,28 @@ def _plan_digests(plan: Plan) -> tuple[int, int]:
     return zlib.crc32(raw) & _DIGEST_MASK, zlib.adler32(raw) & _DIGEST_MASK
 
 
-def reassign_words(plan: Plan, original: bool, has_recipes: bool) -> list[int]:
+def reassign_words(plan: Plan, original: bool, has_recipes: bool, prologue_over: bool = False,
+                   prologue_kept: bool = False) -> list[int]:
     """What one process brings to the quick reassign (see above). Pure."""
     crc, adler = _plan_digests(plan)
-    return [1 if original else 0, 0 if has_recipes else 1, crc, ~crc & _DIGEST_MASK, adler, ~adler & _DIGEST_MASK]
+    return [1 if original else 0, 0 if has_recipes else 1, crc, ~crc & _DIGEST_MASK, adler, ~adler & _DIGEST_MASK,
+            0 if prologue_over else 1, 0 if prologue_kept else 1]
 
 
-def reassign_agreed(anded: list[int]) -> tuple[bool, bool]:
-    """From the AND of every live process's words: (whether the quick path holds: every process
-    is one of the first and all hold the same plan, so each may take its own plan as the
-    newest; whether some active rank has recipes). A function of the AND alone, so every
-    process that got it decides the same. Pure."""
+class Agreed(NamedTuple):
+    """What the quick reassign's AND tells every process (the same on each)."""
+
+    quick: bool  # every process is one of the first and all hold the same plan (each takes its own)
+    with_recipes: bool  # some active rank has derived-communicator recipes
+    prologue_over: bool  # some active rank's prologue is over: a replacement answers its own from a record
+    prologue_kept: bool  # that record holds something (it travels with the recipes)
+
+
+def reassign_agreed(anded: list[int]) -> Agreed:
+    """From the AND of every live process's words (see above). A function of the AND alone, so
+    every process that got it decides the same. Pure."""
     same = all((anded[i] | anded[i + 1]) == _DIGEST_MASK for i in (2, 4))
-    return anded[0] == 1 and same, anded[1] == 0
+    return Agreed(anded[0] == 1 and same, anded[1] == 0, anded[6] == 0, anded[7] == 0)
 
 
 def recipes_root(base: Plan, new_plan: Plan, filled: dict[int, Filled]) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import asdict
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
@@ -26,6 +26,7 @@ from dpmpi.resilient.plan import (
     cpus_of_place,
     dropped_ranks,
     inherit_places,
+    handed_prologue,
     newest_view,
     plan_repair,
     reassign_agreed,
@@ -54,6 +55,7 @@ class Decision(NamedTuple):
     recipes: list[Recipe]  # derived-communicator recipes (for a replacement)
     keep: list[bool] | None  # which of them some active rank still holds (None: no recipes)
     quick: bool  # the quick reassign (every process held the same plan), not the allgather
+    handed: Any  # the prologue record handed to this process if it replaces a rank (prologue.py), else None
 
 
 def run(state: State, detected_at: float) -> None:
@@ -93,18 +95,22 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             state.world = new_world
             t = time.perf_counter()
             # the new communicator's warm-up carries the quick reassign's words (plan.py)
-            quick, with_recipes = reassign_agreed(warm_up_and(new_world, reassign_words(
-                state.plan, original(state), was_active and bool(state.recipes))))
+            mine = state.prologue.handover() if was_active else None
+            agreed = reassign_agreed(warm_up_and(new_world, reassign_words(
+                state.plan, original(state), was_active and bool(state.recipes), mine is not None,
+                bool(mine and (mine[0] or mine[1])))))
+            quick, with_recipes = agreed.quick, agreed.with_recipes
             faults.point("repair-reassign")
             if quick:  # every process holds the same plan: the live ones are the shrunk group
                 alive, base = live_processes(new_world), state.plan
                 recipes = state.recipes if was_active else []
+                handed = mine if was_active else ([], False) if agreed.prologue_over else None
             else:
-                alive, base, recipes = gather_views(state, was_active, new_world)
+                alive, base, recipes, handed = gather_views(state, was_active, new_world)
             new_plan, failed, filled, renumber = plan_repair(base, alive, state.policy)
             born = [f.process_id for f in filled.values() if f.how == "respawn"]
             if quick and born:  # a spawn passes the recipes on from rank 0, which may be a spare
-                recipes = gather_views(state, was_active, new_world)[2]
+                _a, _b, recipes, handed = gather_views(state, was_active, new_world)
             phases["reassign"] += time.perf_counter() - t
             if born:  # spares ran out under policy "respawn": new processes join the world
                 faults.point("repair-spawn")
@@ -116,7 +122,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 new_world.Agree(1)
                 faults.point("repair-spawning")
                 info = SpawnInfo(born, base, new_plan, recipes or state.recipes, with_recipes, renumber, state.policy,
-                                 state.poll, failed, filled, state.places)
+                                 state.poll, failed, filled, state.places, handed)
                 new_world = spawn(state, new_world, info)
                 state.graveyard.append(state.world)
                 state.world = new_world
@@ -127,10 +133,11 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             raw = new_world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
             if raw != MPI.COMM_NULL:
                 warm_up(raw, "Split")
-                root = recipes_root(base, new_plan, filled) if quick and with_recipes and not born else -1
-                if root >= 0:  # the spares that took a place need the recipes of the derived communicators
-                    got = exchange(lambda: raw.bcast(recipes if me == root else None, root=root))
-                    recipes = recipes if was_active else got
+                handing = with_recipes or agreed.prologue_kept
+                root = recipes_root(base, new_plan, filled) if quick and handing and not born else -1
+                if root >= 0:  # the spares that took a place need the recipes and the prologue's record
+                    got = exchange(lambda: raw.bcast((recipes, handed) if me == root else None, root=root))
+                    recipes, handed = (recipes, handed) if was_active else got
                 if with_recipes:  # which derived communicators are still in use somewhere (derived.py)
                     keep = derived.agree_held(raw, derived.held(state) if was_active else [False] * len(recipes))
             phases["rebuild"] += time.perf_counter() - t
@@ -148,14 +155,18 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
         break
     else:
         raise ProcFailedError(f"Respawn did not converge in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
-    return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick)
+    return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick,
+                    handed if not was_active else None)
 
 
-def gather_views(state: State, was_active: bool, world: MPI.Intracomm) -> tuple[set[int], Plan, list[Recipe]]:
-    """Allgather every live process's ``View`` (its plan, and its recipes on an active rank) and
-    take the newest (``newest_view``): the way when the quick reassign does not hold."""
-    mine = View(state.process_id, state.plan, state.recipes if was_active else None)
-    return newest_view(exchange(lambda: world.allgather(mine)))
+def gather_views(state: State, was_active: bool, world: MPI.Intracomm) -> tuple[set[int], Plan, list[Recipe], Any]:
+    """Allgather every live process's ``View`` (its plan, and its recipes and prologue record on
+    an active rank) and take the newest (``newest_view``): the way when the quick reassign does
+    not hold."""
+    mine = View(state.process_id, state.plan, state.recipes if was_active else None,
+                state.prologue.handover() if was_active else None)
+    views = exchange(lambda: world.allgather(mine))
+    return (*newest_view(views), handed_prologue(views))
 
 
 def original(state: State) -> bool:
@@ -178,7 +189,7 @@ def live_processes(comm: MPI.Intracomm) -> set[int]:
 def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, phases: dict[str, float], t0: float,
            detected_at: float) -> None:
     """Adopt the committed plan: the new active communicator, derived ones, the event."""
-    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick = decided
+    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed = decided
     _guard.note_recovered([proc for proc in old_plan.actives + old_plan.spares if proc not in alive])
     if me >= 0 and not was_active:
         adopt_cpus(cpus_of_place(state.places, base, filled, state.process_id))
@@ -192,6 +203,8 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
             state.graveyard.append(state.active.mpi)
         rebind(state.active, raw)
         derived.rebuild(state, state.recipes if was_active else recipes, renumber, fresh=not was_active, keep=keep)
+        if not was_active:  # its own prologue, from the start of the program, is answered from the record
+            state.prologue.adopt(handed)
         state.role = Role.SURVIVOR if was_active else Role.RECOVERED
     if state.watcher is not None:  # the new set of peers (and, with ULFM, a new communicator)
         state.watcher.rearm()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
@@ -29,6 +29,7 @@ class SpawnInfo(NamedTuple):
     failed: list[int]
     filled: dict[int, Filled]
     places: dict[int, Place]  # process id -> (node, CPUs) of its place, before the repair
+    prologue: Any = None  # the active ranks' closed prologue record (prologue.py), for the new processes
 
 
 def program_args() -> list[str]:

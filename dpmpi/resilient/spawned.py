@@ -65,6 +65,7 @@ def join() -> State:
     state.places = inherit_places(state.places, info.base, info.filled)
     state.active = ResilientComm(raw, state)
     derived.rebuild(state, info.recipes, info.renumber, fresh=True, keep=keep)
+    state.prologue.adopt(info.prologue)  # (its prologue is answered from the parents' record)
     state.role = Role.RECOVERED
     if state.watcher is not None:  # as the parents do in their commit
         state.watcher.rearm()

@@ -15,6 +15,7 @@ from dpmpi import watcher
 from dpmpi.comm import Comm
 from dpmpi.resilient.events import Listeners, RepairEvent
 from dpmpi.resilient.plan import Place, Plan, Recipe
+from dpmpi.resilient.prologue import Prologue
 
 
 # derived communicators made before their first compaction (derived.compact), and added to each
@@ -64,6 +65,8 @@ class State:
         # on a replacement: (index, handle) of those the repair made, handed out in creation order
         self.replay: list[tuple[int, Comm | MPI.Comm]] = []
         self.live: list[int] = []  # the places of those not forgotten (derived.compact), ascending
+        # -- the prologue (prologue.py): the collectives before the first snapshot, for a replacement --
+        self.prologue = Prologue()
         self.compact_at = COMPACT_MIN  # forget the unused ones when len(live) reaches this
         # -- an idle spare (spares.py) --
         self.poll = poll  # seconds between two polls

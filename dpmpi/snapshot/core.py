@@ -81,6 +81,15 @@ def _threads_from(value: int | None) -> int:
     return value
 
 
+
+def _end_prologue(comm: Any) -> None:
+    """The first of stage, commit and restore ends the program's prologue on its communicator (on
+    a replacement, its replay: dpmpi.resilient.prologue)."""
+    end = getattr(type(comm), "end_prologue", None)
+    if end is not None:
+        end(comm)
+
+
 class Snapshot:
     """In-memory snapshots of a rank's arrays, double-buffered and replicated to buddies.
 
@@ -164,6 +173,7 @@ class Snapshot:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError("this Snapshot is closed")
+        _end_prologue(self._comm)  # (stage, commit and restore check)
 
     @uninterrupted
     def stage(self, epoch: int | None = None) -> None:
@@ -198,8 +208,7 @@ class Snapshot:
 
     @uninterrupted
     def wait(self) -> None:
-        """Wait until the last commit's replication and file write are done (local). Raises
-        ProcFailedError if a peer failed during the replication."""
+        """Wait for the last commit's replication and file write (local); ProcFailedError if a peer failed."""
         self._refilling = False
         joined = self._committer.join()
         if joined is not None and joined[1] is not None:

@@ -1,0 +1,255 @@
+"""The program's prologue: what it does on the active communicator before its first snapshot.
+
+A process that replaces a failed rank runs the program from its start. Its prologue then meets
+no partner: the survivors are already in the recovery (``Runtime.run`` or ``snap.restore()``),
+so a ``comm.Bcast(w, root=0)`` of the initial weights, or a ``comm.bcast(config)``, made before
+the loop hung the job at its first recovery. So every active rank records the results of the
+collectives of its prologue that give every rank the same result (``REPLAYABLE``: bcast,
+allreduce, allgather and barrier, either case) on the communicator ``dpmpi.init`` returned. The
+record closes at this process's first snapshot operation (``stage``, ``commit`` or ``restore``);
+a repair that calls a spare in hands a closed record over with the derived-communicator recipes
+(``dpmpi.resilient.repair``), and the replacement's own calls of those collectives, until its
+first snapshot operation, are answered from it in order (the same operation, root and size, or
+``ReplayError``). Any other call that needs its peers there (point-to-point, a rooted or
+personalized collective, anything on a derived communicator) raises ``ReplayError`` instead of
+hanging; the survivors are told once, when they make such a call in their prologue, that a
+replacement could not redo it. A program without snapshots has no prologue to close: its
+replacements' collectives are made together with the survivors, as before.
+
+Owner and lifetime: one ``Prologue`` per process, in ``State.prologue``; main thread only. The
+record is kept for the life of the process (a survivor hands it to later replacements, and a
+replacement keeps the one it was given). Its size is bounded by ``DPMPI_PROLOGUE_MAX``: beyond,
+recording stops and a replacement that reaches that point raises ``ReplayError``.
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any, Callable, NamedTuple
+
+from mpi4py import MPI
+
+from dpmpi import config
+
+ENV_MAX = "DPMPI_PROLOGUE_MAX"
+MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
+
+# collectives whose result is the same on every rank: a survivor's record is the replacement's result
+REPLAYABLE = frozenset({"bcast", "allreduce", "allgather", "barrier", "Bcast", "Allreduce", "Allgather", "Barrier"})
+# every other method of a communicator that needs its peers to return (or to be matched)
+NEEDS_PEERS = frozenset({
+    "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Bsend", "Exscan", "Gather", "Gatherv", "Iallgather",
+    "Iallgatherv", "Iallreduce", "Ialltoall", "Ialltoallv", "Ialltoallw", "Ibarrier", "Ibcast", "Ibsend",
+    "Iexscan", "Igather", "Igatherv", "Improbe", "Irecv", "Ireduce", "Ireduce_scatter", "Ireduce_scatter_block",
+    "Irsend", "Iscan", "Iscatter", "Iscatterv", "Isend", "Isendrecv", "Isendrecv_replace", "Issend", "Mprobe",
+    "Probe", "Recv", "Reduce", "Reduce_scatter", "Reduce_scatter_block", "Rsend", "Scan", "Scatter", "Scatterv",
+    "Send", "Sendrecv", "Sendrecv_replace", "Ssend", "Agree", "Iagree", "Neighbor_allgather",
+    "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv", "Neighbor_alltoallw",
+    "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall", "Ineighbor_alltoallv",
+    "Ineighbor_alltoallw", "alltoall", "bsend", "exscan", "gather", "ibsend", "improbe", "irecv", "isend",
+    "issend", "mprobe", "probe", "recv", "reduce", "scan", "scatter", "send", "sendrecv", "ssend",
+    "neighbor_allgather", "neighbor_alltoall",
+})
+WATCHED = REPLAYABLE | NEEDS_PEERS
+
+
+class ReplayError(RuntimeError):
+    """A replacement's prologue made a call that the record of the survivors' prologue cannot
+    answer (and the survivors, already recovering, will not make)."""
+
+
+class Entry(NamedTuple):
+    op: str
+    root: int  # bcast/Bcast: the root; else -1
+    nbytes: int  # upper case: the bytes of the result buffer; lower case: -1
+    payload: bytes | None  # the result (pickled, or the buffer's bytes); None: could not be recorded
+    why: str  # why it could not be recorded ("" when it was)
+
+
+class Prologue:
+    """This process's record of its prologue (see the module)."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.closed = False  # this process made its first snapshot operation
+        self.full = False  # recording stopped at DPMPI_PROLOGUE_MAX
+        self.size = 0  # bytes recorded
+        self.replaying: int | None = None  # a replacement: the next entry to answer from
+        self.refused: dict[str, str] = {}  # calls a replacement could not redo: name -> where first made
+
+    # -- a survivor's side --
+    @property
+    def recording(self) -> bool:
+        return not self.closed and not self.full and self.replaying is None
+
+    def record(self, op: str, args: tuple, kwargs: dict, result: Any) -> None:
+        """After a replayable call in the prologue: keep what a replacement must get."""
+        try:
+            entry = _entry(op, args, kwargs, result)
+        except Exception as exc:  # (never fail the program's call: a replacement is told at its turn)
+            try:
+                root = _root(op, args, kwargs)
+            except (TypeError, ValueError):
+                root = -1
+            entry = Entry(op, root, -1, None, f"its result could not be recorded ({exc})")
+        self.size += len(entry.payload or b"")
+        if self.size > int(config.get(ENV_MAX)) or len(self.entries) >= MAX_CALLS:
+            self.full = True
+            return
+        self.entries.append(entry)
+
+    def unreplayable(self, op: str, derived: bool) -> None:
+        """A call in the prologue that a replacement could not redo (told when the prologue closes)."""
+        name = ("a derived communicator's " if derived else "comm.") + op + "()"
+        if name not in self.refused:
+            frame = sys._getframe(2)  # (the program's line: call -> here)
+            self.refused[name] = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+    def close(self, tell: bool = False) -> None:
+        """The first snapshot operation of this process: the prologue is over (a replacement's
+        replay too). ``tell``: warn about the calls a replacement could not redo (one rank does)."""
+        if tell and not self.closed and self.replaying is None and self.refused:
+            made = ", ".join(f"{name} at {where}" for name, where in self.refused.items())
+            warnings.warn(f"dpmpi: before its first snapshot this program made {made}, which a process that "
+                          f"replaces a failed rank cannot redo (the survivors are recovering by then): a failure "
+                          f"would end the job with a ReplayError on the replacement. Make such calls inside the "
+                          f"step, or use bcast, allreduce, allgather or barrier on the communicator dpmpi.init() "
+                          f"returned (docs/spares.md, the prologue)", RuntimeWarning, stacklevel=_program_level())
+        self.closed = True
+        self.replaying = None
+
+    def handover(self) -> tuple[list[Entry], bool] | None:
+        """What a repair hands a replacement: the closed record (None while the prologue runs:
+        then the replacement's calls are made together with the survivors)."""
+        if not self.closed:
+            return None
+        return list(self.entries), self.full
+
+    @property
+    def done(self) -> bool:
+        """Closed and not replaying: calls go straight to MPI from now on."""
+        return self.closed and self.replaying is None
+
+    # -- a replacement's side --
+    def adopt(self, handed: tuple[list[Entry], bool] | None) -> None:
+        """A repair made this process an active rank: answer its prologue from ``handed``."""
+        if handed is None or self.closed:
+            return
+        entries, full = handed
+        self.entries, self.full = [Entry(*e) for e in entries], bool(full)
+        self.size = sum(len(e.payload or b"") for e in self.entries)
+        self.replaying = 0
+
+    def replay(self, op: str, args: tuple, kwargs: dict) -> Any:
+        """Answer a replacement's call from the record (see the module)."""
+        i = self.replaying
+        assert i is not None
+        if op not in REPLAYABLE:
+            raise ReplayError(_refused(f"comm.{op}()", "only bcast, allreduce, allgather and barrier (either case) "
+                                       "on the communicator dpmpi.init() returned are answered from their record"))
+        if i >= len(self.entries):
+            why = (f"the survivors' record stopped at {ENV_MAX}={config.get(ENV_MAX)} bytes" if self.full else
+                   f"the survivors' prologue made {len(self.entries)} such call(s) and this is call {i + 1}")
+            raise ReplayError(_refused(f"comm.{op}()", why))
+        entry = self.entries[i]
+        root = _root(op, args, kwargs)
+        if entry.op != op or entry.root != root:
+            raise ReplayError(_refused(f"comm.{op}(root={root})" if root >= 0 else f"comm.{op}()",
+                                       f"call {i + 1} of the survivors' prologue was {entry.op}"
+                                       + (f"(root={entry.root})" if entry.root >= 0 else "()")
+                                       + ": the program's prologue must make the same collectives on every rank"))
+        if entry.payload is None:
+            raise ReplayError(_refused(f"comm.{op}()", f"call {i + 1} of the survivors' prologue: {entry.why}"))
+        if op[0].islower():
+            self.replaying = i + 1
+            return None if op == "barrier" else MPI.pickle.loads(entry.payload)
+        if op == "Barrier":
+            self.replaying = i + 1
+            return None
+        try:
+            out = _result_buffer(op, args, kwargs)
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            why = f"its buffer cannot be written from the record ({exc})"
+            raise ReplayError(_refused(f"comm.{op}()", why)) from exc
+        if out.readonly or out.nbytes != entry.nbytes:
+            raise ReplayError(_refused(f"comm.{op}()", "its buffer is read-only" if out.readonly else
+                                       f"its buffer holds {out.nbytes} bytes, the survivors' {entry.nbytes}"))
+        out[:] = entry.payload
+        self.replaying = i + 1
+        return None
+
+
+def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
+            settle: Callable[[], None]) -> Callable[..., Any]:
+    """``fn`` (a communicator's method ``op``) as the prologue needs it: answered from the record
+    on a replacement replaying, recorded on a rank whose prologue runs. ``derived``: a derived
+    communicator's method (never answered from the record). ``settle()``: once the prologue is
+    over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop)."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if prologue.done:
+            settle()
+            return fn(*args, **kwargs)
+        if prologue.replaying is not None:
+            if derived:
+                raise ReplayError(_refused(f"{op}() on a derived communicator",
+                                           "only calls on the communicator dpmpi.init() returned are answered"))
+            return prologue.replay(op, args, kwargs)
+        out = fn(*args, **kwargs)
+        if prologue.recording:
+            if op in REPLAYABLE and not derived:
+                prologue.record(op, args, kwargs, out)
+            else:
+                prologue.unreplayable(op, derived)
+        return out
+
+    call.__name__ = op
+    call.__qualname__ = f"Comm.{op}"
+    call.__doc__ = getattr(fn, "__doc__", None)
+    return call
+
+
+def _program_level() -> int:
+    """warnings.warn's stacklevel, from the caller of warn, that points at the program's line."""
+    level, frame = 2, sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def _refused(what: str, why: str) -> str:
+    return (f"{what} in the prologue of a process that replaces a failed rank (before its first snapshot "
+            f"operation): {why}. The survivors are recovering and will not make it, so the job would hang. "
+            f"See docs/spares.md (the prologue)")
+
+
+def _root(op: str, args: tuple, kwargs: dict) -> int:
+    if op not in ("bcast", "Bcast"):
+        return -1
+    root = args[1] if len(args) > 1 else kwargs.get("root", 0)
+    return int(root)
+
+
+def _result_buffer(op: str, args: tuple, kwargs: dict) -> memoryview:
+    """The bytes an upper-case collective writes (a plain buffer or ``[buffer, datatype]``)."""
+    if op == "Bcast":
+        spec = args[0] if args else kwargs["buf"]
+    else:  # Allreduce, Allgather: (sendbuf, recvbuf, ...)
+        spec = args[1] if len(args) > 1 else kwargs["recvbuf"]
+    if isinstance(spec, (list, tuple)):
+        if len(spec) != 2 or not isinstance(spec[1], MPI.Datatype):
+            raise ValueError("a buffer given with a count or displacements")
+        spec = spec[0]
+    view = memoryview(spec)
+    if not view.contiguous:
+        raise ValueError("a non-contiguous buffer")
+    return view.cast("B")
+
+
+def _entry(op: str, args: tuple, kwargs: dict, result: Any) -> Entry:
+    root = _root(op, args, kwargs)
+    if op in ("barrier", "Barrier"):
+        return Entry(op, root, -1, b"", "")
+    if op[0].islower():
+        return Entry(op, root, -1, MPI.pickle.dumps(result), "")
+    out = _result_buffer(op, args, kwargs)
+    return Entry(op, root, out.nbytes, out.tobytes(), "")

@@ -1,0 +1,59 @@
+"""A Runtime program whose prologue (before its first snapshot) uses collectives, as programs
+that start every rank from rank 0's weights do: Bcast of the initial state, bcast of a config,
+allreduce, allgather, Barrier. Exact integer arithmetic, so each rank checks its final state
+against the failure-free result computed locally. ``--refuse``: the prologue also sends a
+message from rank 0 to rank 1 (which a replacement cannot get again).
+
+One JSON line per rank at the end: {"event": "final", "rank", "role", "ok", "prologue_ok", ...}."""
+import argparse
+import json
+import sys
+
+import numpy as np
+
+import dpmpi
+from mpi4py import MPI
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=60)
+p.add_argument("--refuse", action="store_true")
+a = p.parse_args()
+
+N, MOD = 4096, 1_000_003
+comm = dpmpi.init()
+r, n = comm.Get_rank(), comm.Get_size()
+w = np.random.default_rng(11).integers(0, MOD, N) if r == 0 else np.zeros(N, dtype=np.int64)
+comm.Bcast(w, root=0)  # every rank starts from rank 0's weights
+cfg = comm.bcast({"mod": MOD, "scale": 3} if r == 0 else None, root=0)
+ranks = comm.allgather(r)
+total = comm.allreduce(r + 1)
+comm.Barrier()
+if a.refuse:
+    token = comm.sendrecv(r, dest=(r + 1) % n, source=(r - 1) % n)
+w0 = w.copy()
+rt = dpmpi.Runtime(comm, {"w": w})
+
+
+def update(v, k, nranks):
+    """One step's gradient sum over every rank (exact in int64) and update."""
+    g = sum((v * (q + 1) + k) % 1000 for q in range(nranks))
+    return (v + cfg["scale"] * g) % cfg["mod"]
+
+
+def step(k):
+    dpmpi.faults.point("step")
+    g = (w * (r + 1) + k) % 1000
+    comm.Allreduce(MPI.IN_PLACE, g)
+    with rt.update():
+        w[...] = (w + cfg["scale"] * g) % cfg["mod"]
+
+
+rt.run(step, a.steps)
+expect = w0
+for k in range(a.steps):
+    expect = update(expect, k, n)
+prologue_ok = cfg == {"mod": MOD, "scale": 3} and ranks == list(range(n)) and total == n * (n + 1) // 2
+print(json.dumps({"event": "final", "rank": r, "role": comm.role.value, "ok": bool((w == expect).all()),
+                  "prologue_ok": prologue_ok, "recoveries": len(rt.history)}), flush=True)
+rt.close()
+sys.exit(0)
