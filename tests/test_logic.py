@@ -1172,3 +1172,34 @@ def test_a_replacement_takes_the_prologue_record_from_any_active_rank():
     assert handed_prologue([View(2, plan, None), View(0, plan, [], None)]) is None
     rec = ([("bcast", 0, -1, b"x", "")], False)
     assert handed_prologue([View(2, plan, None), View(1, plan, [], rec), View(0, plan, [], rec)]) == rec
+
+
+def test_a_prologue_wrapper_neither_keeps_its_communicator_alive_nor_stays_after_the_prologue():
+    """A derived communicator the program drops must die at once (a repair treats a live handle as
+    in use and rebuilds it: a wrapper that held its owner made a dropped per-step communicator
+    look alive, and the job hung). Once the prologue is over the plain method is cached again."""
+    import gc
+    import weakref
+
+    from dpmpi.resilient import prologue
+
+    class Owner:
+        pass
+
+    def plain(x):
+        return x
+
+    rec = prologue.Prologue()
+    owner = Owner()
+    owner.__dict__["bcast"] = prologue.cached(owner, "bcast", plain, rec, False)
+    assert owner.bcast(3) == 3 and owner.__dict__["bcast"] is not plain  # (the prologue runs: recorded)
+    rec.close()
+    assert owner.bcast(4) == 4 and owner.__dict__["bcast"] is plain
+    owner.__dict__["bcast"] = prologue.cached(owner, "bcast", plain, rec, False)
+    ref = weakref.ref(owner)
+    gc.disable()
+    try:
+        del owner
+        assert ref() is None  # freed by its reference count alone
+    finally:
+        gc.enable()

@@ -52,22 +52,8 @@ class Tracked(Comm):
                           RuntimeWarning, stacklevel=level)
         attr = super().__getattr__(name)
         if name in prologue.WATCHED and callable(attr) and not self._state.prologue.done:
-            attr = self.__dict__[name] = self._guarded(name, attr)  # (cached in place of the plain method)
+            attr = self.__dict__[name] = prologue.cached(self, name, attr, self._state.prologue, self._index >= 0)
         return attr
-
-    def _guarded(self, name: str, plain: Any) -> Any:
-        """``plain`` (this communicator's method ``name``) guarded for the prologue; once the
-        prologue is over the plain method takes its place again (a repair empties the cache). The
-        wrapper holds this handle weakly: a handle in a reference cycle would outlive the
-        program's last reference, and dpmpi would take it as still in use (``held``)."""
-        me = weakref.ref(self)
-
-        def settle() -> None:
-            owner = me()
-            if owner is not None and owner.__dict__.get(name) is wrapper:
-                owner.__dict__[name] = plain
-        wrapper = prologue.guarded(self._state.prologue, name, plain, self._index >= 0, settle)
-        return wrapper
 
     def end_prologue(self) -> None:
         """This process's first snapshot operation (dpmpi.Snapshot calls it): its prologue is over,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+import weakref
 from typing import Any, Callable, NamedTuple
 
 from mpi4py import MPI
@@ -214,6 +215,23 @@ def _program_level() -> int:
     while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
         level, frame = level + 1, frame.f_back
     return level
+
+
+def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, derived: bool) -> Callable[..., Any]:
+    """``guarded`` for the method ``op`` that ``owner`` (a dpmpi communicator) caches in its
+    ``__dict__``: once the prologue is over the plain method takes the wrapper's place again (a
+    repair empties the cache). The wrapper holds its owner weakly: a handle in a reference cycle
+    would outlive the program's last reference, and a repair would take it as still in use
+    (``derived.held``; seen: a communicator made and dropped in each step was rebuilt for a
+    replacement, which then took it for its own next one and the job hung)."""
+    me = weakref.ref(owner)
+
+    def settle() -> None:
+        holder = me()
+        if holder is not None and holder.__dict__.get(op) is wrapper:
+            holder.__dict__[op] = plain
+    wrapper = guarded(record, op, plain, derived, settle)
+    return wrapper
 
 
 def _refused(what: str, why: str) -> str:
