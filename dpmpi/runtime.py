@@ -108,10 +108,9 @@ class Runtime:
     before the state changes, wait until the last snapshot is also held by the buddies, so a
     failure loses at most ``snapshot_every`` steps plus the one in progress; False lets the
     replication run on into the next step (less waiting, and up to one more step lost).
-    ``interrupt`` (default True): while a step runs, a peer's death noticed by dpmpi's failure
-    watcher interrupts it at once (``ProcFailedError`` at the next call or loop iteration, or out of a
-    ``time.sleep``/lock wait) instead of at the step's next MPI call; see ``dpmpi.watcher`` and
-    ``dpmpi.interrupts``. False: the watcher never interrupts the steps. ``confirm_steps``: end
+    ``interrupt`` (default True): a peer's death noticed by dpmpi's failure watcher interrupts a
+    step at once (``ProcFailedError`` at its next call or loop iteration, or out of a ``time.sleep``/
+    lock wait; ``dpmpi.interrupts``), not at its next MPI call; False: never. ``confirm_steps``: end
     each step's update with an agreement (``comm.Agree``) before its state is snapshotted, so a
     step during which a peer died is redone even where a collective reported success without the
     dead peer's data (seen across nodes over TCP: docs/cluster.md); default: on when the job's
@@ -148,8 +147,7 @@ class Runtime:
 
     # -- events --
     def on_event(self, callback: Callable[[dict], None]) -> None:
-        """Call ``callback(event)`` (a dict with an "event" key: "failure", "repaired",
-        "restored", "caught-up", "done") on this process as the run goes."""
+        """Call ``callback(event)`` (a dict, "event": failure/repaired/restored/caught-up/done) as the run goes."""
         if not callable(callback):
             raise TypeError(f"on_event() takes a callable(event), got {type(callback).__name__}")
         self._callbacks.append(callback)
@@ -194,16 +192,18 @@ class Runtime:
     def run(self, step_fn: Callable[[int], Any], n_steps: int, *, commit_at_end: bool = True) -> list[Recovery]:
         """Run ``step_fn(step)`` for the steps not yet done, up to ``n_steps`` (collective).
 
-        On a replacement (``comm.role is Role.RECOVERED``) the state is first restored. At the
-        end the last snapshot is committed and replicated, and every rank passes a barrier
-        before it returns (``commit_at_end=False`` leaves both to
-        the next ``run``, to run on without a pause). Returns the recoveries of this process."""
+        On a replacement (``comm.role is Role.RECOVERED``) the state is first restored (the runs
+        its survivors had finished then return at once). At the end the last snapshot is
+        committed and replicated, and every rank passes a barrier before it returns
+        (``commit_at_end=False`` leaves both to the next ``run``). Returns this process's recoveries."""
         if not callable(step_fn):
             raise TypeError(f"run() takes a callable step_fn(step), got {type(step_fn).__name__}")
         if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
             raise ValueError(f"n_steps must be an int >= 0, got {n_steps!r}")
         self._running = True
         self._aliases.watch_step(step_fn)
+        record = self.comm.prologue  # (for a replacement: what the program does outside its runs)
+        record.run_begins(tell=self.comm.role is not resilient.Role.SPARE and self.comm.Get_rank() == 0)
         try:
             if self.comm.role is resilient.Role.SPARE:
                 self.comm.Await()  # a warm spare (dpmpi.init(wait=False)): returns once called in
@@ -214,7 +214,7 @@ class Runtime:
                     self._start()
                 except _RECOVERABLE as exc:  # (every rank: _start ends with an agreement)
                     self._recover(caught=exc, starting=True)
-            while True:
+            while not record.finished_by_survivors():  # (a replacement's runs its survivors finished: none)
                 try:
                     while self.step < n_steps:
                         if self._catching_up is not None and self.step >= self._catching_up.failed_step:
@@ -245,14 +245,14 @@ class Runtime:
                     self._recover(caught=failure)
         finally:
             self._running = False
+            record.run_ends()
         self._emit("done", step=self.step, epoch=self.snapshot.epoch)
         return list(self.history)
 
     def _start(self) -> None:
         """Epoch 0, the starting state, safe everywhere before the first step (collective). It
-        ends with an agreement, so that the ranks leave it together or fail it together: a rank
-        killed while epoch 0 was replicated ended the job before (a stranger's program, 1 of 20
-        runs with a rank SIGKILLed from outside), as some ranks went on to step 0."""
+        ends with an agreement, so that the ranks leave it together or fail it together (before, a
+        rank killed while epoch 0 was replicated ended the job: some ranks went on to step 0)."""
         self._arrays_hold = 0  # (the arrays as the program built them: epoch 0 wherever it is held)
         done = 1
         try:

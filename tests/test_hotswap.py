@@ -391,12 +391,27 @@ def test_a_replacement_answers_the_programs_prologue_collectives_from_the_surviv
     the second replacement gets the record from ranks that include the first replacement."""
     job = dpmpi_run(6, "prologue.py", "--steps", "60", launcher_args=["--spares", "2"],
                     faults="1:step@20:KILL,2:step@40:KILL", timeout=60)
+    final = _prologue_ok(job)
+    assert final[1]["role"] in ("RECOVERED", "SURVIVOR") and final[2]["role"] == "RECOVERED", final
+
+
+def test_a_replacement_skips_the_runs_its_survivors_finished_and_gets_what_lies_between(dpmpi_run):
+    """Three rt.run calls (commit_at_end: each ends with a commit and a barrier) with an
+    allreduce after each, rank 3 killed in the third. Before, the replacement's first run ended
+    with its barrier while the survivors stepped in their third: the job hung."""
+    job = dpmpi_run(5, "prologue.py", "--steps", "60", "--epochs", "3", launcher_args=["--spares", "1"],
+                    faults="3:step@50:KILL", timeout=60)
+    final = _prologue_ok(job)
+    assert final[3]["role"] == "RECOVERED"
+
+
+def _prologue_ok(job):
     assert job.returncode == 0, job.stdout + job.stderr
     final = job.by_rank("final")
     assert sorted(final) == [0, 1, 2, 3], job.stdout + job.stderr
     assert all(f["ok"] and f["prologue_ok"] for f in final.values()), final  # bit for bit, exact arithmetic
-    assert final[1]["role"] in ("RECOVERED", "SURVIVOR") and final[2]["role"] == "RECOVERED", final
     assert "Warning" not in job.stderr and "Error" not in job.stderr, job.stderr
+    return final
 
 
 def test_a_prologue_call_a_replacement_cannot_redo_is_named_and_fails_it_instead_of_hanging_the_job(dpmpi_run):

@@ -1203,3 +1203,42 @@ def test_a_prologue_wrapper_neither_keeps_its_communicator_alive_nor_stays_after
         assert ref() is None  # freed by its reference count alone
     finally:
         gc.enable()
+
+
+def test_a_replacement_skips_the_runs_its_survivors_finished_and_replays_what_lies_between(monkeypatch):
+    """dpmpi.Runtime programs that call rt.run per epoch with an evaluation between: the survivors
+    record outside their runs (not inside); a replacement whose survivors are in their third run
+    returns at once from its first two (after its restore) and gets the evaluations' results."""
+    prologue, mine = _prologue_with(monkeypatch)
+    mine.record("bcast", ("cfg",), {}, "cfg")
+    for run in (1, 2, 3):
+        mine.run_begins()
+        assert not mine.recording and not mine.finished_by_survivors()
+        mine.close()  # (the Runtime's snapshot operations: the record stays open)
+        mine.run_ends()
+        if run < 3:
+            mine.record("allreduce", (run,), {}, 10 * run)
+    mine.run_begins()  # the fourth run, in which a rank dies
+    handed = mine.handover()
+    assert [(e.op, e.segment) for e in handed[0]] == [("bcast", 0), ("allreduce", 1), ("allreduce", 2)]
+    assert handed[2] == 4
+
+    new = prologue.Prologue()
+    new.adopt(handed)
+    assert new.replay("bcast", (None,), {}) == "cfg"
+    for run, want in ((1, 10), (2, 20), (3, None)):
+        new.run_begins()
+        assert new.finished_by_survivors()  # (its restore happens in the first: then it returns)
+        new.run_ends()
+        if want is not None:
+            assert new.replay("allreduce", (0,), {}) == want
+        else:  # the survivors made nothing after their third run
+            with pytest.raises(prologue.ReplayError):
+                new.replay("allreduce", (0,), {})
+    new.run_begins()
+    assert not new.finished_by_survivors() and new.replaying is None  # in step with the survivors
+    # a warm spare, called in inside its first run while the survivors are in it too
+    warm = prologue.Prologue()
+    warm.run_begins()
+    warm.adopt(([prologue.Entry("bcast", 0, -1, b"", "", 0)], False, 1))
+    assert warm.replaying is None and not warm.finished_by_survivors()

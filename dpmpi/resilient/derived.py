@@ -55,6 +55,12 @@ class Tracked(Comm):
             attr = self.__dict__[name] = prologue.cached(self, name, attr, self._state.prologue, self._index >= 0)
         return attr
 
+    @property
+    def prologue(self) -> prologue.Prologue:
+        """This process's record of the program's collectives outside its runs (dpmpi.Runtime
+        tells it where each run begins and ends): dpmpi.resilient.prologue."""
+        return self._state.prologue
+
     def end_prologue(self) -> None:
         """This process's first snapshot operation (dpmpi.Snapshot calls it): its prologue is over,
         or, on a replacement, its replay (``dpmpi.resilient.prologue``)."""

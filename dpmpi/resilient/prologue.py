@@ -65,34 +65,43 @@ class Entry(NamedTuple):
     nbytes: int  # upper case: the bytes of the result buffer; lower case: -1
     payload: bytes | None  # the result (pickled, or the buffer's bytes); None: could not be recorded
     why: str  # why it could not be recorded ("" when it was)
+    segment: int = 0  # dpmpi.Runtime.run calls made before it (0: the prologue; k: after the k-th run)
 
 
 class Prologue:
-    """This process's record of its prologue (see the module)."""
+    """This process's record of its prologue (see the module). With ``dpmpi.Runtime`` it also
+    keeps what the program does between two ``run`` calls (an evaluation's ``allreduce`` after
+    each epoch): the Runtime tells it where each run begins and ends (``run_begins``,
+    ``run_ends``), recording pauses inside runs, and a replacement, whose survivors are inside
+    their K-th run, skips its own first K-1 runs after its restore (the survivors finished them)
+    and answers what lies between them from the record."""
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
-        self.closed = False  # this process made its first snapshot operation
+        self.closed = False  # this process made its first snapshot operation (outside dpmpi.Runtime)
         self.full = False  # recording stopped at DPMPI_PROLOGUE_MAX
         self.size = 0  # bytes recorded
         self.replaying: int | None = None  # a replacement: the next entry to answer from
         self.refused: dict[str, str] = {}  # calls a replacement could not redo: name -> where first made
+        self.runs = 0  # dpmpi.Runtime.run calls entered so far
+        self.inside = False  # inside one of them (nothing is recorded there)
+        self.target = 0  # a replacement: the run its survivors are in (its earlier ones are skipped)
 
     # -- a survivor's side --
     @property
     def recording(self) -> bool:
-        return not self.closed and not self.full and self.replaying is None
+        return not self.closed and not self.full and self.replaying is None and not self.inside
 
     def record(self, op: str, args: tuple, kwargs: dict, result: Any) -> None:
         """After a replayable call in the prologue: keep what a replacement must get."""
         try:
-            entry = _entry(op, args, kwargs, result)
+            entry = _entry(op, args, kwargs, result)._replace(segment=self.runs)
         except Exception as exc:  # (never fail the program's call: a replacement is told at its turn)
             try:
                 root = _root(op, args, kwargs)
             except (TypeError, ValueError):
                 root = -1
-            entry = Entry(op, root, -1, None, f"its result could not be recorded ({exc})")
+            entry = Entry(op, root, -1, None, f"its result could not be recorded ({exc})", self.runs)
         self.size += len(entry.payload or b"")
         if self.size > int(config.get(ENV_MAX)) or len(self.entries) >= MAX_CALLS:
             self.full = True
@@ -108,23 +117,51 @@ class Prologue:
 
     def close(self, tell: bool = False) -> None:
         """The first snapshot operation of this process: the prologue is over (a replacement's
-        replay too). ``tell``: warn about the calls a replacement could not redo (one rank does)."""
-        if tell and not self.closed and self.replaying is None and self.refused:
-            made = ", ".join(f"{name} at {where}" for name, where in self.refused.items())
-            warnings.warn(f"dpmpi: before its first snapshot this program made {made}, which a process that "
-                          f"replaces a failed rank cannot redo (the survivors are recovering by then): a failure "
-                          f"would end the job with a ReplayError on the replacement. Make such calls inside the "
-                          f"step, or use bcast, allreduce, allgather or barrier on the communicator dpmpi.init() "
-                          f"returned (docs/spares.md, the prologue)", RuntimeWarning, stacklevel=_program_level())
+        replay too); inside dpmpi.Runtime, which says where its runs begin and end, nothing.
+        ``tell``: warn about the calls a replacement could not redo (one rank does)."""
+        if self.runs:
+            return
+        self._tell(tell, "before its first snapshot")
         self.closed = True
         self.replaying = None
 
-    def handover(self) -> tuple[list[Entry], bool] | None:
-        """What a repair hands a replacement: the closed record (None while the prologue runs:
-        then the replacement's calls are made together with the survivors)."""
-        if not self.closed:
+    def _tell(self, tell: bool, when: str) -> None:
+        if tell and self.replaying is None and self.refused:
+            made = ", ".join(f"{name} at {where}" for name, where in self.refused.items())
+            self.refused = {}
+            warnings.warn(f"dpmpi: {when} this program made {made}, which a process that replaces a failed rank "
+                          f"cannot redo (the survivors are recovering by then): a failure would end the job with "
+                          f"a ReplayError on the replacement. Make such calls inside the step, or use bcast, "
+                          f"allreduce, allgather or barrier on the communicator dpmpi.init() returned "
+                          f"(docs/spares.md, the prologue)", RuntimeWarning, stacklevel=_program_level())
+
+    def run_begins(self, tell: bool = False) -> None:
+        """dpmpi.Runtime.run starts: nothing is recorded until it returns. On a replacement that
+        reached the run its survivors are in, the replay is over."""
+        self._tell(tell, "before its first snapshot" if self.runs == 0 else "between two dpmpi.Runtime.run calls")
+        self.runs += 1
+        self.inside = True
+        if self.replaying is not None:
+            self._skip_to(self.runs)
+            if self.runs >= self.target:
+                self.replaying = None
+
+    def run_ends(self) -> None:
+        """dpmpi.Runtime.run returns: what the program does next is recorded (or replayed)."""
+        self.inside = False
+
+    def finished_by_survivors(self) -> bool:
+        """On a replacement, after its restore: whether the run it is in is one its survivors
+        had finished (the Runtime then returns at once, without its end's collectives)."""
+        return self.runs < self.target
+
+    def handover(self) -> tuple[list[Entry], bool, int] | None:
+        """What a repair hands a replacement: the record and the run the survivors are in (0: no
+        Runtime), once the prologue is over (None while it runs: then the replacement's calls are
+        made together with the survivors)."""
+        if not self.closed and not self.runs:
             return None
-        return list(self.entries), self.full
+        return list(self.entries), self.full, self.runs
 
     @property
     def done(self) -> bool:
@@ -132,14 +169,23 @@ class Prologue:
         return self.closed and self.replaying is None
 
     # -- a replacement's side --
-    def adopt(self, handed: tuple[list[Entry], bool] | None) -> None:
+    def adopt(self, handed: tuple | None) -> None:
         """A repair made this process an active rank: answer its prologue from ``handed``."""
-        if handed is None or self.closed:
+        if handed is None or self.closed or (self.runs and not handed[2]):
             return
-        entries, full = handed
-        self.entries, self.full = [Entry(*e) for e in entries], bool(full)
+        entries, full, runs = handed
+        self.entries, self.full, self.target = [Entry(*e) for e in entries], bool(full), int(runs)
         self.size = sum(len(e.payload or b"") for e in self.entries)
         self.replaying = 0
+        self._skip_to(self.runs)  # (a warm spare is called in inside its first run)
+        if self.inside and self.runs >= self.target:
+            self.replaying = None  # (and that run may be the one its survivors are in)
+
+    def _skip_to(self, segment: int) -> None:
+        """Entries of the segments before ``segment`` that this process did not ask for: passed."""
+        assert self.replaying is not None
+        while self.replaying < len(self.entries) and self.entries[self.replaying].segment < segment:
+            self.replaying += 1
 
     def replay(self, op: str, args: tuple, kwargs: dict) -> Any:
         """Answer a replacement's call from the record (see the module)."""
@@ -154,6 +200,9 @@ class Prologue:
             raise ReplayError(_refused(f"comm.{op}()", why))
         entry = self.entries[i]
         root = _root(op, args, kwargs)
+        if entry.segment != self.runs:
+            where = "before the first run" if self.runs == 0 else f"after run {self.runs}"
+            raise ReplayError(_refused(f"comm.{op}()", f"the survivors made no such call {where} of dpmpi.Runtime"))
         if entry.op != op or entry.root != root:
             raise ReplayError(_refused(f"comm.{op}(root={root})" if root >= 0 else f"comm.{op}()",
                                        f"call {i + 1} of the survivors' prologue was {entry.op}"
@@ -187,8 +236,9 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
     communicator's method (never answered from the record). ``settle()``: once the prologue is
     over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop)."""
     def call(*args: Any, **kwargs: Any) -> Any:
-        if prologue.done:
-            settle()
+        if prologue.replaying is None and (prologue.inside or prologue.closed or prologue.full):
+            if prologue.closed:
+                settle()
             return fn(*args, **kwargs)
         if prologue.replaying is not None:
             if derived:

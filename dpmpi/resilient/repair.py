@@ -98,13 +98,13 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             mine = state.prologue.handover() if was_active else None
             agreed = reassign_agreed(warm_up_and(new_world, reassign_words(
                 state.plan, original(state), was_active and bool(state.recipes), mine is not None,
-                bool(mine and (mine[0] or mine[1])))))
+                bool(mine and (mine[0] or mine[1] or mine[2] > 1)))))
             quick, with_recipes = agreed.quick, agreed.with_recipes
             faults.point("repair-reassign")
             if quick:  # every process holds the same plan: the live ones are the shrunk group
                 alive, base = live_processes(new_world), state.plan
                 recipes = state.recipes if was_active else []
-                handed = mine if was_active else ([], False) if agreed.prologue_over else None
+                handed = mine if was_active else ([], False, 0) if agreed.prologue_over else None
             else:
                 alive, base, recipes, handed = gather_views(state, was_active, new_world)
             new_plan, failed, filled, renumber = plan_repair(base, alive, state.policy)

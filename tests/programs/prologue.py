@@ -17,6 +17,7 @@ from mpi4py import MPI
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=60)
 p.add_argument("--refuse", action="store_true")
+p.add_argument("--epochs", type=int, default=1, help="rt.run calls, an allreduce of a metric after each")
 a = p.parse_args()
 
 N, MOD = 4096, 1_000_003
@@ -48,12 +49,17 @@ def step(k):
         w[...] = (w + cfg["scale"] * g) % cfg["mod"]
 
 
-rt.run(step, a.steps)
-expect = w0
+metrics = []
+for e in range(1, a.epochs + 1):  # (commit_at_end: each run ends with a commit and a barrier)
+    rt.run(step, e * a.steps // a.epochs)
+    metrics.append(comm.allreduce(int(w.sum() % 1000)))  # an "evaluation" between runs
+expect, want = w0, []
 for k in range(a.steps):
     expect = update(expect, k, n)
+    if (k + 1) % (a.steps // a.epochs) == 0:
+        want.append(n * int(expect.sum() % 1000))
 prologue_ok = cfg == {"mod": MOD, "scale": 3} and ranks == list(range(n)) and total == n * (n + 1) // 2
-print(json.dumps({"event": "final", "rank": r, "role": comm.role.value, "ok": bool((w == expect).all()),
+print(json.dumps({"event": "final", "rank": r, "role": comm.role.value, "ok": bool((w == expect).all() and metrics == want),
                   "prologue_ok": prologue_ok, "recoveries": len(rt.history)}), flush=True)
 rt.close()
 sys.exit(0)
