@@ -192,9 +192,9 @@ class Runtime:
     def run(self, step_fn: Callable[[int], Any], n_steps: int, *, commit_at_end: bool = True) -> list[Recovery]:
         """Run ``step_fn(step)`` for the steps not yet done, up to ``n_steps`` (collective).
 
-        On a replacement (``comm.role is Role.RECOVERED``) the state is first restored (the runs
-        its survivors had finished then return at once). At the end the last snapshot is
-        committed and replicated, and every rank passes a barrier before it returns
+        A replacement (``comm.role is Role.RECOVERED``) first restores the state, in the run its
+        survivors are in (those they had finished return at once). At the end the last snapshot
+        is committed and replicated, and every rank passes a barrier before it returns
         (``commit_at_end=False`` leaves both to the next ``run``). Returns this process's recoveries."""
         if not callable(step_fn):
             raise TypeError(f"run() takes a callable step_fn(step), got {type(step_fn).__name__}")
@@ -207,14 +207,15 @@ class Runtime:
         try:
             if self.comm.role is resilient.Role.SPARE:
                 self.comm.Await()  # a warm spare (dpmpi.init(wait=False)): returns once called in
-            if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0:
+            skip = record.finished_by_survivors()  # (a replacement's run its survivors finished: not run)
+            if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0 and not skip:
                 self._recover(caught=None)
-            elif self.snapshot.epoch < 0:
+            elif self.snapshot.epoch < 0 and not skip:
                 try:
                     self._start()
                 except _RECOVERABLE as exc:  # (every rank: _start ends with an agreement)
                     self._recover(caught=exc, starting=True)
-            while not record.finished_by_survivors():  # (a replacement's runs its survivors finished: none)
+            while not skip:
                 try:
                     while self.step < n_steps:
                         if self._catching_up is not None and self.step >= self._catching_up.failed_step:
@@ -273,8 +274,7 @@ class Runtime:
     def _end(self) -> None:
         """The final commit, then a barrier on the communicator: without it, ranks whose part of
         the final replication was done before a peer died (the background commit had sent it)
-        left ``run`` and went on to exit while the others repaired without them (seen: one rank
-        alone in ``Respawn`` until the repair deadline, 1 run of a test in about 20, under load).
+        left ``run`` and went on to exit while the others repaired without them (1 run in ~20).
         No rank passes the barrier while another is missing: a rank whose commit failed goes to
         the repair, whose revoke fails the barrier for the others, who join it. (An ``Agree``
         instead, as in ``_start``, made Open MPI's next ``Shrink`` leave live processes out in 4

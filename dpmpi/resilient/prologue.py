@@ -73,8 +73,8 @@ class Prologue:
     keeps what the program does between two ``run`` calls (an evaluation's ``allreduce`` after
     each epoch): the Runtime tells it where each run begins and ends (``run_begins``,
     ``run_ends``), recording pauses inside runs, and a replacement, whose survivors are inside
-    their K-th run, skips its own first K-1 runs after its restore (the survivors finished them)
-    and answers what lies between them from the record."""
+    their K-th run, skips its own first K-1 runs (the survivors finished them; it restores in the
+    K-th) and answers what lies between them from the record."""
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
@@ -151,8 +151,8 @@ class Prologue:
         self.inside = False
 
     def finished_by_survivors(self) -> bool:
-        """On a replacement, after its restore: whether the run it is in is one its survivors
-        had finished (the Runtime then returns at once, without its end's collectives)."""
+        """On a replacement: whether the run it is in is one its survivors had finished (the
+        Runtime then returns at once: no restore, no step, none of its end's collectives)."""
         return self.runs < self.target
 
     def handover(self) -> tuple[list[Entry], bool, int] | None:
