@@ -203,8 +203,8 @@ class Runtime:
         self._running = True
         self._aliases.watch_step(step_fn)
         record = self.comm.prologue  # (for a replacement: what the program does outside its runs)
-        record.run_begins(tell=self.comm.role is not resilient.Role.SPARE and self.comm.Get_rank() == 0)
         try:
+            record.run_begins(tell=self.comm.role is not resilient.Role.SPARE and self.comm.Get_rank() == 0)
             if self.comm.role is resilient.Role.SPARE:
                 self.comm.Await()  # a warm spare (dpmpi.init(wait=False)): returns once called in
             skip = record.finished_by_survivors()  # (a replacement's run its survivors finished: not run)

@@ -81,7 +81,6 @@ def _threads_from(value: int | None) -> int:
     return value
 
 
-
 def _end_prologue(comm: Any) -> None:
     """The first of stage, commit and restore ends the program's prologue on its communicator (on
     a replacement, its replay: dpmpi.resilient.prologue)."""
