@@ -395,7 +395,7 @@ def test_a_replacement_answers_the_programs_prologue_collectives_from_the_surviv
     assert final[1]["role"] in ("RECOVERED", "SURVIVOR") and final[2]["role"] == "RECOVERED", final
 
 
-@pytest.mark.parametrize("faults", ["3:step@50:KILL", "3:eval@2:KILL"])
+@pytest.mark.parametrize("faults", [pytest.param("3:step@50:KILL", marks=pytest.mark.long), "3:eval@2:KILL"])
 def test_a_replacement_skips_the_runs_its_survivors_finished_and_gets_what_lies_between(dpmpi_run, faults):
     """Three rt.run calls (commit_at_end: each ends with a commit and a barrier) with an
     allreduce after each; rank 3 killed in the third run, or between the second and the third
@@ -418,6 +418,7 @@ def _prologue_ok(job):
     return final
 
 
+@pytest.mark.long  # (make test's budget; tests/test_logic.py covers ReplayError without MPI)
 def test_a_prologue_call_a_replacement_cannot_redo_is_named_and_fails_it_instead_of_hanging_the_job(dpmpi_run):
     """A point-to-point exchange before the first snapshot: rank 0 is warned failure-free; after
     a kill the replacement raises ReplayError (the survivors would never answer it) and the job
