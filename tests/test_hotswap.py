@@ -384,6 +384,7 @@ def test_every_python_rank_tells_dpmpi_run_when_its_mpi_init_returned(run_job, m
         "[dpmpi-init] 0", "[dpmpi-init] 1"], job.stderr
 
 
+@pytest.mark.long  # (make test's budget: the runs test below replays the same prologue)
 def test_a_replacement_answers_the_programs_prologue_collectives_from_the_survivors_record(dpmpi_run):
     """The program broadcasts rank 0's initial weights and a config (and allgathers, allreduces,
     barriers) before its first snapshot. Before, a replacement's Bcast waited for the survivors,
