@@ -14,9 +14,7 @@ first snapshot operation, are answered from it in order (the same operation, roo
 personalized collective, anything on a derived communicator) raises ``ReplayError`` instead of
 hanging; the survivors are told once, when they make such a call in their prologue, that a
 replacement could not redo it. A program without snapshots has no prologue to close: its
-replacements' collectives are made together with the survivors, as before. With
-``dpmpi.Runtime`` the record goes on between its runs (``Prologue``), and a death noticed in a
-replayable call there is repaired and restored by the Runtime, then the call made again.
+replacements' collectives are made together with the survivors, as before.
 
 Owner and lifetime: one ``Prologue`` per process, in ``State.prologue``; main thread only. The
 record is kept for the life of the process (a survivor hands it to later replacements, and a
@@ -33,7 +31,6 @@ from typing import Any, Callable, NamedTuple
 from mpi4py import MPI
 
 from dpmpi import config
-from dpmpi.errors import ProcFailedError, RevokedError
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -261,6 +258,8 @@ def _call_between(prologue: Prologue, op: str, fn: Callable[..., Any], again: Ca
     restored by the Runtime (``prologue.recover``), then the call is made again on the repaired
     communicator (``again()``: its method now, which records it; an in-place Allreduce with its
     input as it was). (result, whether it was made again)."""
+    from dpmpi.errors import ProcFailedError, RevokedError
+
     keep = bytes(_result_buffer(op, args, kwargs)) if op == "Allreduce" and args and args[0] is MPI.IN_PLACE else None
     try:
         return fn(*args, **kwargs), False
