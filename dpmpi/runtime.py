@@ -141,9 +141,9 @@ class Runtime:
         # the arrays as the program built them for this rank (not on a warm spare: built for
         # another rank, overwritten by its first restore), until the first update
         self._as_built = comm.role is not resilient.Role.SPARE
-        self._updates, self._running = 0, False  # rt.update() calls in the current step; inside run()
+        self._updates = 0  # rt.update() calls in the current step
+        self._running = False
         self._catching_up: Recovery | None = None
-        comm.prologue.recover = lambda exc: self._recover(caught=exc)  # (a failure between two runs)
 
     # -- events --
     def on_event(self, callback: Callable[[dict], None]) -> None:
@@ -208,7 +208,7 @@ class Runtime:
             if self.comm.role is resilient.Role.SPARE:
                 self.comm.Await()  # a warm spare (dpmpi.init(wait=False)): returns once called in
             skip = record.finished_by_survivors()  # (a replacement's run its survivors finished: not run)
-            if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0 and record.restores():
+            if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0 and not skip:
                 self._recover(caught=None)
             elif self.snapshot.epoch < 0 and not skip:
                 try:

@@ -1237,25 +1237,6 @@ def test_a_replacement_skips_the_runs_its_survivors_finished_and_replays_what_li
                 new.replay("allreduce", (0,), {})
     new.run_begins()
     assert not new.finished_by_survivors() and new.replaying is None  # in step with the survivors
-    # a death between runs 2 and 3 (after one allreduce there): the replacement skips runs 1-3,
-    # restores at the end of run 2, and makes the interrupted call itself
-    between = prologue.Prologue()
-    for run in (1, 2):
-        between.run_begins()
-        between.run_ends()
-    between.record("allreduce", (0,), {}, 7)
-    handed = between.handover()
-    assert handed[2:] == (3, True)
-    late = prologue.Prologue()
-    late.adopt(handed)
-    late.run_begins()
-    assert late.finished_by_survivors() and not late.restores()
-    late.run_ends()
-    late.run_begins()
-    assert late.finished_by_survivors() and late.restores()  # (the state as the survivors had it)
-    late.run_ends()
-    assert late.replay("allreduce", (0,), {}) == 7
-    assert late.replay("allreduce", (0,), {}) is prologue._REAL and late.replaying is None
     # a warm spare, called in inside its first run while the survivors are in it too
     warm = prologue.Prologue()
     warm.run_begins()

@@ -86,10 +86,6 @@ class Prologue:
         self.runs = 0  # dpmpi.Runtime.run calls entered so far
         self.inside = False  # inside one of them (nothing is recorded there)
         self.target = 0  # a replacement: the run its survivors are in (its earlier ones are skipped)
-        # dpmpi.Runtime's recovery (repair and restore) for a failure between two runs, on a
-        # survivor; None without a Runtime
-        self.recover: Callable[[BaseException], None] | None = None
-        self.between = False  # a replacement: its survivors failed between their runs target-1 and target
 
     # -- a survivor's side --
     @property
@@ -159,20 +155,12 @@ class Prologue:
         Runtime then returns at once: no restore, no step, none of its end's collectives)."""
         return self.runs < self.target
 
-    def restores(self) -> bool:
-        """On a replacement: whether it restores in the run it is in: the one its survivors are
-        in, or, when they failed between their runs K and K+1, the K-th (at its end: the code
-        after it then runs on the state the survivors had there)."""
-        return not self.finished_by_survivors() or (self.between and self.runs == self.target - 1)
-
     def handover(self) -> tuple[list[Entry], bool, int] | None:
         """What a repair hands a replacement: the record and the run the survivors are in (0: no
         Runtime), once the prologue is over (None while it runs: then the replacement's calls are
         made together with the survivors)."""
         if not self.closed and not self.runs:
             return None
-        if not self.inside and self.runs:  # (a failure between two runs: the replacement skips them all)
-            return list(self.entries), self.full, self.runs + 1, True
         return list(self.entries), self.full, self.runs
 
     @property
@@ -185,9 +173,8 @@ class Prologue:
         """A repair made this process an active rank: answer its prologue from ``handed``."""
         if handed is None or self.closed or (self.runs and not handed[2]):
             return
-        entries, full, runs, *between = handed
+        entries, full, runs = handed
         self.entries, self.full, self.target = [Entry(*e) for e in entries], bool(full), int(runs)
-        self.between = bool(between and between[0])
         self.size = sum(len(e.payload or b"") for e in self.entries)
         self.replaying = 0
         self._skip_to(self.runs)  # (a warm spare is called in inside its first run)
@@ -207,13 +194,6 @@ class Prologue:
         if op not in REPLAYABLE:
             raise ReplayError(_refused(f"comm.{op}()", "only bcast, allreduce, allgather and barrier (either case) "
                                        "on the communicator dpmpi.init() returned are answered from their record"))
-        if self.between and self.runs == self.target - 1 and not self.inside and (
-                i >= len(self.entries) or self.entries[i].segment > self.runs):
-            # the call the survivors' failure interrupted (their restore was made at the end of
-            # this process's run target-1, restores_here): make it with them
-            self.replaying = None
-            self.between = False
-            return _REAL
         if i >= len(self.entries):
             why = (f"the survivors' record stopped at {ENV_MAX}={config.get(ENV_MAX)} bytes" if self.full else
                    f"the survivors' prologue made {len(self.entries)} such call(s) and this is call {i + 1}")
@@ -249,35 +229,12 @@ class Prologue:
         return None
 
 
-_REAL = object()  # replay's answer: make the call for real (the replacement caught up)
-
-
-def _call_between(prologue: Prologue, op: str, fn: Callable[..., Any], again: Callable[[], Callable[..., Any]],
-                  args: tuple, kwargs: dict) -> tuple[Any, bool]:
-    """A replayable call between two dpmpi.Runtime runs: a peer's death there is repaired and
-    restored by the Runtime (``prologue.recover``), then the call is made again on the repaired
-    communicator (``again()``: its method now, which records it; an in-place Allreduce with its
-    input as it was). (result, whether it was made again)."""
-    from dpmpi.errors import ProcFailedError, RevokedError
-
-    keep = bytes(_result_buffer(op, args, kwargs)) if op == "Allreduce" and args and args[0] is MPI.IN_PLACE else None
-    try:
-        return fn(*args, **kwargs), False
-    except (ProcFailedError, RevokedError) as exc:
-        if keep is not None:
-            _result_buffer(op, args, kwargs)[:] = keep
-        assert prologue.recover is not None
-        prologue.recover(exc)
-    return again()(*args, **kwargs), True
-
-
 def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
-            settle: Callable[[], None], again: Callable[[], Callable[..., Any]] | None = None) -> Callable[..., Any]:
+            settle: Callable[[], None]) -> Callable[..., Any]:
     """``fn`` (a communicator's method ``op``) as the prologue needs it: answered from the record
     on a replacement replaying, recorded on a rank whose prologue runs. ``derived``: a derived
     communicator's method (never answered from the record). ``settle()``: once the prologue is
-    over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop). ``again()``:
-    the method as the communicator has it now (after a repair between two runs)."""
+    over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop)."""
     def call(*args: Any, **kwargs: Any) -> Any:
         if prologue.replaying is None and (prologue.inside or prologue.closed or prologue.full):
             if prologue.closed:
@@ -287,16 +244,8 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             if derived:
                 raise ReplayError(_refused(f"{op}() on a derived communicator",
                                            "only calls on the communicator dpmpi.init() returned are answered"))
-            out = prologue.replay(op, args, kwargs)
-            if out is not _REAL:
-                return out
-        if prologue.recording and prologue.runs and prologue.recover is not None and op in REPLAYABLE \
-                and not derived and again is not None:
-            out, made_again = _call_between(prologue, op, fn, again, args, kwargs)
-            if made_again:
-                return out  # (recorded by the repaired communicator's own call)
-        else:
-            out = fn(*args, **kwargs)
+            return prologue.replay(op, args, kwargs)
+        out = fn(*args, **kwargs)
         if prologue.recording:
             if op in REPLAYABLE and not derived:
                 prologue.record(op, args, kwargs, out)
@@ -331,7 +280,7 @@ def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, der
         holder = me()
         if holder is not None and holder.__dict__.get(op) is wrapper:
             holder.__dict__[op] = plain
-    wrapper = guarded(record, op, plain, derived, settle, lambda: getattr(me(), op))
+    wrapper = guarded(record, op, plain, derived, settle)
     return wrapper
 
 

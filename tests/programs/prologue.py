@@ -52,7 +52,6 @@ def step(k):
 metrics = []
 for e in range(1, a.epochs + 1):  # (commit_at_end: each run ends with a commit and a barrier)
     rt.run(step, e * a.steps // a.epochs)
-    dpmpi.faults.point("eval")  # (tests: a death between two runs)
     metrics.append(comm.allreduce(int(w.sum() % 1000)))  # an "evaluation" between runs
 expect, want = w0, []
 for k in range(a.steps):
