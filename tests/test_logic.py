@@ -1211,13 +1211,13 @@ def test_a_replacement_skips_the_runs_its_survivors_finished_and_replays_what_li
     returns at once from its first two (after its restore) and gets the evaluations' results."""
     prologue, mine = _prologue_with(monkeypatch)
     mine.record("bcast", ("cfg",), {}, "cfg")
-    for run in (1, 2, 3):
+    for k in (1, 2, 3):
         mine.run_begins()
         assert not mine.recording and not mine.finished_by_survivors()
         mine.close()  # (the Runtime's snapshot operations: the record stays open)
         mine.run_ends()
-        if run < 3:
-            mine.record("allreduce", (run,), {}, 10 * run)
+        if k < 3:
+            mine.record("allreduce", (k,), {}, 10 * k)
     mine.run_begins()  # the fourth run, in which a rank dies
     handed = mine.handover()
     assert [(e.op, e.segment) for e in handed[0]] == [("bcast", 0), ("allreduce", 1), ("allreduce", 2)]
@@ -1226,7 +1226,7 @@ def test_a_replacement_skips_the_runs_its_survivors_finished_and_replays_what_li
     new = prologue.Prologue()
     new.adopt(handed)
     assert new.replay("bcast", (None,), {}) == "cfg"
-    for run, want in ((1, 10), (2, 20), (3, None)):
+    for _k, want in ((1, 10), (2, 20), (3, None)):
         new.run_begins()
         assert new.finished_by_survivors()  # (its restore happens in the first: then it returns)
         new.run_ends()
