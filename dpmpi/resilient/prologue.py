@@ -95,12 +95,12 @@ class Prologue:
     def record(self, op: str, args: tuple, kwargs: dict, result: Any) -> None:
         """After a replayable call in the prologue: keep what a replacement must get."""
         try:
-            entry = _entry(op, args, kwargs, result)._replace(segment=self.runs)
+            root = _root(op, args, kwargs)
+        except (TypeError, ValueError):
+            root = -1  # (the call itself would have refused it)
+        try:
+            entry = _entry(op, root, args, kwargs, result)._replace(segment=self.runs)
         except Exception as exc:  # (never fail the program's call: a replacement is told at its turn)
-            try:
-                root = _root(op, args, kwargs)
-            except (TypeError, ValueError):
-                root = -1
             entry = Entry(op, root, -1, None, f"its result could not be recorded ({exc})", self.runs)
         self.size += len(entry.payload or b"")
         if self.size > int(config.get(ENV_MAX)) or len(self.entries) >= MAX_CALLS:
@@ -313,8 +313,7 @@ def _result_buffer(op: str, args: tuple, kwargs: dict) -> memoryview:
     return view.cast("B")
 
 
-def _entry(op: str, args: tuple, kwargs: dict, result: Any) -> Entry:
-    root = _root(op, args, kwargs)
+def _entry(op: str, root: int, args: tuple, kwargs: dict, result: Any) -> Entry:
     if op in ("barrier", "Barrier"):
         return Entry(op, root, -1, b"", "")
     if op[0].islower():
