@@ -57,8 +57,6 @@ void dpmpi_segv(void);
 #define DPMPI_TAG_HDR 7101            /* replication and restore messages: a slot's header */
 #define DPMPI_TAG_DATA 7102           /* ... its data */
 #define DPMPI_TAG_BARRIER 7103        /* ... the replication's barrier (+ its round) */
-#define DPMPI_TAG_OWN_HDR 7201        /* a restored rank's own copy, sent to fill its own slot: header */
-#define DPMPI_TAG_OWN_DATA 7202       /* ... its data */
 #define DPMPI_CHUNK 4194304           /* snapshot messages of at most 4 MiB (see dpmpi_snap.c) */
 
 typedef struct dpmpi_engine dpmpi_engine;

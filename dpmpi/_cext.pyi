@@ -44,8 +44,6 @@ class _Lib:
     DPMPI_TAG_HDR: int
     DPMPI_TAG_DATA: int
     DPMPI_TAG_BARRIER: int
-    DPMPI_TAG_OWN_HDR: int
-    DPMPI_TAG_OWN_DATA: int
     DPMPI_CHUNK: int
     def dpmpi_repl_new(self) -> Any: ...
     def dpmpi_repl_start(self, r: Any, comm: Any, dtype: Any, nops: int, ops: Any, barrier: int) -> int: ...

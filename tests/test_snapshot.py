@@ -29,15 +29,19 @@ def test_replacement_gets_the_failed_ranks_epoch_bit_for_bit(dpmpi_run):
     assert sorted(e["wid"] for e in events) == [0, 1, 3, 4]
     assert all(e["epoch"] == 5 for e in events)
     assert [e["wid"] for e in events if e["detail"]["received"]] == [4]  # only the replacement got a copy
-    assert [e["wid"] for e in events if e["detail"]["direct"]] == [4]  # straight into its arrays
+    # restore() without swap: the arrays may be written at once, so the copy goes through its own slot
+    assert [e["wid"] for e in events if e["detail"]["direct"]] == []
 
 
 def test_a_replacement_restored_into_its_arrays_gets_its_own_copy_too(dpmpi_run):
-    """The replacement receives its copy straight into its arrays, and the re-replication fills
-    its own slot from the same holder: when that holder (its only buddy) dies next, before
-    another commit, the replacement restores from its own slot and nothing is lost."""
-    job = dpmpi_run(6, "snap.py", "--sync", launcher_args=["--spares", "2"],
-                    faults="2:committed@5:KILL,3:staged@6:KILL")
+    """With restore(swap=True) the replacement receives its copy straight into its arrays and
+    copies them back into its own slot before it modifies them: when that holder (its only buddy)
+    dies right after its restore, before another commit, the replacement restores from its own
+    slot and nothing is lost. (Before, the holder sent that slot's bytes in the re-replication: a
+    holder that died first lost the epoch, SnapshotLostError, 1 run in ~150 of
+    test_hotswap's derived_per_step.py under load.)"""
+    job = dpmpi_run(6, "snap.py", "--sync", "--swap", launcher_args=["--spares", "2"],
+                    faults="2:committed@5:KILL,3:restored@1:KILL")
     finished(job)
     events = restored(job)
     first, second = ([e for e in events if e["detail"]["total_ms"] and e["repair"] == k] for k in (1, 2))

@@ -157,8 +157,8 @@ class Buffers:
 
     def use_unfilled(self, epoch: int) -> Slot:
         """After a restore straight into the arrays: they hold ``epoch``, which own slot 0 will hold
-        once the re-replication has filled it (until then no own slot holds anything). The slot to
-        fill is returned; the next stage writes the other one."""
+        once the arrays are copied back into it (``start_refill``, ``finish_refill``; until then no
+        own slot holds anything). The slot to refill is returned; the next stage writes the other."""
         for s in self.own:
             s.epoch = -1
         self.committed, self.epoch = 0, epoch

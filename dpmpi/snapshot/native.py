@@ -49,11 +49,6 @@ class Codes:
         return lib.DPMPI_TAG_HDR, lib.DPMPI_TAG_DATA
 
     @staticmethod
-    def own_tags() -> tuple[int, int]:  # a restored rank's own copy, filling its own slot
-        lib = cext().lib
-        return lib.DPMPI_TAG_OWN_HDR, lib.DPMPI_TAG_OWN_DATA
-
-    @staticmethod
     def chunk() -> int:  # the largest message (MPI counts are ints)
         return cext().lib.DPMPI_CHUNK
 

@@ -80,8 +80,9 @@ def missing_copies(rank: int, size: int, replicas: int, epoch: int, held: Held,
 def direct_receivers(transfers: Mapping[int, int], size: int, replicas: int, epoch: int, held: Held,
                      can: Mapping[int, bool], nodes: Sequence[str] | None = None) -> set[int]:
     """The ranks of ``transfers`` that receive their copy straight into their arrays (no copy
-    back from a slot): those that can (``can[r]``: no device arrays) and need not send their own
-    copy on afterwards (no buddy of theirs lacks it). Their own slot is filled in the background
-    by the re-replication, from the same holder (``Replication.replicate``: fills)."""
+    back from a slot): those that can (``can[r]``: no device arrays, and their caller modifies the
+    arrays only after their own slot was refilled from them: ``restore(swap=True)``) and need not
+    send their own copy on afterwards (no buddy of theirs lacks it). Their own slot is refilled
+    from their arrays in the background, before their part of the re-replication starts."""
     return {r for r in transfers if can.get(r, False)
             and not missing_copies(r, size, replicas, epoch, held, nodes)[0]}

@@ -128,16 +128,15 @@ class Replication:
                                       f"way; call snap.restore() after it", MPI.ERR_PROC_FAILED)
             self.replicate(epoch, mine, *more)
 
-    def replicate(self, epoch: int, mine: Slot, dests: set[int] | None = None, froms: set[int] | None = None,
-                  fills_out: dict[int, Slot] | None = None, fill_in: tuple[int, Slot] | None = None) -> None:
+    def replicate(self, epoch: int, mine: Slot, dests: set[int] | None = None,
+                  froms: set[int] | None = None) -> None:
         """Send ``mine`` to the buddies and receive the owners' copies, on the C thread (only to
-        ``dests`` and from ``froms`` when given). After a restore, also send ``fills_out[r]`` (r's
-        copy, held here) to fill r's own slot, and receive this rank's into ``fill_in`` (holder, slot)."""
+        ``dests`` and from ``froms`` when given)."""
         if self.scomm is None:
             self.setup()
         to = [d for d in self.buddies if dests is None or d in dests]
         receive = {o: self.held[o] for o in self.owners if froms is None or o in froms}
-        ops, meaning = job(self.scomm.Get_rank(), epoch, mine, to, receive, fills_out or {}, fill_in)
+        ops, meaning = job(self.scomm.Get_rank(), epoch, mine, to, receive)
         self.repl = self.repl or Replicator()
         self.repl.start(self.scomm, ops, meaning, barrier=True)
 
@@ -287,14 +286,11 @@ def replica_slots(owners: tuple[int, ...], layouts: dict[int, list], shifts: dic
     return slots
 
 
-def job(rank: int, epoch: int, mine: Slot, to: list[int], receive: dict[int, list[Slot]],
-        fills_out: dict[int, Slot], fill_in: tuple[int, Slot] | None) -> tuple[list, list]:
+def job(rank: int, epoch: int, mine: Slot, to: list[int], receive: dict[int, list[Slot]]) -> tuple[list, list]:
     """A replication job's operations (peer, tag, send, buffer, length) and what each received one
     is, for ``collect``: ``mine`` to the ranks ``to``; from each owner of ``receive``, its copy
-    into the older slot of its pair (never the newest replica); the fills after a direct restore
-    (``Replication.replicate``)."""
+    into the older slot of its pair (never the newest replica)."""
     tag_hdr, tag_data = Codes.tags()
-    own_hdr, own_data = Codes.own_tags()
     ops: list = []
     meaning: list = []
     if to:
@@ -308,11 +304,4 @@ def job(rank: int, epoch: int, mine: Slot, to: list[int], receive: dict[int, lis
         slot.epoch = -1
         ops += [(owner, tag_hdr, 0, slot.hdr, slot.header_bytes), (owner, tag_data, 0, slot.ptr, slot.nbytes)]
         meaning += [("hdr", owner, slot, epoch), ("data", owner, slot, epoch)]
-    for r, slot in fills_out.items():
-        ops += [(r, own_hdr, 1, slot.hdr, slot.header_bytes), (r, own_data, 1, slot.ptr, slot.nbytes)]
-        meaning += [None, None]
-    if fill_in is not None:
-        holder, slot = fill_in
-        ops += [(holder, own_hdr, 0, slot.hdr, slot.header_bytes), (holder, own_data, 0, slot.ptr, slot.nbytes)]
-        meaning += [("hdr", rank, slot, epoch), ("data", rank, slot, epoch)]
     return ops, meaning

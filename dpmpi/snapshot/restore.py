@@ -50,11 +50,12 @@ def post_copy(post: Any, peer: int, header: Any, parts: list) -> list:
     return reqs
 
 
-def _holdings(buffers: Buffers, repl: Replication, persist: Persistence) -> tuple:
+def _holdings(buffers: Buffers, repl: Replication, persist: Persistence, swap: bool) -> tuple:
     """What this rank tells the others in a restore's agreement (its rank is added once the new
-    snapshot communicator numbers it)."""
+    snapshot communicator numbers it). A rank may receive its copy straight into its arrays only
+    when its caller waits for the refill of its own slot before modifying them (``swap``)."""
     return (signature(buffers.entries), buffers.holdings(), repl.holdings(), repl.layouts,
-            persist.epochs(repl.comm.Get_rank()), buffers.can_receive_direct(), buffers.shift)
+            persist.epochs(repl.comm.Get_rank()), swap and buffers.can_receive_direct(), buffers.shift)
 
 
 def _check_layouts(infos: list) -> None:
@@ -93,9 +94,12 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown).
     ``carry``: an int the caller shares in the restore's first collective; the report's
     ``carried`` is the largest over all ranks (dpmpi.Runtime: the step where the failure struck).
-    ``swap``: a rank that restores from its own slot exchanges pages with it (``Buffers.swap_back``)
-    and returns ``refill``, for the caller's background thread: it waits for the copy of the
-    arrays back into the slot, seals it, then starts the re-replication (else None).
+    ``swap``: the caller reads the arrays at once but modifies them only after the returned
+    ``refill`` ran (else None), on its background thread: it waits for the copy of the arrays
+    back into this rank's own slot, seals it, then starts the re-replication. A rank that restores
+    from its own slot then exchanges pages with it (``Buffers.swap_back``); a replacement receives
+    its copy straight into its arrays (its own slot holds the epoch once the copy back is done,
+    without waiting for a peer: when the holder dies right after the restore, nothing is lost).
     ``as_built``: this rank's arrays hold the state the program built for its rank, unchanged
     (False on a warm spare, whose arrays were built for another rank). When no epoch survives
     for every rank, every rank's ``carry`` is negative (none has run a step: dpmpi.Runtime, a
@@ -104,7 +108,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     first epoch again)."""
     t = time.perf_counter()
     # the new snapshot communicator (Dup), whose first collective carries what each rank holds
-    gathered = repl.begin_again("Snapshot.restore", (carry, as_built, _holdings(buffers, repl, persist)))
+    gathered = repl.begin_again("Snapshot.restore", (carry, as_built, _holdings(buffers, repl, persist, swap)))
     scomm = repl.scomm
     rank, size = scomm.Get_rank(), scomm.Get_size()
     carried = max(int(c) for c, _u, _info in gathered)
@@ -188,7 +192,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     if rank in direct:
         good = int(incoming.hdr[0]) == epoch  # (its checksum was checked by the sender)
         kept = False
-        fill = buffers.use_unfilled(epoch)
+        fill = refill = buffers.use_unfilled(epoch)  # (copied back from the arrays, like a swap's)
     elif incoming is not None:
         incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
         slot = incoming
@@ -209,8 +213,8 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         raise SnapshotLostError(f"snapshot of epoch {epoch} failed its checksum for rank(s) {list(ranks)}: "
                                 f"the copy is corrupt (those ranks' arrays hold it; restore another "
                                 f"way, e.g. from persist_dir)", MPI.ERR_OTHER, ranks)
-    # keep only this epoch; make replica slots for the new topology; re-replicate (and fill the
-    # own slots of the ranks that received straight into their arrays, from the same holders)
+    # keep only this epoch; make replica slots for the new topology; re-replicate (a rank that
+    # refills its own slot first: the refill job starts its part once that slot is sealed)
     if fill is None:
         buffers.use(slot, epoch)
     repl.keep_only(epoch)
@@ -219,9 +223,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     if repl.replicas:
         repl.make_slots()
         dests, froms = plan.missing_copies(rank, size, repl.replicas, epoch, held, repl.nodes)
-        fills_out = {r: sent[r][0] for r in direct if r in sent}
-        fill_in = None if fill is None else (transfers[rank], fill)
-        args = (epoch, buffers.own[buffers.committed], dests, froms, fills_out, fill_in)
+        args = (epoch, buffers.own[buffers.committed], dests, froms)
         if refill is None:
             repl.replicate(*args)
     if refill is not None:

@@ -2,7 +2,9 @@
 (and whose array sizes differ between ranks); faults kill ranks at the points "staged" (a
 staging copy in flight) or "committed" (after a commit); the survivors Respawn(), everyone
 restores, checks the arrays bit for bit against what that rank held at the restored epoch, and
-carries on. One JSON line per event on stdout."""
+carries on (fault point "restored": right after a survivor's restore). With --swap it restores as
+dpmpi.Runtime does (restore(swap=True), then wait_refill() before writing the arrays). One JSON
+line per event on stdout."""
 import argparse
 import json
 import time
@@ -23,6 +25,7 @@ parser.add_argument("--sync", action="store_true", help="wait for each epoch's r
 parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--auto", action="store_true", help="stage(epoch): commit in the background")
 parser.add_argument("--overlap", action="store_true", help="commit(epoch, durable=False): replicate in the background")
+parser.add_argument("--swap", action="store_true", help="restore(swap=True); wait_refill() before writing")
 parser.add_argument("--no-close", action="store_true", help="end without snap.close() (dpmpi closes it at exit)")
 args = parser.parse_args()
 
@@ -45,12 +48,15 @@ log("active", role=comm.role.value, locked=snap.locked)
 
 def restore():
     """The epoch to go on from, or None when the snapshot is lost."""
-    return snapstate.restore(snap, state, args.mib, comm.Get_rank, log, lambda: dict(role=comm.role.value, repair=comm.repairs))
+    fields = lambda: dict(role=comm.role.value, repair=comm.repairs)  # noqa: E731
+    return snapstate.restore(snap, state, args.mib, comm.Get_rank, log, fields, swap=args.swap)
 
 
 epoch = restore() if comm.role is dpmpi.Role.RECOVERED else 1
 while epoch is not None and epoch <= args.epochs:
     try:
+        if args.swap:
+            snap.wait_refill()
         for name, value in expected(comm.Get_rank(), epoch).items():
             state[name][...] = value
         if args.sync:
@@ -68,6 +74,7 @@ while epoch is not None and epoch <= args.epochs:
         log("caught", epoch=epoch, error=type(exc).__name__)
         comm.Respawn()
         epoch = restore()
+        dpmpi.faults.point("restored")
 if epoch is not None:
     log("done", epoch=snap.epoch, role=comm.role.value, digest=digest(state),
         want=digest(expected(comm.Get_rank(), args.epochs)))

@@ -21,12 +21,12 @@ def digest(arrays):
     return h.hexdigest()[:16]
 
 
-def restore(snap, state, mib, rank, log, fields):
+def restore(snap, state, mib, rank, log, fields, swap=False):
     """Restore ``snap`` and check ``state`` bit for bit against the restored epoch; the epoch to
     go on from, or None when the snapshot is lost (one JSON line each way, via ``log``, with
     ``fields()`` and ``rank()`` read after the restore)."""
     try:
-        got = snap.restore()
+        got = snap.restore(swap=swap)
     except dpmpi.SnapshotLostError as lost:
         log("lost", ranks=list(lost.ranks), message=str(lost))
         return None
