@@ -64,6 +64,12 @@ def _wrapped(owner: Any, name: str, get: Callable[[], Any], raw: MPI.Comm | None
     return wrapped
 
 
+def plain_method(comm: Comm, name: str) -> Callable[..., Any]:
+    """``comm.<name>`` as the program gets it (hooks, error translation, wrapped results), made
+    afresh from ``comm``'s handle and not cached on it (a caller that wraps the cached one)."""
+    return translating(name, getattr(comm.mpi, name), comm.mpi, _convert)
+
+
 class Comm(Wrapper):
     """A communicator whose failures raise ``ProcFailedError`` / ``RevokedError``.
 

@@ -387,9 +387,10 @@ def test_every_python_rank_tells_dpmpi_run_when_its_mpi_init_returned(run_job, m
 @pytest.mark.long  # (make test's budget: the runs test below replays the same prologue)
 def test_a_replacement_answers_the_programs_prologue_collectives_from_the_survivors_record(dpmpi_run):
     """The program broadcasts rank 0's initial weights and a config (and allgathers, allreduces,
-    barriers) before its first snapshot. Before, a replacement's Bcast waited for the survivors,
-    who waited for it in the restore: the job hung at its first recovery. Two kills, two spares:
-    the second replacement gets the record from ranks that include the first replacement."""
+    barriers, scatters rank 0's data and gathers to it) before its first snapshot. Before, a
+    replacement's Bcast waited for the survivors, who waited for it in the restore: the job hung at
+    its first recovery. Two kills, two spares: the second replacement gets the record from ranks
+    that include the first replacement (its scatter parts from rank 0's record)."""
     job = dpmpi_run(6, "prologue.py", "--steps", "60", launcher_args=["--spares", "2"],
                     faults="1:step@20:KILL,2:step@40:KILL", timeout=60)
     final = _prologue_ok(job)
@@ -398,12 +399,14 @@ def test_a_replacement_answers_the_programs_prologue_collectives_from_the_surviv
 
 def test_a_replacement_skips_the_runs_its_survivors_finished_and_gets_what_lies_between(dpmpi_run):
     """Three rt.run calls (commit_at_end: each ends with a commit and a barrier) with an
-    allreduce after each, rank 3 killed in the third. Before, the replacement's first run ended
-    with its barrier while the survivors stepped in their third: the job hung."""
+    allreduce after each, rank 0 killed in the third. Before, the replacement's first run ended
+    with its barrier while the survivors stepped in their third: the job hung. Rank 0 is the root
+    of the prologue's Scatter, scatter and gather: its replacement takes its parts from its own
+    input and the gathered list from rank 1's record (before the eighteenth session: ReplayError)."""
     job = dpmpi_run(5, "prologue.py", "--steps", "60", "--epochs", "3", launcher_args=["--spares", "1"],
-                    faults="3:step@50:KILL", timeout=60)
+                    faults="0:step@50:KILL", timeout=60)
     final = _prologue_ok(job)
-    assert final[3]["role"] == "RECOVERED"
+    assert final[0]["role"] == "RECOVERED"
 
 
 def _prologue_ok(job):

@@ -1112,7 +1112,7 @@ def test_a_replacement_call_the_record_cannot_answer_raises_instead_of_hanging(m
     new.replay("Bcast", (np.zeros(4),), {})
     with pytest.raises(prologue.ReplayError, match="could not be recorded"):
         new.replay("Bcast", (np.zeros(4),), {})
-    for op in ("send", "Recv", "Scatter", "Iallreduce", "gather"):
+    for op in ("send", "Recv", "Scatterv", "Iallreduce", "reduce"):
         with pytest.raises(prologue.ReplayError, match="The survivors are recovering"):
             new.replay(op, (), {})
     assert prologue.REPLAYABLE.isdisjoint(prologue.NEEDS_PEERS)
@@ -1123,6 +1123,75 @@ def test_a_replacement_call_the_record_cannot_answer_raises_instead_of_hanging(m
     with pytest.raises(prologue.ReplayError, match="derived communicator"):
         derived("x")
     assert calls == []
+
+
+def test_a_replacement_gets_its_part_of_a_prologue_scatter_and_passes_a_gather_to_another_root(monkeypatch):
+    """Rooted collectives in the prologue: the root records its whole scatter input, so a
+    replacement of another rank gets its part from the root's record (the one handed over: the
+    lowest surviving rank's), and a replacement of the root takes its part of its own input; a
+    gather needs nothing on a rank that is not its root. What cannot be redone raises."""
+    import numpy as np
+
+    prologue, root = _prologue_with(monkeypatch)
+    other = prologue.Prologue()
+    data = np.arange(12, dtype=np.int32)  # 4 ranks, 3 each
+    for rec, rank in ((root, 0), (other, 2)):
+        got = data[3 * rank:3 * rank + 3].copy()
+        rec.record("Scatter", (data if rank == 0 else None, got, 0), {}, None, rank)
+        rec.record("scatter", (["a", "b", "c", "d"] if rank == 0 else None,), {"root": 0}, "abcd"[rank], rank)
+        rec.record("gather", (rank,), {"root": 0}, [0, 1, 2, 3] if rank == 0 else None, rank)
+        rec.record("Gather", (got, None), {"root": 0}, None, rank)
+        rec.close()
+    assert len(root.handover()[0][0].payload) == data.nbytes and other.handover()[0][0].payload is None
+
+    new = prologue.Prologue()  # replaces rank 3, handed rank 0's record
+    new.adopt(root.handover())
+    part = np.zeros(3, dtype=np.int32)
+    assert new.replay("Scatter", (None, part), {"root": 0}, rank=3) is None and part.tolist() == [9, 10, 11]
+    assert new.replay("scatter", (None,), {"root": 0}, rank=3) == "d"
+    assert new.replay("gather", (3,), {"root": 0}, rank=3) is None
+    assert new.replay("Gather", (part, None), {"root": 0}, rank=3) is None
+    assert new.replaying == 4
+
+    mine = prologue.Prologue()  # replaces the root (rank 0), handed rank 2's record
+    mine.adopt(other.handover())
+    part = np.zeros(3, dtype=np.int32)
+    mine.replay("Scatter", (data, part, 0), {}, rank=0)
+    assert part.tolist() == [0, 1, 2] and mine.replay("scatter", (["a", "b", "c", "d"],), {"root": 0}, rank=0) == "a"
+    with pytest.raises(prologue.ReplayError, match=r"gather\(root=0\).*replaces the root"):
+        mine.replay("gather", (0,), {"root": 0}, rank=0)
+
+    lost = prologue.Prologue()  # replaces rank 1, handed rank 2's record: the root's parts are not in it
+    lost.adopt(other.handover())
+    with pytest.raises(prologue.ReplayError, match=r"rank 0\), which was not the one handed over"):
+        lost.replay("Scatter", (None, np.zeros(3, dtype=np.int32)), {"root": 0}, rank=1)
+    short = prologue.Prologue()
+    short.adopt(root.handover())
+    with pytest.raises(prologue.ReplayError, match="holds 8 bytes, the survivors' 12"):
+        short.replay("Scatter", (None, np.zeros(2, dtype=np.int32)), {"root": 0}, rank=1)
+
+
+def test_a_prologue_gather_is_made_as_an_allgather_so_that_the_roots_replacement_gets_its_result(monkeypatch):
+    """Every rank makes its prologue's gather as an allgather (the same on all of them, whatever
+    each record holds), returns the list on the root only, and records it: a replacement of the
+    root then gets it from any survivor's record. Past MAX_CALLS calls, or once the prologue is
+    over, the plain gather is made."""
+    prologue, rec = _prologue_with(monkeypatch)
+    made = []
+    plain = lambda obj, root=0: made.append(("gather", obj)) or None  # noqa: E731
+    everyone = lambda obj: made.append(("allgather", obj)) or ["a", "b", "c"]  # noqa: E731
+    gather = prologue.guarded(rec, "gather", plain, False, lambda: None, lambda: 2, everyone)
+    assert gather("c", root=0) is None and made == [("allgather", "c")]
+    assert prologue.guarded(rec, "gather", plain, False, lambda: None, lambda: 0, everyone)("a") == ["a", "b", "c"]
+    rec.close()
+    assert gather("c") is None and made[-1] == ("gather", "c")  # (closed: the plain call)
+    new = prologue.Prologue()
+    new.adopt(rec.handover())
+    assert new.replay("gather", ("a",), {"root": 0}, rank=0) == ["a", "b", "c"]  # the root's replacement
+    assert new.replay("gather", ("a",), {}, rank=0) == ["a", "b", "c"]
+    many = prologue.Prologue()
+    many.seen = prologue.MAX_CALLS
+    assert not many.gathers_everywhere()
 
 
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):

@@ -21,7 +21,7 @@ from typing import Any
 from mpi4py import MPI
 
 from dpmpi import faults, interrupts
-from dpmpi.comm import Comm, rebind
+from dpmpi.comm import Comm, plain_method, rebind
 from dpmpi.mpicall import exchange, warm_up
 from dpmpi.errors import from_mpi
 from dpmpi.resilient import prologue, topology
@@ -52,7 +52,8 @@ class Tracked(Comm):
                           RuntimeWarning, stacklevel=level)
         attr = super().__getattr__(name)
         if name in prologue.WATCHED and callable(attr) and not self._state.prologue.done:
-            attr = self.__dict__[name] = prologue.cached(self, name, attr, self._state.prologue, self._index >= 0)
+            attr = self.__dict__[name] = prologue.cached(self, name, attr, self._state.prologue, self._index >= 0,
+                                                         plain_method)
         return attr
 
     @property

@@ -4,14 +4,22 @@ A process that replaces a failed rank runs the program from its start. Its prolo
 no partner: the survivors are already in the recovery (``Runtime.run`` or ``snap.restore()``),
 so a ``comm.Bcast(w, root=0)`` of the initial weights, or a ``comm.bcast(config)``, made before
 the loop hung the job at its first recovery. So every active rank records the results of the
-collectives of its prologue that give every rank the same result (``REPLAYABLE``: bcast,
-allreduce, allgather and barrier, either case) on the communicator ``dpmpi.init`` returned. The
-record closes at this process's first snapshot operation (``stage``, ``commit`` or ``restore``);
-a repair that calls a spare in hands a closed record over with the derived-communicator recipes
-(``dpmpi.resilient.repair``), and the replacement's own calls of those collectives, until its
-first snapshot operation, are answered from it in order (the same operation, root and size, or
-``ReplayError``). Any other call that needs its peers there (point-to-point, a rooted or
-personalized collective, anything on a derived communicator) raises ``ReplayError`` instead of
+collectives of its prologue (``REPLAYABLE``, either case: bcast, allreduce, allgather and
+barrier, whose result is the same everywhere; scatter, of which the root records its whole input;
+gather, of which nothing is needed, except for the lower-case ``gather``, which every rank makes
+as an ``allgather`` in its prologue so that every record holds its result) on the communicator
+``dpmpi.init`` returned. The record closes
+at this process's first snapshot operation (``stage``, ``commit`` or ``restore``); a repair that
+calls a spare in hands a closed record over with the derived-communicator recipes
+(``dpmpi.resilient.repair``: the lowest surviving rank's), and the replacement's own calls of
+those collectives, until its first snapshot operation, are answered from it in order (the same
+operation, root and size, or ``ReplayError``): a scatter's part from the root's record (or, on the
+replacement of the root, from its own input), a gather on a rank that is not its root with
+nothing (its root holds the result already), a ``gather`` on its root from the record. A
+``Gather`` whose root the replacement is, a scatter
+whose root's record was not the one handed over (the root died too, or it is not the lowest
+surviving rank), and any other call that needs its peers there (point-to-point, the other rooted
+or personalized collectives, anything on a derived communicator) raise ``ReplayError`` instead of
 hanging; the survivors are told once, when they make such a call in their prologue, that a
 replacement could not redo it. A program without snapshots has no prologue to close: its
 replacements' collectives are made together with the survivors, as before.
@@ -26,46 +34,17 @@ from __future__ import annotations
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from mpi4py import MPI
 
 from dpmpi import config
+from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
+    NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, WATCHED, Entry, ReplayError, make_entry, refused,
+    result_buffer, root_of, rooted_reply)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
-
-# collectives whose result is the same on every rank: a survivor's record is the replacement's result
-REPLAYABLE = frozenset({"bcast", "allreduce", "allgather", "barrier", "Bcast", "Allreduce", "Allgather", "Barrier"})
-# every other method of a communicator that needs its peers to return (or to be matched)
-NEEDS_PEERS = frozenset({
-    "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Bsend", "Exscan", "Gather", "Gatherv", "Iallgather",
-    "Iallgatherv", "Iallreduce", "Ialltoall", "Ialltoallv", "Ialltoallw", "Ibarrier", "Ibcast", "Ibsend",
-    "Iexscan", "Igather", "Igatherv", "Improbe", "Irecv", "Ireduce", "Ireduce_scatter", "Ireduce_scatter_block",
-    "Irsend", "Iscan", "Iscatter", "Iscatterv", "Isend", "Isendrecv", "Isendrecv_replace", "Issend", "Mprobe",
-    "Probe", "Recv", "Reduce", "Reduce_scatter", "Reduce_scatter_block", "Rsend", "Scan", "Scatter", "Scatterv",
-    "Send", "Sendrecv", "Sendrecv_replace", "Ssend", "Agree", "Iagree", "Neighbor_allgather",
-    "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv", "Neighbor_alltoallw",
-    "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall", "Ineighbor_alltoallv",
-    "Ineighbor_alltoallw", "alltoall", "bsend", "exscan", "gather", "ibsend", "improbe", "irecv", "isend",
-    "issend", "mprobe", "probe", "recv", "reduce", "scan", "scatter", "send", "sendrecv", "ssend",
-    "neighbor_allgather", "neighbor_alltoall",
-})
-WATCHED = REPLAYABLE | NEEDS_PEERS
-
-
-class ReplayError(RuntimeError):
-    """A replacement's prologue made a call that the record of the survivors' prologue cannot
-    answer (and the survivors, already recovering, will not make)."""
-
-
-class Entry(NamedTuple):
-    op: str
-    root: int  # bcast/Bcast: the root; else -1
-    nbytes: int  # upper case: the bytes of the result buffer; lower case: -1
-    payload: bytes | None  # the result (pickled, or the buffer's bytes); None: could not be recorded
-    why: str  # why it could not be recorded ("" when it was)
-    segment: int = 0  # dpmpi.Runtime.run calls made before it (0: the prologue; k: after the k-th run)
 
 
 class Prologue:
@@ -86,20 +65,27 @@ class Prologue:
         self.runs = 0  # dpmpi.Runtime.run calls entered so far
         self.inside = False  # inside one of them (nothing is recorded there)
         self.target = 0  # a replacement: the run its survivors are in (its earlier ones are skipped)
+        self.seen = 0  # replayable calls made while the prologue was open (the same count on every rank)
 
     # -- a survivor's side --
     @property
     def recording(self) -> bool:
         return not self.closed and not self.full and self.replaying is None and not self.inside
 
-    def record(self, op: str, args: tuple, kwargs: dict, result: Any) -> None:
-        """After a replayable call in the prologue: keep what a replacement must get."""
+    def gathers_everywhere(self) -> bool:
+        """Whether this prologue's next ``gather`` is made as an ``allgather`` (so that every
+        rank's record holds its result): the same answer on every rank, whatever each one's record
+        holds (a scatter's root records more), as the call must be the same on all of them."""
+        return not self.closed and self.replaying is None and not self.inside and self.seen < MAX_CALLS
+
+    def record(self, op: str, args: tuple, kwargs: dict, result: Any, rank: int = -1) -> None:
+        """After a replayable call in the prologue (made by ``rank``): keep what a replacement must get."""
         try:
-            root = _root(op, args, kwargs)
-        except (TypeError, ValueError):
+            root = root_of(op, args, kwargs)
+        except (TypeError, ValueError, IndexError):
             root = -1  # (the call itself would have refused it)
         try:
-            entry = _entry(op, root, args, kwargs, result)._replace(segment=self.runs)
+            entry = make_entry(op, root, args, kwargs, result, rank)._replace(segment=self.runs)
         except Exception as exc:  # (never fail the program's call: a replacement is told at its turn)
             entry = Entry(op, root, -1, None, f"its result could not be recorded ({exc})", self.runs)
         self.size += len(entry.payload or b"")
@@ -187,29 +173,33 @@ class Prologue:
         while self.replaying < len(self.entries) and self.entries[self.replaying].segment < segment:
             self.replaying += 1
 
-    def replay(self, op: str, args: tuple, kwargs: dict) -> Any:
-        """Answer a replacement's call from the record (see the module)."""
+    def replay(self, op: str, args: tuple, kwargs: dict, rank: int = -1) -> Any:
+        """Answer a replacement's call (``rank``: its rank) from the record (see the module)."""
         i = self.replaying
         assert i is not None
         if op not in REPLAYABLE:
-            raise ReplayError(_refused(f"comm.{op}()", "only bcast, allreduce, allgather and barrier (either case) "
+            raise ReplayError(refused(f"comm.{op}()", "only bcast, allreduce, allgather and barrier (either case) "
                                        "on the communicator dpmpi.init() returned are answered from their record"))
         if i >= len(self.entries):
             why = (f"the survivors' record stopped at {ENV_MAX}={config.get(ENV_MAX)} bytes" if self.full else
                    f"the survivors' prologue made {len(self.entries)} such call(s) and this is call {i + 1}")
-            raise ReplayError(_refused(f"comm.{op}()", why))
+            raise ReplayError(refused(f"comm.{op}()", why))
         entry = self.entries[i]
-        root = _root(op, args, kwargs)
+        root = root_of(op, args, kwargs)
         if entry.segment != self.runs:
             where = "before the first run" if self.runs == 0 else f"after run {self.runs}"
-            raise ReplayError(_refused(f"comm.{op}()", f"the survivors made no such call {where} of dpmpi.Runtime"))
+            raise ReplayError(refused(f"comm.{op}()", f"the survivors made no such call {where} of dpmpi.Runtime"))
         if entry.op != op or entry.root != root:
-            raise ReplayError(_refused(f"comm.{op}(root={root})" if root >= 0 else f"comm.{op}()",
+            raise ReplayError(refused(f"comm.{op}(root={root})" if root >= 0 else f"comm.{op}()",
                                        f"call {i + 1} of the survivors' prologue was {entry.op}"
                                        + (f"(root={entry.root})" if entry.root >= 0 else "()")
                                        + ": the program's prologue must make the same collectives on every rank"))
+        if op in ROOTED:
+            out = rooted_reply(op, args, kwargs, entry, i, rank)
+            self.replaying = i + 1
+            return out
         if entry.payload is None:
-            raise ReplayError(_refused(f"comm.{op}()", f"call {i + 1} of the survivors' prologue: {entry.why}"))
+            raise ReplayError(refused(f"comm.{op}()", f"call {i + 1} of the survivors' prologue: {entry.why}"))
         if op[0].islower():
             self.replaying = i + 1
             return None if op == "barrier" else MPI.pickle.loads(entry.payload)
@@ -217,12 +207,12 @@ class Prologue:
             self.replaying = i + 1
             return None
         try:
-            out = _result_buffer(op, args, kwargs)
+            out = result_buffer(op, args, kwargs)
         except (TypeError, ValueError, KeyError, IndexError) as exc:
             why = f"its buffer cannot be written from the record ({exc})"
-            raise ReplayError(_refused(f"comm.{op}()", why)) from exc
+            raise ReplayError(refused(f"comm.{op}()", why)) from exc
         if out.readonly or out.nbytes != entry.nbytes:
-            raise ReplayError(_refused(f"comm.{op}()", "its buffer is read-only" if out.readonly else
+            raise ReplayError(refused(f"comm.{op}()", "its buffer is read-only" if out.readonly else
                                        f"its buffer holds {out.nbytes} bytes, the survivors' {entry.nbytes}"))
         out[:] = entry.payload
         self.replaying = i + 1
@@ -230,25 +220,42 @@ class Prologue:
 
 
 def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
-            settle: Callable[[], None]) -> Callable[..., Any]:
+            settle: Callable[[], None], rank: Callable[[], int] = lambda: -1,
+            allgather: Callable[[Any], list] | None = None) -> Callable[..., Any]:
     """``fn`` (a communicator's method ``op``) as the prologue needs it: answered from the record
     on a replacement replaying, recorded on a rank whose prologue runs. ``derived``: a derived
     communicator's method (never answered from the record). ``settle()``: once the prologue is
-    over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop)."""
+    over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop). ``rank()``:
+    this process's rank in the communicator (asked for rooted collectives only). ``allgather``:
+    the communicator's plain allgather, with which a ``gather`` is made while
+    ``gathers_everywhere()``."""
     def call(*args: Any, **kwargs: Any) -> Any:
-        if prologue.replaying is None and (prologue.inside or prologue.closed or prologue.full):
+        if prologue.replaying is None and (prologue.inside or prologue.closed):
             if prologue.closed:
                 settle()
             return fn(*args, **kwargs)
         if prologue.replaying is not None:
             if derived:
-                raise ReplayError(_refused(f"{op}() on a derived communicator",
+                raise ReplayError(refused(f"{op}() on a derived communicator",
                                            "only calls on the communicator dpmpi.init() returned are answered"))
-            return prologue.replay(op, args, kwargs)
-        out = fn(*args, **kwargs)
+            return prologue.replay(op, args, kwargs, rank() if op in ROOTED else -1)
+        if derived or op not in REPLAYABLE:
+            out = fn(*args, **kwargs)
+        elif op == "gather" and allgather is not None and prologue.gathers_everywhere():
+            prologue.seen += 1
+            root = root_of(op, args, kwargs)
+            if not args and "sendobj" not in kwargs:
+                raise TypeError("gather() missing its argument 'sendobj'")
+            everyone = allgather(args[0] if args else kwargs["sendobj"])
+            if prologue.recording:
+                prologue.record(op, args, kwargs, everyone, rank())
+            return everyone if rank() == root else None
+        else:
+            prologue.seen += 1
+            out = fn(*args, **kwargs)
         if prologue.recording:
             if op in REPLAYABLE and not derived:
-                prologue.record(op, args, kwargs, out)
+                prologue.record(op, args, kwargs, out, rank() if op in ROOTED else -1)
             else:
                 prologue.unreplayable(op, derived)
         return out
@@ -267,7 +274,8 @@ def _program_level() -> int:
     return level
 
 
-def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, derived: bool) -> Callable[..., Any]:
+def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, derived: bool,
+           peer: Callable[[Any, str], Callable[..., Any]] | None = None) -> Callable[..., Any]:
     """``guarded`` for the method ``op`` that ``owner`` (a dpmpi communicator) caches in its
     ``__dict__``: once the prologue is over the plain method takes the wrapper's place again (a
     repair empties the cache). The wrapper holds its owner weakly: a handle in a reference cycle
@@ -280,43 +288,14 @@ def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, der
         holder = me()
         if holder is not None and holder.__dict__.get(op) is wrapper:
             holder.__dict__[op] = plain
-    wrapper = guarded(record, op, plain, derived, settle)
+
+    def rank() -> int:
+        holder = me()
+        return -1 if holder is None else int(holder.Get_rank())
+
+    def allgather(obj: Any) -> list:  # (``peer``: the owner's plain method, not the recorded one)
+        holder = me()
+        assert holder is not None and peer is not None
+        return peer(holder, "allgather")(obj)
+    wrapper = guarded(record, op, plain, derived, settle, rank, allgather if peer is not None else None)
     return wrapper
-
-
-def _refused(what: str, why: str) -> str:
-    return (f"{what} in the prologue of a process that replaces a failed rank (before its first snapshot "
-            f"operation): {why}. The survivors are recovering and will not make it, so the job would hang. "
-            f"See docs/spares.md (the prologue)")
-
-
-def _root(op: str, args: tuple, kwargs: dict) -> int:
-    if op not in ("bcast", "Bcast"):
-        return -1
-    root = args[1] if len(args) > 1 else kwargs.get("root", 0)
-    return int(root)
-
-
-def _result_buffer(op: str, args: tuple, kwargs: dict) -> memoryview:
-    """The bytes an upper-case collective writes (a plain buffer or ``[buffer, datatype]``)."""
-    if op == "Bcast":
-        spec = args[0] if args else kwargs["buf"]
-    else:  # Allreduce, Allgather: (sendbuf, recvbuf, ...)
-        spec = args[1] if len(args) > 1 else kwargs["recvbuf"]
-    if isinstance(spec, (list, tuple)):
-        if len(spec) != 2 or not isinstance(spec[1], MPI.Datatype):
-            raise ValueError("a buffer given with a count or displacements")
-        spec = spec[0]
-    view = memoryview(spec)
-    if not view.contiguous:
-        raise ValueError("a non-contiguous buffer")
-    return view.cast("B")
-
-
-def _entry(op: str, root: int, args: tuple, kwargs: dict, result: Any) -> Entry:
-    if op in ("barrier", "Barrier"):
-        return Entry(op, root, -1, b"", "")
-    if op[0].islower():
-        return Entry(op, root, -1, MPI.pickle.dumps(result), "")
-    out = _result_buffer(op, args, kwargs)
-    return Entry(op, root, out.nbytes, out.tobytes(), "")

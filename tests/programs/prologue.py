@@ -1,6 +1,7 @@
 """A Runtime program whose prologue (before its first snapshot) uses collectives, as programs
 that start every rank from rank 0's weights do: Bcast of the initial state, bcast of a config,
-allreduce, allgather, Barrier. Exact integer arithmetic, so each rank checks its final state
+allreduce, allgather, Barrier, a Scatter and a scatter of each rank's part from rank 0, a gather
+of names to rank 0. Exact integer arithmetic, so each rank checks its final state
 against the failure-free result computed locally. ``--refuse``: the prologue also sends a
 message from rank 0 to rank 1 (which a replacement cannot get again).
 
@@ -29,6 +30,10 @@ cfg = comm.bcast({"mod": MOD, "scale": 3} if r == 0 else None, root=0)
 ranks = comm.allgather(r)
 total = comm.allreduce(r + 1)
 comm.Barrier()
+part = np.empty(8, dtype=np.int64)  # each rank's part of rank 0's data
+comm.Scatter(7 * np.arange(8 * n, dtype=np.int64) if r == 0 else None, part, root=0)
+seed = comm.scatter([100 + q for q in range(n)] if r == 0 else None, root=0)
+names = comm.gather(f"rank{r}", root=0)
 if a.refuse:
     token = comm.sendrecv(r, dest=(r + 1) % n, source=(r - 1) % n)
 w0 = w.copy()
@@ -58,7 +63,9 @@ for k in range(a.steps):
     expect = update(expect, k, n)
     if (k + 1) % (a.steps // a.epochs) == 0:
         want.append(n * int(expect.sum() % 1000))
-prologue_ok = cfg == {"mod": MOD, "scale": 3} and ranks == list(range(n)) and total == n * (n + 1) // 2
+prologue_ok = (cfg == {"mod": MOD, "scale": 3} and ranks == list(range(n)) and total == n * (n + 1) // 2
+               and part.tolist() == [7 * (8 * r + i) for i in range(8)] and seed == 100 + r
+               and names == ([f"rank{q}" for q in range(n)] if r == 0 else None))
 print(json.dumps({"event": "final", "rank": r, "role": comm.role.value, "ok": bool((w == expect).all() and metrics == want),
                   "prologue_ok": prologue_ok, "recoveries": len(rt.history)}), flush=True)
 rt.close()

@@ -1,0 +1,136 @@
+"""The collectives a replacement's prologue can redo, read from mpi4py's call signatures: which
+they are, their root, the bytes they write, what a survivor records of each call (``Entry``) and
+how a scatter or gather is answered from it (dpmpi.resilient.prologue uses these). Pure: no
+state, no MPI call (mpi4py's pickle only)."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from mpi4py import MPI
+
+# collectives whose result is the same on every rank: a survivor's record is the replacement's result
+SAME_EVERYWHERE = frozenset({"bcast", "allreduce", "allgather", "barrier",
+                             "Bcast", "Allreduce", "Allgather", "Barrier"})
+# rooted ones a replacement can redo: a scatter's part is in its root's record, a gather needs
+# nothing on a rank that is not its root
+ROOTED = frozenset({"scatter", "Scatter", "gather", "Gather"})
+REPLAYABLE = SAME_EVERYWHERE | ROOTED
+# every other method of a communicator that needs its peers to return (or to be matched)
+NEEDS_PEERS = frozenset({
+    "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Bsend", "Exscan", "Gatherv", "Iallgather",
+    "Iallgatherv", "Iallreduce", "Ialltoall", "Ialltoallv", "Ialltoallw", "Ibarrier", "Ibcast", "Ibsend",
+    "Iexscan", "Igather", "Igatherv", "Improbe", "Irecv", "Ireduce", "Ireduce_scatter", "Ireduce_scatter_block",
+    "Irsend", "Iscan", "Iscatter", "Iscatterv", "Isend", "Isendrecv", "Isendrecv_replace", "Issend", "Mprobe",
+    "Probe", "Recv", "Reduce", "Reduce_scatter", "Reduce_scatter_block", "Rsend", "Scan", "Scatterv", "Send",
+    "Sendrecv", "Sendrecv_replace", "Ssend", "Agree", "Iagree", "Neighbor_allgather",
+    "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv", "Neighbor_alltoallw",
+    "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall", "Ineighbor_alltoallv",
+    "Ineighbor_alltoallw", "alltoall", "bsend", "exscan", "ibsend", "improbe", "irecv", "isend",
+    "issend", "mprobe", "probe", "recv", "reduce", "scan", "send", "sendrecv", "ssend",
+    "neighbor_allgather", "neighbor_alltoall",
+})
+WATCHED = REPLAYABLE | NEEDS_PEERS
+
+
+class ReplayError(RuntimeError):
+    """A replacement's prologue made a call that the record of the survivors' prologue cannot
+    answer (and the survivors, already recovering, will not make)."""
+
+
+class Entry(NamedTuple):
+    op: str
+    root: int  # bcast, scatter, gather (either case): the root; else -1
+    nbytes: int  # upper case: the bytes of the result buffer (Scatter: of one rank's part); lower case: -1
+    payload: bytes | None  # the result (pickled, or the buffer's bytes; scatter: the root's whole input, on
+    # the root; gather: empty); None: could not be recorded (or a scatter recorded on a rank not its root)
+    why: str  # why it could not be recorded ("" when it was)
+    segment: int = 0  # dpmpi.Runtime.run calls made before it (0: the prologue; k: after the k-th run)
+
+
+def refused(what: str, why: str) -> str:
+    return (f"{what} in the prologue of a process that replaces a failed rank (before its first snapshot "
+            f"operation): {why}. The survivors are recovering and will not make it, so the job would hang. "
+            f"See docs/spares.md (the prologue)")
+
+
+def root_of(op: str, args: tuple, kwargs: dict) -> int:
+    """The root of a rooted collective (mpi4py's signatures: bcast(obj, root), Bcast(buf, root),
+    scatter/gather(obj, root), Scatter/Gather(sendbuf, recvbuf, root)); -1 for the others."""
+    if op not in ("bcast", "Bcast") and op not in ROOTED:
+        return -1
+    at = 2 if op in ("Scatter", "Gather") else 1
+    root = args[at] if len(args) > at else kwargs.get("root", 0)
+    return int(root)
+
+
+def result_buffer(op: str, args: tuple, kwargs: dict, send: bool = False) -> memoryview:
+    """The bytes an upper-case collective writes (a plain buffer or ``[buffer, datatype]``), or,
+    with ``send``, those it sends (Scatter's root: its whole input)."""
+    if op == "Bcast":
+        spec = args[0] if args else kwargs["buf"]
+    elif send:
+        spec = args[0] if args else kwargs["sendbuf"]
+    else:  # Allreduce, Allgather, Scatter, Gather: (sendbuf, recvbuf, ...)
+        spec = args[1] if len(args) > 1 else kwargs["recvbuf"]
+    if spec is None or spec is MPI.IN_PLACE:
+        raise ValueError("MPI.IN_PLACE or no buffer")
+    if isinstance(spec, (list, tuple)):
+        if len(spec) != 2 or not isinstance(spec[1], MPI.Datatype):
+            raise ValueError("a buffer given with a count or displacements")
+        spec = spec[0]
+    view = memoryview(spec)
+    if not view.contiguous:
+        raise ValueError("a non-contiguous buffer")
+    return view.cast("B")
+
+
+def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank: int) -> Entry:
+    """What a survivor (``rank``) records of a replayable call that returned ``result``."""
+    if op in ("barrier", "Barrier", "Gather") or (op == "gather" and result is None):
+        return Entry(op, root, -1, b"", "")  # (a gather made as such: its result is its root's only)
+    if op in ("scatter", "Scatter") and rank != root:
+        return Entry(op, root, -1, None, f"its parts are in its root's record (rank {root}), which was not "
+                                         f"the one handed over (the root failed too, or it is not the lowest "
+                                         f"surviving rank)")
+    if op == "scatter":
+        return Entry(op, root, -1, MPI.pickle.dumps(list(args[0] if args else kwargs["sendobj"])), "")
+    if op == "Scatter":
+        return Entry(op, root, result_buffer(op, args, kwargs).nbytes,
+                     result_buffer(op, args, kwargs, send=True).tobytes(), "")
+    if op[0].islower():
+        return Entry(op, root, -1, MPI.pickle.dumps(result), "")
+    out = result_buffer(op, args, kwargs)
+    return Entry(op, root, out.nbytes, out.tobytes(), "")
+
+
+def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank: int) -> Any:
+    """A replacement's scatter or gather (either case), from ``entry`` (call ``i + 1``)."""
+    name = f"comm.{op}(root={entry.root})"
+    if op in ("gather", "Gather"):
+        if rank != entry.root:
+            return None  # (its root holds the result already)
+        if op == "gather" and entry.payload:  # (made as an allgather: every record holds the result)
+            return MPI.pickle.loads(entry.payload)
+        raise ReplayError(refused(name, "this process replaces the root, and the parts of the others went to "
+                                         "the failed one"))
+    try:
+        if op == "scatter":
+            if rank == entry.root:  # the root's replacement: its own part of its own input
+                return list(args[0] if args else kwargs["sendobj"])[rank]
+            if entry.payload is None:
+                raise ReplayError(refused(name, f"call {i + 1} of the survivors' prologue: {entry.why}"))
+            return MPI.pickle.loads(entry.payload)[rank]
+        out = result_buffer(op, args, kwargs)
+        whole = result_buffer(op, args, kwargs, send=True) if rank == entry.root else entry.payload
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
+        raise ReplayError(refused(name, f"its arguments do not fit the record ({exc})")) from exc
+    if whole is None:
+        raise ReplayError(refused(name, f"call {i + 1} of the survivors' prologue: {entry.why}"))
+    if out.readonly or (rank != entry.root and out.nbytes != entry.nbytes):
+        raise ReplayError(refused(name, "its buffer is read-only" if out.readonly else
+                                   f"its buffer holds {out.nbytes} bytes, the survivors' {entry.nbytes}"))
+    part = memoryview(whole)[rank * out.nbytes:(rank + 1) * out.nbytes]
+    if part.nbytes != out.nbytes:
+        raise ReplayError(refused(name, f"the root's input holds no part for rank {rank}"))
+    out[:] = part
+    return None
