@@ -1112,7 +1112,7 @@ def test_a_replacement_call_the_record_cannot_answer_raises_instead_of_hanging(m
     new.replay("Bcast", (np.zeros(4),), {})
     with pytest.raises(prologue.ReplayError, match="could not be recorded"):
         new.replay("Bcast", (np.zeros(4),), {})
-    for op in ("send", "Recv", "Scatterv", "Iallreduce", "reduce"):
+    for op in ("send", "Recv", "Scatterv", "Iallreduce", "scan"):
         with pytest.raises(prologue.ReplayError, match="The survivors are recovering"):
             new.replay(op, (), {})
     assert prologue.REPLAYABLE.isdisjoint(prologue.NEEDS_PEERS)
@@ -1171,7 +1171,7 @@ def test_a_replacement_gets_its_part_of_a_prologue_scatter_and_passes_a_gather_t
         short.replay("Scatter", (None, np.zeros(2, dtype=np.int32)), {"root": 0}, rank=1)
 
 
-def test_a_prologue_gather_is_made_as_an_allgather_so_that_the_roots_replacement_gets_its_result(monkeypatch):
+def test_a_prologue_gather_or_reduce_is_made_on_every_rank_so_that_the_roots_replacement_gets_its_result(monkeypatch):
     """Every rank makes its prologue's gather as an allgather (the same on all of them, whatever
     each record holds), returns the list on the root only, and records it: a replacement of the
     root then gets it from any survivor's record. Past MAX_CALLS calls, or once the prologue is
@@ -1179,7 +1179,7 @@ def test_a_prologue_gather_is_made_as_an_allgather_so_that_the_roots_replacement
     prologue, rec = _prologue_with(monkeypatch)
     made = []
     plain = lambda obj, root=0: made.append(("gather", obj)) or None  # noqa: E731
-    everyone = lambda obj: made.append(("allgather", obj)) or ["a", "b", "c"]  # noqa: E731
+    everyone = lambda name: (lambda obj: made.append((name, obj)) or ["a", "b", "c"])  # noqa: E731
     gather = prologue.guarded(rec, "gather", plain, False, lambda: None, lambda: 2, everyone)
     assert gather("c", root=0) is None and made == [("allgather", "c")]
     assert prologue.guarded(rec, "gather", plain, False, lambda: None, lambda: 0, everyone)("a") == ["a", "b", "c"]
@@ -1192,6 +1192,18 @@ def test_a_prologue_gather_is_made_as_an_allgather_so_that_the_roots_replacement
     many = prologue.Prologue()
     many.seen = prologue.MAX_CALLS
     assert not many.gathers_everywhere()
+    # reduce: made as an allreduce with the program's op, the result on the root only
+    rec2 = prologue.Prologue()
+    sums = []
+    everywhere = lambda name: (lambda obj, op: sums.append((name, obj, op)) or 42)  # noqa: E731
+    reduce = prologue.guarded(rec2, "reduce", plain, False, lambda: None, lambda: 1, everywhere)
+    assert reduce(5, "MAX", 1) == 42 and sums == [("allreduce", 5, "MAX")]
+    assert prologue.guarded(rec2, "reduce", plain, False, lambda: None, lambda: 3, everywhere)(7, root=1) is None
+    rec2.close()
+    again = prologue.Prologue()
+    again.adopt(rec2.handover())
+    assert again.replay("reduce", (5, "MAX", 1), {}, rank=1) == 42
+    assert again.replay("reduce", (7,), {"root": 1}, rank=0) is None
 
 
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):

@@ -6,17 +6,17 @@ so a ``comm.Bcast(w, root=0)`` of the initial weights, or a ``comm.bcast(config)
 the loop hung the job at its first recovery. So every active rank records the results of the
 collectives of its prologue (``REPLAYABLE``, either case: bcast, allreduce, allgather and
 barrier, whose result is the same everywhere; scatter, of which the root records its whole input;
-gather, of which nothing is needed, except for the lower-case ``gather``, which every rank makes
-as an ``allgather`` in its prologue so that every record holds its result) on the communicator
-``dpmpi.init`` returned. The record closes
+gather and reduce, of which nothing is needed, except for the lower-case ``gather`` and
+``reduce``, which every rank makes as an ``allgather`` or ``allreduce`` in its prologue so that
+every record holds their result) on the communicator ``dpmpi.init`` returned. The record closes
 at this process's first snapshot operation (``stage``, ``commit`` or ``restore``); a repair that
 calls a spare in hands a closed record over with the derived-communicator recipes
 (``dpmpi.resilient.repair``: the lowest surviving rank's), and the replacement's own calls of
 those collectives, until its first snapshot operation, are answered from it in order (the same
 operation, root and size, or ``ReplayError``): a scatter's part from the root's record (or, on the
 replacement of the root, from its own input), a gather on a rank that is not its root with
-nothing (its root holds the result already), a ``gather`` on its root from the record. A
-``Gather`` whose root the replacement is, a scatter
+nothing (its root holds the result already), a ``gather`` or ``reduce`` on its root from the
+record. A ``Gather`` or ``Reduce`` whose root the replacement is, a scatter
 whose root's record was not the one handed over (the root died too, or it is not the lowest
 surviving rank), and any other call that needs its peers there (point-to-point, the other rooted
 or personalized collectives, anything on a derived communicator) raise ``ReplayError`` instead of
@@ -40,8 +40,8 @@ from mpi4py import MPI
 
 from dpmpi import config
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
-    NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, WATCHED, Entry, ReplayError, make_entry, refused,
-    result_buffer, root_of, rooted_reply)
+    EVERYWHERE, NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, WATCHED, Entry, ReplayError, make_entry,
+    refused, result_buffer, root_of, rooted_reply)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -73,9 +73,10 @@ class Prologue:
         return not self.closed and not self.full and self.replaying is None and not self.inside
 
     def gathers_everywhere(self) -> bool:
-        """Whether this prologue's next ``gather`` is made as an ``allgather`` (so that every
-        rank's record holds its result): the same answer on every rank, whatever each one's record
-        holds (a scatter's root records more), as the call must be the same on all of them."""
+        """Whether this prologue's next ``gather`` or ``reduce`` is made as an ``allgather`` or
+        ``allreduce`` (so that every rank's record holds its result): the same answer on every
+        rank, whatever each one's record holds (a scatter's root records more), as the call must be
+        the same on all of them."""
         return not self.closed and self.replaying is None and not self.inside and self.seen < MAX_CALLS
 
     def record(self, op: str, args: tuple, kwargs: dict, result: Any, rank: int = -1) -> None:
@@ -118,7 +119,8 @@ class Prologue:
             warnings.warn(f"dpmpi: {when} this program made {made}, which a process that replaces a failed rank "
                           f"cannot redo (the survivors are recovering by then): a failure would end the job with "
                           f"a ReplayError on the replacement. Make such calls inside the step, or use bcast, "
-                          f"allreduce, allgather or barrier on the communicator dpmpi.init() returned "
+                          f"allreduce, allgather, barrier, scatter, gather or reduce on the communicator "
+                          f"dpmpi.init() returned "
                           f"(docs/spares.md, the prologue)", RuntimeWarning, stacklevel=_program_level())
 
     def run_begins(self, tell: bool = False) -> None:
@@ -178,8 +180,9 @@ class Prologue:
         i = self.replaying
         assert i is not None
         if op not in REPLAYABLE:
-            raise ReplayError(refused(f"comm.{op}()", "only bcast, allreduce, allgather and barrier (either case) "
-                                       "on the communicator dpmpi.init() returned are answered from their record"))
+            raise ReplayError(refused(f"comm.{op}()", "only bcast, allreduce, allgather, barrier, scatter, gather "
+                                       "and reduce (either case) on the communicator dpmpi.init() returned are "
+                                       "answered from their record"))
         if i >= len(self.entries):
             why = (f"the survivors' record stopped at {ENV_MAX}={config.get(ENV_MAX)} bytes" if self.full else
                    f"the survivors' prologue made {len(self.entries)} such call(s) and this is call {i + 1}")
@@ -221,14 +224,14 @@ class Prologue:
 
 def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             settle: Callable[[], None], rank: Callable[[], int] = lambda: -1,
-            allgather: Callable[[Any], list] | None = None) -> Callable[..., Any]:
+            everywhere: Callable[[str], Callable[..., Any]] | None = None) -> Callable[..., Any]:
     """``fn`` (a communicator's method ``op``) as the prologue needs it: answered from the record
     on a replacement replaying, recorded on a rank whose prologue runs. ``derived``: a derived
     communicator's method (never answered from the record). ``settle()``: once the prologue is
     over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop). ``rank()``:
-    this process's rank in the communicator (asked for rooted collectives only). ``allgather``:
-    the communicator's plain allgather, with which a ``gather`` is made while
-    ``gathers_everywhere()``."""
+    this process's rank in the communicator (asked for rooted collectives only).
+    ``everywhere(name)``: the communicator's plain ``allgather`` or ``allreduce``, with which a
+    ``gather`` or ``reduce`` is made while ``gathers_everywhere()``."""
     def call(*args: Any, **kwargs: Any) -> Any:
         if prologue.replaying is None and (prologue.inside or prologue.closed):
             if prologue.closed:
@@ -241,12 +244,16 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             return prologue.replay(op, args, kwargs, rank() if op in ROOTED else -1)
         if derived or op not in REPLAYABLE:
             out = fn(*args, **kwargs)
-        elif op == "gather" and allgather is not None and prologue.gathers_everywhere():
+        elif op in EVERYWHERE and everywhere is not None and prologue.gathers_everywhere():
             prologue.seen += 1
             root = root_of(op, args, kwargs)
             if not args and "sendobj" not in kwargs:
-                raise TypeError("gather() missing its argument 'sendobj'")
-            everyone = allgather(args[0] if args else kwargs["sendobj"])
+                raise TypeError(f"{op}() missing its argument 'sendobj'")
+            sendobj = args[0] if args else kwargs["sendobj"]
+            if op == "gather":
+                everyone = everywhere("allgather")(sendobj)
+            else:
+                everyone = everywhere("allreduce")(sendobj, args[1] if len(args) > 1 else kwargs.get("op", MPI.SUM))
             if prologue.recording:
                 prologue.record(op, args, kwargs, everyone, rank())
             return everyone if rank() == root else None
@@ -293,9 +300,9 @@ def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, der
         holder = me()
         return -1 if holder is None else int(holder.Get_rank())
 
-    def allgather(obj: Any) -> list:  # (``peer``: the owner's plain method, not the recorded one)
+    def everywhere(name: str) -> Callable[..., Any]:  # (``peer``: the owner's plain method, not the recorded one)
         holder = me()
         assert holder is not None and peer is not None
-        return peer(holder, "allgather")(obj)
-    wrapper = guarded(record, op, plain, derived, settle, rank, allgather if peer is not None else None)
+        return peer(holder, name)
+    wrapper = guarded(record, op, plain, derived, settle, rank, everywhere if peer is not None else None)
     return wrapper

@@ -11,9 +11,14 @@ from mpi4py import MPI
 # collectives whose result is the same on every rank: a survivor's record is the replacement's result
 SAME_EVERYWHERE = frozenset({"bcast", "allreduce", "allgather", "barrier",
                              "Bcast", "Allreduce", "Allgather", "Barrier"})
-# rooted ones a replacement can redo: a scatter's part is in its root's record, a gather needs
-# nothing on a rank that is not its root
-ROOTED = frozenset({"scatter", "Scatter", "gather", "Gather"})
+# rooted ones a replacement can redo: a scatter's part is in its root's record, a gather or a
+# reduce needs nothing on a rank that is not its root
+ROOTED = frozenset({"scatter", "Scatter", "gather", "Gather", "reduce", "Reduce"})
+# the lower-case ones made on every rank in an open prologue, so that every record holds the
+# root's result (for the root's replacement): op -> what is made instead
+EVERYWHERE = {"gather": "allgather", "reduce": "allreduce"}
+# what a rank that is not the root gets: nothing (its root holds the result)
+TO_ROOT = frozenset({"gather", "Gather", "reduce", "Reduce"})
 REPLAYABLE = SAME_EVERYWHERE | ROOTED
 # every other method of a communicator that needs its peers to return (or to be matched)
 NEEDS_PEERS = frozenset({
@@ -21,12 +26,12 @@ NEEDS_PEERS = frozenset({
     "Iallgatherv", "Iallreduce", "Ialltoall", "Ialltoallv", "Ialltoallw", "Ibarrier", "Ibcast", "Ibsend",
     "Iexscan", "Igather", "Igatherv", "Improbe", "Irecv", "Ireduce", "Ireduce_scatter", "Ireduce_scatter_block",
     "Irsend", "Iscan", "Iscatter", "Iscatterv", "Isend", "Isendrecv", "Isendrecv_replace", "Issend", "Mprobe",
-    "Probe", "Recv", "Reduce", "Reduce_scatter", "Reduce_scatter_block", "Rsend", "Scan", "Scatterv", "Send",
+    "Probe", "Recv", "Reduce_scatter", "Reduce_scatter_block", "Rsend", "Scan", "Scatterv", "Send",
     "Sendrecv", "Sendrecv_replace", "Ssend", "Agree", "Iagree", "Neighbor_allgather",
     "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv", "Neighbor_alltoallw",
     "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall", "Ineighbor_alltoallv",
     "Ineighbor_alltoallw", "alltoall", "bsend", "exscan", "ibsend", "improbe", "irecv", "isend",
-    "issend", "mprobe", "probe", "recv", "reduce", "scan", "send", "sendrecv", "ssend",
+    "issend", "mprobe", "probe", "recv", "scan", "send", "sendrecv", "ssend",
     "neighbor_allgather", "neighbor_alltoall",
 })
 WATCHED = REPLAYABLE | NEEDS_PEERS
@@ -55,10 +60,11 @@ def refused(what: str, why: str) -> str:
 
 def root_of(op: str, args: tuple, kwargs: dict) -> int:
     """The root of a rooted collective (mpi4py's signatures: bcast(obj, root), Bcast(buf, root),
-    scatter/gather(obj, root), Scatter/Gather(sendbuf, recvbuf, root)); -1 for the others."""
+    scatter/gather(obj, root), reduce(obj, op, root), Scatter/Gather(sendbuf, recvbuf, root),
+    Reduce(sendbuf, recvbuf, op, root)); -1 for the others."""
     if op not in ("bcast", "Bcast") and op not in ROOTED:
         return -1
-    at = 2 if op in ("Scatter", "Gather") else 1
+    at = {"Scatter": 2, "Gather": 2, "reduce": 2, "Reduce": 3}.get(op, 1)
     root = args[at] if len(args) > at else kwargs.get("root", 0)
     return int(root)
 
@@ -86,8 +92,8 @@ def result_buffer(op: str, args: tuple, kwargs: dict, send: bool = False) -> mem
 
 def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank: int) -> Entry:
     """What a survivor (``rank``) records of a replayable call that returned ``result``."""
-    if op in ("barrier", "Barrier", "Gather") or (op == "gather" and result is None):
-        return Entry(op, root, -1, b"", "")  # (a gather made as such: its result is its root's only)
+    if op in ("barrier", "Barrier", "Gather", "Reduce") or (op in EVERYWHERE and result is None):
+        return Entry(op, root, -1, b"", "")  # (a gather or reduce made as such: its result is its root's only)
     if op in ("scatter", "Scatter") and rank != root:
         return Entry(op, root, -1, None, f"its parts are in its root's record (rank {root}), which was not "
                                          f"the one handed over (the root failed too, or it is not the lowest "
@@ -104,12 +110,12 @@ def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank:
 
 
 def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank: int) -> Any:
-    """A replacement's scatter or gather (either case), from ``entry`` (call ``i + 1``)."""
+    """A replacement's scatter, gather or reduce (either case), from ``entry`` (call ``i + 1``)."""
     name = f"comm.{op}(root={entry.root})"
-    if op in ("gather", "Gather"):
+    if op in TO_ROOT:
         if rank != entry.root:
             return None  # (its root holds the result already)
-        if op == "gather" and entry.payload:  # (made as an allgather: every record holds the result)
+        if op in EVERYWHERE and entry.payload:  # (made on every rank: every record holds the result)
             return MPI.pickle.loads(entry.payload)
         raise ReplayError(refused(name, "this process replaces the root, and the parts of the others went to "
                                          "the failed one"))

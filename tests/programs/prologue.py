@@ -1,7 +1,7 @@
 """A Runtime program whose prologue (before its first snapshot) uses collectives, as programs
 that start every rank from rank 0's weights do: Bcast of the initial state, bcast of a config,
 allreduce, allgather, Barrier, a Scatter and a scatter of each rank's part from rank 0, a gather
-of names to rank 0. Exact integer arithmetic, so each rank checks its final state
+of names and a reduce to rank 0. Exact integer arithmetic, so each rank checks its final state
 against the failure-free result computed locally. ``--refuse``: the prologue also sends a
 message from rank 0 to rank 1 (which a replacement cannot get again).
 
@@ -34,6 +34,7 @@ part = np.empty(8, dtype=np.int64)  # each rank's part of rank 0's data
 comm.Scatter(7 * np.arange(8 * n, dtype=np.int64) if r == 0 else None, part, root=0)
 seed = comm.scatter([100 + q for q in range(n)] if r == 0 else None, root=0)
 names = comm.gather(f"rank{r}", root=0)
+rows = comm.reduce(1000 + r, op=MPI.MAX, root=0)
 if a.refuse:
     token = comm.sendrecv(r, dest=(r + 1) % n, source=(r - 1) % n)
 w0 = w.copy()
@@ -65,7 +66,8 @@ for k in range(a.steps):
         want.append(n * int(expect.sum() % 1000))
 prologue_ok = (cfg == {"mod": MOD, "scale": 3} and ranks == list(range(n)) and total == n * (n + 1) // 2
                and part.tolist() == [7 * (8 * r + i) for i in range(8)] and seed == 100 + r
-               and names == ([f"rank{q}" for q in range(n)] if r == 0 else None))
+               and names == ([f"rank{q}" for q in range(n)] if r == 0 else None)
+               and rows == (1000 + n - 1 if r == 0 else None))
 print(json.dumps({"event": "final", "rank": r, "role": comm.role.value, "ok": bool((w == expect).all() and metrics == want),
                   "prologue_ok": prologue_ok, "recoveries": len(rt.history)}), flush=True)
 rt.close()
