@@ -1206,6 +1206,27 @@ def test_a_prologue_gather_or_reduce_is_made_on_every_rank_so_that_the_roots_rep
     assert again.replay("reduce", (7,), {"root": 1}, rank=0) is None
 
 
+def test_a_replacement_counts_the_survivors_calls_once_its_replay_is_over(monkeypatch):
+    """Whether a gather is made as an allgather depends on the calls counted so far, which must
+    be the same on every rank: a replacement whose replay ends takes the survivors' count, even
+    when their record stopped at its limit before (it then holds fewer entries than calls)."""
+    prologue, mine = _prologue_with(monkeypatch, limit=100)
+    bcast = prologue.guarded(mine, "bcast", lambda obj, root=0: obj, False, lambda: None)
+    mine.run_begins()
+    mine.run_ends()
+    for i in range(5):
+        bcast("x" * 40)  # (the second passes the 100-byte limit: recording stops, counting goes on)
+    mine.run_begins()
+    assert mine.full and len(mine.entries) == 1 and mine.seen == 5
+    new = prologue.Prologue()
+    new.adopt(mine.handover())
+    new.run_begins()
+    new.run_ends()
+    assert new.replaying is not None and new.seen == 0
+    new.run_begins()  # (the run its survivors are in: the replay is over)
+    assert new.replaying is None and new.seen == 5
+
+
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):
     import numpy as np
 
@@ -1321,5 +1342,5 @@ def test_a_replacement_skips_the_runs_its_survivors_finished_and_replays_what_li
     # a warm spare, called in inside its first run while the survivors are in it too
     warm = prologue.Prologue()
     warm.run_begins()
-    warm.adopt(([prologue.Entry("bcast", 0, -1, b"", "", 0)], False, 1))
+    warm.adopt(([prologue.Entry("bcast", 0, -1, b"", "", 0)], False, 1, 1))
     assert warm.replaying is None and not warm.finished_by_survivors()

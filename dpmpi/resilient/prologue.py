@@ -66,6 +66,7 @@ class Prologue:
         self.inside = False  # inside one of them (nothing is recorded there)
         self.target = 0  # a replacement: the run its survivors are in (its earlier ones are skipped)
         self.seen = 0  # replayable calls made while the prologue was open (the same count on every rank)
+        self.handed_seen = 0  # a replacement: the survivors' ``seen`` at the handover
 
     # -- a survivor's side --
     @property
@@ -132,7 +133,7 @@ class Prologue:
         if self.replaying is not None:
             self._skip_to(self.runs)
             if self.runs >= self.target:
-                self.replaying = None
+                self._replayed()
 
     def run_ends(self) -> None:
         """dpmpi.Runtime.run returns: what the program does next is recorded (or replayed)."""
@@ -143,13 +144,14 @@ class Prologue:
         Runtime then returns at once: no restore, no step, none of its end's collectives)."""
         return self.runs < self.target
 
-    def handover(self) -> tuple[list[Entry], bool, int] | None:
-        """What a repair hands a replacement: the record and the run the survivors are in (0: no
-        Runtime), once the prologue is over (None while it runs: then the replacement's calls are
+    def handover(self) -> tuple[list[Entry], bool, int, int] | None:
+        """What a repair hands a replacement: the record, whether it stopped at its limit, the run
+        the survivors are in (0: no Runtime) and how many replayable calls they made outside runs
+        (``seen``), once the prologue is over (None while it runs: then the replacement's calls are
         made together with the survivors)."""
         if not self.closed and not self.runs:
             return None
-        return list(self.entries), self.full, self.runs
+        return list(self.entries), self.full, self.runs, self.seen
 
     @property
     def done(self) -> bool:
@@ -161,13 +163,18 @@ class Prologue:
         """A repair made this process an active rank: answer its prologue from ``handed``."""
         if handed is None or self.closed or (self.runs and not handed[2]):
             return
-        entries, full, runs = handed
+        entries, full, runs, seen = handed
         self.entries, self.full, self.target = [Entry(*e) for e in entries], bool(full), int(runs)
         self.size = sum(len(e.payload or b"") for e in self.entries)
-        self.replaying = 0
+        self.replaying, self.handed_seen = 0, int(seen)
         self._skip_to(self.runs)  # (a warm spare is called in inside its first run)
         if self.inside and self.runs >= self.target:
-            self.replaying = None  # (and that run may be the one its survivors are in)
+            self._replayed()  # (and that run may be the one its survivors are in)
+
+    def _replayed(self) -> None:
+        """The replay is over: this process is where its survivors were at the handover, so it
+        counts their calls (``gathers_everywhere`` decides the same on every rank)."""
+        self.replaying, self.seen = None, self.handed_seen
 
     def _skip_to(self, segment: int) -> None:
         """Entries of the segments before ``segment`` that this process did not ask for: passed."""
