@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
@@ -99,6 +100,21 @@ class Recovery:
         return d
 
 
+def _recover_between_runs(rt: Runtime) -> None:
+    """A peer's failure while the ranks are between two runs (in a collective the prologue record
+    watches: dpmpi.resilient.prologue) is repaired and restored by ``rt``: the newest epoch, the
+    one the last run ended with (its commit and barrier made it durable); a survivor's arrays,
+    which hold it, are not copied back. Held weakly (the communicator outlives a Runtime)."""
+    me = weakref.ref(rt)
+
+    def recover(caught: BaseException) -> None:
+        runtime = me()
+        if runtime is None:
+            raise caught
+        runtime._recover(caught=caught)
+    rt.comm.prologue.recover = recover
+
+
 class Runtime:
     """Runs a step function over a resilient communicator, with snapshots and recovery.
 
@@ -124,10 +140,8 @@ class Runtime:
                             f"Respawn); got {type(comm).__name__}")
         if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 1:
             raise ValueError(f"snapshot_every must be an int >= 1, got {snapshot_every!r}")
-        self.comm = comm
-        self.snapshot_every = snapshot_every
-        self.bounded_loss = bool(bounded_loss)
-        self.interrupt = bool(interrupt)
+        self.comm, self.snapshot_every = comm, snapshot_every
+        self.bounded_loss, self.interrupt = bool(bounded_loss), bool(interrupt)
         self.confirm_steps = comm.nodes > 1 if confirm_steps is None else bool(confirm_steps)
         self.confirmed = 0  # steps confirmed by an agreement (confirm_steps)
         self.snapshot = Snapshot(comm, state, replicas=replicas, threads=threads, persist_dir=persist_dir,
@@ -141,9 +155,9 @@ class Runtime:
         # the arrays as the program built them for this rank (not on a warm spare: built for
         # another rank, overwritten by its first restore), until the first update
         self._as_built = comm.role is not resilient.Role.SPARE
-        self._updates = 0  # rt.update() calls in the current step
-        self._running = False
+        self._updates, self._running = 0, False  # rt.update() calls in the current step; inside run()
         self._catching_up: Recovery | None = None
+        _recover_between_runs(self)
 
     # -- events --
     def on_event(self, callback: Callable[[dict], None]) -> None:
@@ -208,8 +222,10 @@ class Runtime:
             if self.comm.role is resilient.Role.SPARE:
                 self.comm.Await()  # a warm spare (dpmpi.init(wait=False)): returns once called in
             skip = record.finished_by_survivors()  # (a replacement's run its survivors finished: not run)
-            if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0 and not skip:
+            if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0 and record.restores():
                 self._recover(caught=None)
+                if skip:  # (its survivors failed after this run: the program's code next modifies the arrays)
+                    self.snapshot.wait_refill()
             elif self.snapshot.epoch < 0 and not skip:
                 try:
                     self._start()
@@ -342,10 +358,10 @@ class Runtime:
 
     def _caught_up(self) -> None:
         record, self._catching_up = self._catching_up, None
-        assert record is not None
-        record.caught_up_at = time.time()
+        record.caught_up_at = time.time()  # type: ignore[union-attr]
         self._emit("caught-up", step=self.step, recompute_ms=round(record.recompute_ms, 3),
                    steps_recomputed=record.steps_recomputed)
 
     def close(self) -> None:
+        self.comm.prologue.recover = None  # (a failure after it is the program's: nothing to restore)
         self.snapshot.close()

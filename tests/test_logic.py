@@ -1227,6 +1227,54 @@ def test_a_replacement_counts_the_survivors_calls_once_its_replay_is_over(monkey
     assert new.replaying is None and new.seen == 5
 
 
+def test_a_call_between_two_runs_is_left_together_and_made_again_after_a_repair(monkeypatch):
+    """Between two dpmpi.Runtime runs a replayable call is followed by an agreement (uniform: a
+    rank whose call completed learns there that a peer's failed); on a failure the Runtime repairs
+    and restores (``recover``) and the call is made again through the repaired communicator's
+    wrapper (an in-place Allreduce with its input as it was). A replacement handed such a record
+    restores at the end of the survivors' last run, answers what came before from the record and
+    makes the interrupted call with them."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from dpmpi.errors import ProcFailedError
+
+    prologue, rec = _prologue_with(monkeypatch)
+    rec.run_begins()
+    rec.run_ends()
+    events = []
+    rec.recover = lambda exc: events.append(("recover", type(exc).__name__))
+    agree = lambda flag: events.append(("agree", flag)) or flag  # noqa: E731
+    buf = np.array([1.0, 2.0])
+
+    def failing(_sendbuf, recvbuf):
+        recvbuf[:] = -1  # (a call a failure cut short may have written its buffer)
+        raise ProcFailedError("a peer died", MPI.ERR_PROC_FAILED)
+
+    again = lambda: (lambda _s, b: events.append(("again", b.tolist())) or "again")  # noqa: E731
+    call = prologue.guarded(rec, "Allreduce", failing, False, lambda: None, lambda: 0, lambda name: agree, again)
+    assert call(MPI.IN_PLACE, buf) == "again"
+    assert events == [("agree", 0), ("recover", "ProcFailedError"), ("again", [1.0, 2.0])]
+    ok = prologue.guarded(rec, "allreduce", lambda obj: obj * 4, False, lambda: None, lambda: 0,
+                          lambda name: agree, again)
+    assert ok(3) == 12 and events[-1] == ("agree", 1) and rec.entries[-1].op == "allreduce"
+    rec.run_begins()  # (a failure now, between runs 1 and 2, is handed over as "between")
+    rec.run_ends()
+    handed = rec.handover()
+    assert handed[2:] == (3, rec.seen, True)
+
+    new = prologue.Prologue()
+    new.adopt(handed)
+    new.run_begins()
+    assert new.finished_by_survivors() and not new.restores()  # (run 1: skipped, no restore)
+    new.run_ends()
+    assert new.replay("allreduce", (3,), {}) == 12  # (between runs 1 and 2: from the record)
+    new.run_begins()
+    assert new.finished_by_survivors() and new.restores()  # (run 2: skipped, restored at its end)
+    new.run_ends()
+    assert new.replay("bcast", ("x",), {}) is prologue.REAL and new.replaying is None and new.seen == rec.seen
+
+
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):
     import numpy as np
 
@@ -1342,5 +1390,5 @@ def test_a_replacement_skips_the_runs_its_survivors_finished_and_replays_what_li
     # a warm spare, called in inside its first run while the survivors are in it too
     warm = prologue.Prologue()
     warm.run_begins()
-    warm.adopt(([prologue.Entry("bcast", 0, -1, b"", "", 0)], False, 1, 1))
+    warm.adopt(([prologue.Entry("bcast", 0, -1, b"", "", 0)], False, 1, 1, False))
     assert warm.replaying is None and not warm.finished_by_survivors()

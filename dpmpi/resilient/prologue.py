@@ -67,6 +67,10 @@ class Prologue:
         self.target = 0  # a replacement: the run its survivors are in (its earlier ones are skipped)
         self.seen = 0  # replayable calls made while the prologue was open (the same count on every rank)
         self.handed_seen = 0  # a replacement: the survivors' ``seen`` at the handover
+        # dpmpi.Runtime's recovery (repair, restore) for a failure between two of its runs, on a
+        # survivor: set by the Runtime; None without one
+        self.recover: Callable[[BaseException], None] | None = None
+        self.between = False  # a replacement: its survivors failed between their runs target-1 and target
 
     # -- a survivor's side --
     @property
@@ -144,14 +148,23 @@ class Prologue:
         Runtime then returns at once: no restore, no step, none of its end's collectives)."""
         return self.runs < self.target
 
-    def handover(self) -> tuple[list[Entry], bool, int, int] | None:
+    def restores(self) -> bool:
+        """On a replacement: whether it restores in the run it is in: the one its survivors are
+        in, or, when they failed between their runs K and K+1, the K-th (at its end: the code
+        after it then runs on the state the survivors had there)."""
+        return not self.finished_by_survivors() or (self.between and self.runs == self.target - 1)
+
+    def handover(self) -> tuple[list[Entry], bool, int, int, bool] | None:
         """What a repair hands a replacement: the record, whether it stopped at its limit, the run
-        the survivors are in (0: no Runtime) and how many replayable calls they made outside runs
-        (``seen``), once the prologue is over (None while it runs: then the replacement's calls are
+        the survivors are in (0: no Runtime; between two runs: the next), how many replayable
+        calls they made outside runs (``seen``) and whether they are between two runs, once the
+        prologue is over (None while it runs: then the replacement's calls are
         made together with the survivors)."""
         if not self.closed and not self.runs:
             return None
-        return list(self.entries), self.full, self.runs, self.seen
+        if self.runs and not self.inside:  # (a failure between two runs: the replacement skips them all)
+            return list(self.entries), self.full, self.runs + 1, self.seen, True
+        return list(self.entries), self.full, self.runs, self.seen, False
 
     @property
     def done(self) -> bool:
@@ -163,8 +176,9 @@ class Prologue:
         """A repair made this process an active rank: answer its prologue from ``handed``."""
         if handed is None or self.closed or (self.runs and not handed[2]):
             return
-        entries, full, runs, seen = handed
+        entries, full, runs, seen, between = handed
         self.entries, self.full, self.target = [Entry(*e) for e in entries], bool(full), int(runs)
+        self.between = bool(between)
         self.size = sum(len(e.payload or b"") for e in self.entries)
         self.replaying, self.handed_seen = 0, int(seen)
         self._skip_to(self.runs)  # (a warm spare is called in inside its first run)
@@ -186,6 +200,13 @@ class Prologue:
         """Answer a replacement's call (``rank``: its rank) from the record (see the module)."""
         i = self.replaying
         assert i is not None
+        if self.between and self.runs == self.target - 1 and not self.inside and op in REPLAYABLE and (
+                i >= len(self.entries) or self.entries[i].segment > self.runs):
+            # the call the survivors' failure interrupted (this process restored at the end of its
+            # run target-1, as they did): it is made with them
+            self.between = False
+            self._replayed()
+            return REAL
         if op not in REPLAYABLE:
             raise ReplayError(refused(f"comm.{op}()", "only bcast, allreduce, allgather, barrier, scatter, gather "
                                        "and reduce (either case) on the communicator dpmpi.init() returned are "
@@ -229,16 +250,63 @@ class Prologue:
         return None
 
 
+REAL = object()  # Prologue.replay's answer: make the call for real (the replacement caught up)
+
+
+def _between(prologue: Prologue, op: str, make: Callable[[], Any], args: tuple, kwargs: dict,
+             agree: Callable[[int], int], again: Callable[[], Callable[..., Any]]) -> tuple[Any, bool]:
+    """A replayable call between two dpmpi.Runtime runs (``make()``), which every rank leaves
+    together: the call, then an agreement on its success (ULFM's is uniform: a rank whose call
+    completed while a peer's failed learns of it there, instead of going on to the next call). A
+    failure is repaired and restored by the Runtime (``prologue.recover``), then the call is made
+    again on the repaired communicator by every rank (``again()``: the method the communicator
+    has now; an in-place Allreduce with its input as it was). (result, whether made again)."""
+    from dpmpi.errors import ProcFailedError, RevokedError
+
+    keep = None
+    if op == "Allreduce" and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
+        keep = bytes(result_buffer(op, args, kwargs))
+    failure: BaseException | None = None
+    out = None
+    try:
+        out = make()
+    except (ProcFailedError, RevokedError) as exc:
+        failure = exc
+    try:
+        if agree(0 if failure else 1):
+            return out, False
+        failure = failure or ProcFailedError(f"a peer's {op}() failed between two runs", MPI.ERR_PROC_FAILED)
+    except (ProcFailedError, RevokedError) as exc:
+        failure = exc
+    if keep is not None:
+        result_buffer(op, args, kwargs)[:] = keep
+    assert prologue.recover is not None
+    prologue.recover(failure)
+    return again()(*args, **kwargs), True
+
+
 def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             settle: Callable[[], None], rank: Callable[[], int] = lambda: -1,
-            everywhere: Callable[[str], Callable[..., Any]] | None = None) -> Callable[..., Any]:
+            plain_of: Callable[[str], Callable[..., Any]] | None = None,
+            again: Callable[[], Callable[..., Any]] | None = None) -> Callable[..., Any]:
     """``fn`` (a communicator's method ``op``) as the prologue needs it: answered from the record
     on a replacement replaying, recorded on a rank whose prologue runs. ``derived``: a derived
     communicator's method (never answered from the record). ``settle()``: once the prologue is
     over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop). ``rank()``:
     this process's rank in the communicator (asked for rooted collectives only).
-    ``everywhere(name)``: the communicator's plain ``allgather`` or ``allreduce``, with which a
-    ``gather`` or ``reduce`` is made while ``gathers_everywhere()``."""
+    ``plain_of(name)``: the communicator's plain method ``name`` (the ``allgather`` or
+    ``allreduce`` with which a ``gather`` or ``reduce`` is made while ``gathers_everywhere()``; the
+    ``Agree`` after a call between two runs). ``again()``: this wrapper as the communicator has it
+    after a repair (a call between two runs is made again through it)."""
+    def made_everywhere(args: tuple, kwargs: dict) -> Any:
+        assert plain_of is not None
+        if not args and "sendobj" not in kwargs:
+            raise TypeError(f"{op}() missing its argument 'sendobj'")
+        sendobj = args[0] if args else kwargs["sendobj"]
+        if op == "gather":
+            return plain_of("allgather")(sendobj)
+        return plain_of("allreduce")(sendobj, args[1] if len(args) > 1 else kwargs.get("op", MPI.SUM))
+
     def call(*args: Any, **kwargs: Any) -> Any:
         if prologue.replaying is None and (prologue.inside or prologue.closed):
             if prologue.closed:
@@ -248,30 +316,27 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             if derived:
                 raise ReplayError(refused(f"{op}() on a derived communicator",
                                            "only calls on the communicator dpmpi.init() returned are answered"))
-            return prologue.replay(op, args, kwargs, rank() if op in ROOTED else -1)
+            answer = prologue.replay(op, args, kwargs, rank() if op in ROOTED else -1)
+            if answer is not REAL:
+                return answer
         if derived or op not in REPLAYABLE:
             out = fn(*args, **kwargs)
-        elif op in EVERYWHERE and everywhere is not None and prologue.gathers_everywhere():
-            prologue.seen += 1
-            root = root_of(op, args, kwargs)
-            if not args and "sendobj" not in kwargs:
-                raise TypeError(f"{op}() missing its argument 'sendobj'")
-            sendobj = args[0] if args else kwargs["sendobj"]
-            if op == "gather":
-                everyone = everywhere("allgather")(sendobj)
-            else:
-                everyone = everywhere("allreduce")(sendobj, args[1] if len(args) > 1 else kwargs.get("op", MPI.SUM))
             if prologue.recording:
-                prologue.record(op, args, kwargs, everyone, rank())
-            return everyone if rank() == root else None
-        else:
-            prologue.seen += 1
-            out = fn(*args, **kwargs)
-        if prologue.recording:
-            if op in REPLAYABLE and not derived:
-                prologue.record(op, args, kwargs, out, rank() if op in ROOTED else -1)
-            else:
                 prologue.unreplayable(op, derived)
+            return out
+        everyone = op in EVERYWHERE and plain_of is not None and prologue.gathers_everywhere()
+        prologue.seen += 1
+        make = (lambda: made_everywhere(args, kwargs)) if everyone else (lambda: fn(*args, **kwargs))
+        if prologue.runs and prologue.recover is not None and plain_of is not None and again is not None:
+            out, made_again = _between(prologue, op, make, args, kwargs, plain_of("Agree"), again)
+            if made_again:
+                return out  # (recorded, and answered as the program expects, by that call)
+        else:
+            out = make()
+        if prologue.recording:
+            prologue.record(op, args, kwargs, out, rank() if op in ROOTED else -1)
+        if everyone:  # (made as an allgather or allreduce: the result is the root's only)
+            return out if rank() == root_of(op, args, kwargs) else None
         return out
 
     call.__name__ = op
@@ -307,9 +372,12 @@ def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, der
         holder = me()
         return -1 if holder is None else int(holder.Get_rank())
 
-    def everywhere(name: str) -> Callable[..., Any]:  # (``peer``: the owner's plain method, not the recorded one)
+    def plain_of(name: str) -> Callable[..., Any]:  # (``peer``: the owner's plain method, not the recorded one)
         holder = me()
         assert holder is not None and peer is not None
         return peer(holder, name)
-    wrapper = guarded(record, op, plain, derived, settle, rank, everywhere if peer is not None else None)
+
+    def again() -> Callable[..., Any]:
+        return getattr(me(), op)
+    wrapper = guarded(record, op, plain, derived, settle, rank, plain_of if peer is not None else None, again)
     return wrapper

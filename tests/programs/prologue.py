@@ -19,6 +19,8 @@ p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=60)
 p.add_argument("--refuse", action="store_true")
 p.add_argument("--epochs", type=int, default=1, help="rt.run calls, an allreduce of a metric after each")
+p.add_argument("--eval-gather", action="store_true", help="after each run, also a Gather (buffers) to rank 0 "
+               "(which a replacement of rank 0 cannot redo)")
 a = p.parse_args()
 
 N, MOD = 4096, 1_000_003
@@ -58,6 +60,9 @@ def step(k):
 metrics = []
 for e in range(1, a.epochs + 1):  # (commit_at_end: each run ends with a commit and a barrier)
     rt.run(step, e * a.steps // a.epochs)
+    dpmpi.faults.point("eval")  # (tests: a death between two runs)
+    if a.eval_gather:
+        comm.Gather(np.array([e], dtype=np.int64), np.zeros(comm.Get_size(), dtype=np.int64), root=0)
     metrics.append(comm.allreduce(int(w.sum() % 1000)))  # an "evaluation" between runs
 expect, want = w0, []
 for k in range(a.steps):
