@@ -99,9 +99,10 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_SPARE_POLL", "seconds", 0.005, "how often an idle spare tests whether it is called in",
         minimum=0.0001, maximum=10),
     Var("DPMPI_PROLOGUE_MAX", "int", 64 << 20, "bytes of results each active rank keeps of the collectives "
-        "its program made before its first snapshot (bcast, allreduce, allgather, barrier), which a "
-        "replacement's own prologue gets from them (docs/spares.md); past it, a replacement that reaches "
-        "that point raises ReplayError", minimum=0),
+        "its program made before its first snapshot and between dpmpi.Runtime runs (bcast, allreduce, "
+        "allgather, barrier, gather, reduce; a scatter's whole input on its root), which a replacement's own "
+        "prologue gets from them (docs/spares.md); past it, a replacement that reaches that point raises "
+        "ReplayError", minimum=0),
     Var("DPMPI_EVENTS", "text", "", "a file: one JSON line per repair and per watcher interruption "
         "(appended by every process)"),
     # -- failure detection --
