@@ -1206,6 +1206,38 @@ def test_a_prologue_gather_or_reduce_is_made_on_every_rank_so_that_the_roots_rep
     assert again.replay("reduce", (7,), {"root": 1}, rank=0) is None
 
 
+def test_a_prologue_gather_or_reduce_of_buffers_has_its_roots_result_broadcast_into_every_record(monkeypatch):
+    """A Gather or Reduce of buffers is made as asked, then its root's result is broadcast as bytes
+    (the root decides what: None past TOLD_MAX), so that the root's replacement gets it from any
+    record, written into its buffer; a rank that is not the root gets nothing, as MPI says."""
+    import numpy as np
+
+    prologue, rec = _prologue_with(monkeypatch)
+    made = []
+    result = np.array([3.0, 4.0])
+
+    def reduce(sendbuf, recvbuf, op=None, root=0):
+        made.append("Reduce")
+        if recvbuf is not None:
+            recvbuf[:] = result
+    told = lambda name: (lambda obj, root: made.append((name, obj, root)) or result.tobytes())  # noqa: E731
+    off_root = prologue.guarded(rec, "Reduce", reduce, False, lambda: None, lambda: 2, told)
+    assert off_root(np.ones(2), None, None, 1) is None and made == ["Reduce", ("bcast", None, 1)]
+    on_root = prologue.guarded(rec, "Reduce", reduce, False, lambda: None, lambda: 1, told)
+    mine = np.zeros(2)
+    assert on_root(np.ones(2), mine, None, 1) is None and made[-1] == ("bcast", result.tobytes(), 1)
+    rec.close()
+    new = prologue.Prologue()
+    new.adopt(rec.handover())
+    got = np.zeros(2)
+    assert new.replay("Reduce", (np.ones(2), got, None, 1), {}, rank=2) is None and got.tolist() == [0, 0]
+    assert new.replay("Reduce", (np.ones(2), got), {"root": 1}, rank=1) is None and got.tolist() == [3.0, 4.0]
+    big = prologue.Prologue()
+    big.adopt(([prologue.Entry("Gather", 0, -1, b"", "", 0)], False, 0, 1, False))
+    with pytest.raises(prologue.ReplayError, match="over 16777216 bytes is not recorded"):
+        big.replay("Gather", (np.ones(1), np.zeros(4)), {}, rank=0)
+
+
 def test_a_replacement_counts_the_survivors_calls_once_its_replay_is_over(monkeypatch):
     """Whether a gather is made as an allgather depends on the calls counted so far, which must
     be the same on every rank: a replacement whose replay ends takes the survivors' count, even

@@ -5,22 +5,23 @@ no partner: the survivors are already in the recovery (``Runtime.run`` or ``snap
 so a ``comm.Bcast(w, root=0)`` of the initial weights, or a ``comm.bcast(config)``, made before
 the loop hung the job at its first recovery. So every active rank records the results of the
 collectives of its prologue (``REPLAYABLE``, either case: bcast, allreduce, allgather and
-barrier, whose result is the same everywhere; scatter, of which the root records its whole input;
-gather and reduce, of which nothing is needed, except for the lower-case ``gather`` and
-``reduce``, which every rank makes as an ``allgather`` or ``allreduce`` in its prologue so that
-every record holds their result) on the communicator ``dpmpi.init`` returned. The record closes
-at this process's first snapshot operation (``stage``, ``commit`` or ``restore``); a repair that
-calls a spare in hands a closed record over with the derived-communicator recipes
-(``dpmpi.resilient.repair``: the lowest surviving rank's), and the replacement's own calls of
-those collectives, until its first snapshot operation, are answered from it in order (the same
-operation, root and size, or ``ReplayError``): a scatter's part from the root's record (or, on the
-replacement of the root, from its own input), a gather on a rank that is not its root with
-nothing (its root holds the result already), a ``gather`` or ``reduce`` on its root from the
-record. A ``Gather`` or ``Reduce`` whose root the replacement is, a scatter
-whose root's record was not the one handed over (the root died too, or it is not the lowest
-surviving rank), and any other call that needs its peers there (point-to-point, the other rooted
-or personalized collectives, anything on a derived communicator) raise ``ReplayError`` instead of
-hanging; the survivors are told once, when they make such a call in their prologue, that a
+barrier, whose result is the same everywhere; scatter, of which the root records its whole
+input; gather and reduce, which every rank makes so that every record holds the root's result:
+the lower-case ones as an ``allgather`` or ``allreduce``, the upper-case ones as asked, then a
+broadcast of the root's result as bytes, up to ``TOLD_MAX``) on the communicator ``dpmpi.init``
+returned. The record closes at this process's first snapshot operation (``stage``, ``commit`` or
+``restore``); a repair that calls a spare in hands a closed record over with the
+derived-communicator recipes (``dpmpi.resilient.repair``: the lowest surviving rank's), and the
+replacement's own calls of those collectives, until its first snapshot operation, are answered
+from it in order (the same operation, root and size, or ``ReplayError``): a scatter's part from
+the root's record (or, on the replacement of the root, from its own input), a gather or reduce
+with nothing on a rank that is not its root (its root holds the result already) and with the
+recorded result on its root (upper case: written into its buffer). A ``Gather`` or ``Reduce``
+whose root the replacement is and whose result was over ``TOLD_MAX``, a scatter whose root's
+record was not the one handed over (the root died too, or it is not the lowest surviving rank),
+and any other call that needs its peers there (point-to-point, the other rooted or personalized
+collectives, anything on a derived communicator) raise ``ReplayError`` instead of hanging; the
+survivors are told once, when they make such a call in their prologue, that a
 replacement could not redo it. A program without snapshots has no prologue to close: its
 replacements' collectives are made together with the survivors, as before.
 
@@ -40,8 +41,8 @@ from mpi4py import MPI
 
 from dpmpi import config
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
-    EVERYWHERE, NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, WATCHED, Entry, ReplayError, make_entry,
-    refused, result_buffer, root_of, rooted_reply)
+    EVERYWHERE, NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TOLD, TOLD_MAX, WATCHED, Entry, ReplayError,
+    between_runs, make_entry, refused, result_buffer, root_of, rooted_reply)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -79,9 +80,9 @@ class Prologue:
 
     def gathers_everywhere(self) -> bool:
         """Whether this prologue's next ``gather`` or ``reduce`` is made as an ``allgather`` or
-        ``allreduce`` (so that every rank's record holds its result): the same answer on every
-        rank, whatever each one's record holds (a scatter's root records more), as the call must be
-        the same on all of them."""
+        ``allreduce``, and a ``Gather`` or ``Reduce`` followed by a broadcast of its result (so that
+        every rank's record holds it): the same answer on every rank, whatever each one's record
+        holds (a scatter's root records more), as the calls must be the same on all of them."""
         return not self.closed and self.replaying is None and not self.inside and self.seen < MAX_CALLS
 
     def record(self, op: str, args: tuple, kwargs: dict, result: Any, rank: int = -1) -> None:
@@ -253,38 +254,6 @@ class Prologue:
 REAL = object()  # Prologue.replay's answer: make the call for real (the replacement caught up)
 
 
-def _between(prologue: Prologue, op: str, make: Callable[[], Any], args: tuple, kwargs: dict,
-             agree: Callable[[int], int], again: Callable[[], Callable[..., Any]]) -> tuple[Any, bool]:
-    """A replayable call between two dpmpi.Runtime runs (``make()``), which every rank leaves
-    together: the call, then an agreement on its success (ULFM's is uniform: a rank whose call
-    completed while a peer's failed learns of it there, instead of going on to the next call). A
-    failure is repaired and restored by the Runtime (``prologue.recover``), then the call is made
-    again on the repaired communicator by every rank (``again()``: the method the communicator
-    has now; an in-place Allreduce with its input as it was). (result, whether made again)."""
-    from dpmpi.errors import ProcFailedError, RevokedError
-
-    keep = None
-    if op == "Allreduce" and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
-        keep = bytes(result_buffer(op, args, kwargs))
-    failure: BaseException | None = None
-    out = None
-    try:
-        out = make()
-    except (ProcFailedError, RevokedError) as exc:
-        failure = exc
-    try:
-        if agree(0 if failure else 1):
-            return out, False
-        failure = failure or ProcFailedError(f"a peer's {op}() failed between two runs", MPI.ERR_PROC_FAILED)
-    except (ProcFailedError, RevokedError) as exc:
-        failure = exc
-    if keep is not None:
-        result_buffer(op, args, kwargs)[:] = keep
-    assert prologue.recover is not None
-    prologue.recover(failure)
-    return again()(*args, **kwargs), True
-
-
 def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             settle: Callable[[], None], rank: Callable[[], int] = lambda: -1,
             plain_of: Callable[[str], Callable[..., Any]] | None = None,
@@ -307,6 +276,21 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             return plain_of("allgather")(sendobj)
         return plain_of("allreduce")(sendobj, args[1] if len(args) > 1 else kwargs.get("op", MPI.SUM))
 
+    def made_then_told(args: tuple, kwargs: dict) -> bytes | None:
+        """A Gather or Reduce made as asked, then its root's result broadcast as bytes (None
+        where it cannot be read or is over TOLD_MAX: the root decides, so every rank agrees)."""
+        assert plain_of is not None
+        fn(*args, **kwargs)
+        root = root_of(op, args, kwargs)
+        mine = None
+        if rank() == root:
+            try:
+                view = result_buffer(op, args, kwargs)
+                mine = view.tobytes() if view.nbytes <= TOLD_MAX else None
+            except (TypeError, ValueError, KeyError, IndexError):
+                mine = None
+        return plain_of("bcast")(mine, root)
+
     def call(*args: Any, **kwargs: Any) -> Any:
         if prologue.replaying is None and (prologue.inside or prologue.closed):
             if prologue.closed:
@@ -325,10 +309,12 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
                 prologue.unreplayable(op, derived)
             return out
         everyone = op in EVERYWHERE and plain_of is not None and prologue.gathers_everywhere()
+        told = op in TOLD and plain_of is not None and prologue.gathers_everywhere()
         prologue.seen += 1
-        make = (lambda: made_everywhere(args, kwargs)) if everyone else (lambda: fn(*args, **kwargs))
+        make = ((lambda: made_everywhere(args, kwargs)) if everyone else (lambda: made_then_told(args, kwargs))
+                if told else (lambda: fn(*args, **kwargs)))
         if prologue.runs and prologue.recover is not None and plain_of is not None and again is not None:
-            out, made_again = _between(prologue, op, make, args, kwargs, plain_of("Agree"), again)
+            out, made_again = between_runs(op, make, args, kwargs, plain_of("Agree"), prologue.recover, again)
             if made_again:
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
@@ -337,7 +323,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             prologue.record(op, args, kwargs, out, rank() if op in ROOTED else -1)
         if everyone:  # (made as an allgather or allreduce: the result is the root's only)
             return out if rank() == root_of(op, args, kwargs) else None
-        return out
+        return None if told else out
 
     call.__name__ = op
     call.__qualname__ = f"Comm.{op}"

@@ -1,12 +1,15 @@
 """The collectives a replacement's prologue can redo, read from mpi4py's call signatures: which
 they are, their root, the bytes they write, what a survivor records of each call (``Entry``) and
-how a scatter or gather is answered from it (dpmpi.resilient.prologue uses these). Pure: no
-state, no MPI call (mpi4py's pickle only)."""
+how a scatter or gather is answered from it, and how a call between two dpmpi.Runtime runs is
+made (dpmpi.resilient.prologue uses these). No state; no MPI call but through the functions
+they are given (and mpi4py's pickle)."""
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from mpi4py import MPI
+
+from dpmpi.errors import ProcFailedError, RevokedError
 
 # collectives whose result is the same on every rank: a survivor's record is the replacement's result
 SAME_EVERYWHERE = frozenset({"bcast", "allreduce", "allgather", "barrier",
@@ -19,6 +22,10 @@ ROOTED = frozenset({"scatter", "Scatter", "gather", "Gather", "reduce", "Reduce"
 EVERYWHERE = {"gather": "allgather", "reduce": "allreduce"}
 # what a rank that is not the root gets: nothing (its root holds the result)
 TO_ROOT = frozenset({"gather", "Gather", "reduce", "Reduce"})
+# the upper-case ones made as asked in an open prologue, then their root's result broadcast as
+# bytes (so that every record holds it), up to this many bytes (beyond: not recorded)
+TOLD = frozenset({"Gather", "Reduce"})
+TOLD_MAX = 16 << 20
 REPLAYABLE = SAME_EVERYWHERE | ROOTED
 # every other method of a communicator that needs its peers to return (or to be matched)
 NEEDS_PEERS = frozenset({
@@ -92,7 +99,9 @@ def result_buffer(op: str, args: tuple, kwargs: dict, send: bool = False) -> mem
 
 def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank: int) -> Entry:
     """What a survivor (``rank``) records of a replayable call that returned ``result``."""
-    if op in ("barrier", "Barrier", "Gather", "Reduce") or (op in EVERYWHERE and result is None):
+    if op in TOLD and isinstance(result, bytes):  # (its root's result, broadcast: guarded)
+        return Entry(op, root, len(result), result, "")
+    if op in ("barrier", "Barrier") or op in TOLD or (op in EVERYWHERE and result is None):
         return Entry(op, root, -1, b"", "")  # (a gather or reduce made as such: its result is its root's only)
     if op in ("scatter", "Scatter") and rank != root:
         return Entry(op, root, -1, None, f"its parts are in its root's record (rank {root}), which was not "
@@ -117,8 +126,20 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
             return None  # (its root holds the result already)
         if op in EVERYWHERE and entry.payload:  # (made on every rank: every record holds the result)
             return MPI.pickle.loads(entry.payload)
+        if op in TOLD and entry.payload:  # (its root's result was broadcast: every record holds it)
+            try:
+                out = result_buffer(op, args, kwargs)
+            except (TypeError, ValueError, KeyError, IndexError) as exc:
+                raise ReplayError(refused(name, f"its buffer cannot be written from the record ({exc})")) from exc
+            if out.readonly or out.nbytes != len(entry.payload):
+                raise ReplayError(refused(name, "its buffer is read-only" if out.readonly else
+                                          f"its buffer holds {out.nbytes} bytes, the root's result "
+                                          f"{len(entry.payload)}"))
+            out[:] = entry.payload
+            return None
         raise ReplayError(refused(name, "this process replaces the root, and the parts of the others went to "
-                                         "the failed one"))
+                                         "the failed one" + (f" (a result over {TOLD_MAX} bytes is not recorded)"
+                                                             if op in TOLD else "")))
     try:
         if op == "scatter":
             if rank == entry.root:  # the root's replacement: its own part of its own input
@@ -140,3 +161,32 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
         raise ReplayError(refused(name, f"the root's input holds no part for rank {rank}"))
     out[:] = part
     return None
+
+
+def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, agree: Callable[[int], int],
+                 recover: Callable[[BaseException], None], again: Callable[[], Callable[..., Any]]) -> tuple[Any, bool]:
+    """A replayable call between two dpmpi.Runtime runs (``make()``), which every rank leaves
+    together: the call, then an agreement on its success (ULFM's is uniform: a rank whose call
+    completed while a peer's failed learns of it there, instead of going on to the next call). A
+    failure is repaired and restored by the Runtime (``recover``), then the call is made
+    again on the repaired communicator by every rank (``again()``: the method the communicator
+    has now; an in-place Allreduce with its input as it was). (result, whether made again)."""
+    keep = None
+    if op == "Allreduce" and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
+        keep = bytes(result_buffer(op, args, kwargs))
+    failure: BaseException | None = None
+    out = None
+    try:
+        out = make()
+    except (ProcFailedError, RevokedError) as exc:
+        failure = exc
+    try:
+        if agree(0 if failure else 1):
+            return out, False
+        failure = failure or ProcFailedError(f"a peer's {op}() failed between two runs", MPI.ERR_PROC_FAILED)
+    except (ProcFailedError, RevokedError) as exc:
+        failure = exc
+    if keep is not None:
+        result_buffer(op, args, kwargs)[:] = keep
+    recover(failure)
+    return again()(*args, **kwargs), True

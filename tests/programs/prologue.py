@@ -19,8 +19,9 @@ p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=60)
 p.add_argument("--refuse", action="store_true")
 p.add_argument("--epochs", type=int, default=1, help="rt.run calls, an allreduce of a metric after each")
-p.add_argument("--eval-gather", action="store_true", help="after each run, also a Gather (buffers) to rank 0 "
-               "(which a replacement of rank 0 cannot redo)")
+p.add_argument("--eval-gather", action="store_true", help="after each run, also a Gather (buffers) to rank 0")
+p.add_argument("--eval-refuse", action="store_true", help="after each run's allreduce, a sendrecv (which a "
+               "replacement cannot redo)")
 a = p.parse_args()
 
 N, MOD = 4096, 1_000_003
@@ -64,6 +65,8 @@ for e in range(1, a.epochs + 1):  # (commit_at_end: each run ends with a commit 
     if a.eval_gather:
         comm.Gather(np.array([e], dtype=np.int64), np.zeros(comm.Get_size(), dtype=np.int64), root=0)
     metrics.append(comm.allreduce(int(w.sum() % 1000)))  # an "evaluation" between runs
+    if a.eval_refuse:
+        comm.sendrecv(e, dest=(comm.Get_rank() + 1) % comm.Get_size(), source=(comm.Get_rank() - 1) % comm.Get_size())
 expect, want = w0, []
 for k in range(a.steps):
     expect = update(expect, k, n)
