@@ -104,12 +104,15 @@ def _recover_between_runs(rt: Runtime) -> None:
     """A peer's failure while the ranks are between two runs (in a collective the prologue record
     watches: dpmpi.resilient.prologue) is repaired and restored by ``rt``: the newest epoch, the
     one the last run ended with (its commit and barrier made it durable); a survivor's arrays,
-    which hold it, are not copied back. Held weakly (the communicator outlives a Runtime)."""
+    which hold it, are not copied back. Only when the last run ended on a committed epoch that
+    its arrays held (``commit_at_end``, a run length that ``snapshot_every`` divides): else
+    the failure is the program's, as before (the same decision on every rank). Held weakly (the
+    communicator outlives a Runtime)."""
     me = weakref.ref(rt)
 
     def recover(caught: BaseException) -> None:
         runtime = me()
-        if runtime is None:
+        if runtime is None or not runtime.step == runtime.snapshot.epoch == runtime._arrays_hold:
             raise caught
         runtime._recover(caught=caught)
     rt.comm.prologue.recover = recover

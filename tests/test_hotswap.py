@@ -439,6 +439,17 @@ def test_a_replacement_that_cannot_redo_a_call_between_two_runs_fails_without_ha
     assert len(job.by_rank("final")) >= 1, job.stdout + job.stderr
 
 
+@pytest.mark.long  # (make test's budget)
+def test_a_death_between_two_runs_is_the_programs_when_the_last_run_did_not_end_on_an_epoch(dpmpi_run):
+    """snapshot_every=7 with runs of 20 steps: the state a run ended with is no epoch, so a restore
+    there would take the ranks back inside the run while they are past it. The failure is then
+    the program's, as before (ProcFailedError in its code on every survivor), not a hang."""
+    job = dpmpi_run(5, "prologue.py", "--steps", "60", "--epochs", "3", "--every", "7",
+                    launcher_args=["--spares", "1"], faults="2:eval@2:KILL", timeout=60)
+    assert job.returncode != 0 and not job.by_rank("final"), job.stdout + job.stderr
+    assert "ProcFailedError" in job.stderr and "Segmentation" not in job.stderr, job.stderr
+
+
 def _prologue_ok(job):
     assert job.returncode == 0, job.stdout + job.stderr
     final = job.by_rank("final")

@@ -19,6 +19,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=60)
 p.add_argument("--refuse", action="store_true")
 p.add_argument("--epochs", type=int, default=1, help="rt.run calls, an allreduce of a metric after each")
+p.add_argument("--every", type=int, default=1, help="snapshot_every")
 p.add_argument("--eval-gather", action="store_true", help="after each run, also a Gather (buffers) to rank 0")
 p.add_argument("--eval-refuse", action="store_true", help="after each run's allreduce, a sendrecv (which a "
                "replacement cannot redo)")
@@ -41,7 +42,7 @@ rows = comm.reduce(1000 + r, op=MPI.MAX, root=0)
 if a.refuse:
     token = comm.sendrecv(r, dest=(r + 1) % n, source=(r - 1) % n)
 w0 = w.copy()
-rt = dpmpi.Runtime(comm, {"w": w})
+rt = dpmpi.Runtime(comm, {"w": w}, snapshot_every=a.every)
 
 
 def update(v, k, nranks):
