@@ -1171,39 +1171,44 @@ def test_a_replacement_gets_its_part_of_a_prologue_scatter_and_passes_a_gather_t
         short.replay("Scatter", (None, np.zeros(2, dtype=np.int32)), {"root": 0}, rank=1)
 
 
-def test_a_prologue_gather_or_reduce_is_made_on_every_rank_so_that_the_roots_replacement_gets_its_result(monkeypatch):
-    """Every rank makes its prologue's gather as an allgather (the same on all of them, whatever
-    each record holds), returns the list on the root only, and records it: a replacement of the
-    root then gets it from any survivor's record. Past MAX_CALLS calls, or once the prologue is
-    over, the plain gather is made."""
+def test_a_prologue_gather_or_reduce_has_its_roots_result_broadcast_so_that_its_replacement_gets_it(monkeypatch):
+    """A gather or reduce in the prologue is made as asked, then its root's result is broadcast,
+    pickled (the root decides: not past TOLD_MAX), and recorded on every rank: a replacement of
+    the root gets it from any survivor's record; a rank that is not the root gets None as MPI
+    says. Past MAX_CALLS calls, or once the prologue is over, only the plain call is made."""
+    from mpi4py import MPI
+
     prologue, rec = _prologue_with(monkeypatch)
     made = []
-    plain = lambda obj, root=0: made.append(("gather", obj)) or None  # noqa: E731
-    everyone = lambda name: (lambda obj: made.append((name, obj)) or ["a", "b", "c"])  # noqa: E731
-    gather = prologue.guarded(rec, "gather", plain, False, lambda: None, lambda: 2, everyone)
-    assert gather("c", root=0) is None and made == [("allgather", "c")]
-    assert prologue.guarded(rec, "gather", plain, False, lambda: None, lambda: 0, everyone)("a") == ["a", "b", "c"]
+    plain = lambda obj, root=0: made.append(("gather", obj)) or (["a", "b", "c"] if obj == "a" else None)  # noqa: E731
+    told = lambda name: (lambda obj, root: made.append((name, obj, root)) or MPI.pickle.dumps(["a", "b", "c"]))  # noqa: E731
+    gather = prologue.guarded(rec, "gather", plain, False, lambda: None, lambda: 2, told)
+    assert gather("c", root=0) is None and made == [("gather", "c"), ("bcast", None, 0)]
+    assert prologue.guarded(rec, "gather", plain, False, lambda: None, lambda: 0, told)("a") == ["a", "b", "c"]
+    assert made[-1] == ("bcast", MPI.pickle.dumps(["a", "b", "c"]), 0)
     rec.close()
     assert gather("c") is None and made[-1] == ("gather", "c")  # (closed: the plain call)
     new = prologue.Prologue()
     new.adopt(rec.handover())
     assert new.replay("gather", ("a",), {"root": 0}, rank=0) == ["a", "b", "c"]  # the root's replacement
-    assert new.replay("gather", ("a",), {}, rank=0) == ["a", "b", "c"]
+    assert new.replay("gather", ("a",), {}, rank=1) is None
     many = prologue.Prologue()
     many.seen = prologue.MAX_CALLS
-    assert not many.gathers_everywhere()
-    # reduce: made as an allreduce with the program's op, the result on the root only
+    assert not many.tells()
+    # reduce: the same, with the program's op
     rec2 = prologue.Prologue()
     sums = []
-    everywhere = lambda name: (lambda obj, op: sums.append((name, obj, op)) or 42)  # noqa: E731
-    reduce = prologue.guarded(rec2, "reduce", plain, False, lambda: None, lambda: 1, everywhere)
-    assert reduce(5, "MAX", 1) == 42 and sums == [("allreduce", 5, "MAX")]
-    assert prologue.guarded(rec2, "reduce", plain, False, lambda: None, lambda: 3, everywhere)(7, root=1) is None
+    reduce_ = lambda obj, op=None, root=0: sums.append((obj, op, root)) or 42  # noqa: E731
+    told2 = lambda name: (lambda obj, root: MPI.pickle.dumps(42))  # noqa: E731
+    assert prologue.guarded(rec2, "reduce", reduce_, False, lambda: None, lambda: 1, told2)(5, "MAX", 1) == 42
+    assert sums == [(5, "MAX", 1)]
     rec2.close()
     again = prologue.Prologue()
     again.adopt(rec2.handover())
     assert again.replay("reduce", (5, "MAX", 1), {}, rank=1) == 42
-    assert again.replay("reduce", (7,), {"root": 1}, rank=0) is None
+    other = prologue.Prologue()
+    other.adopt(rec2.handover())
+    assert other.replay("reduce", (7,), {"root": 1}, rank=0) is None
 
 
 def test_a_prologue_gather_or_reduce_of_buffers_has_its_roots_result_broadcast_into_every_record(monkeypatch):

@@ -6,10 +6,9 @@ so a ``comm.Bcast(w, root=0)`` of the initial weights, or a ``comm.bcast(config)
 the loop hung the job at its first recovery. So every active rank records the results of the
 collectives of its prologue (``REPLAYABLE``, either case: bcast, allreduce, allgather and
 barrier, whose result is the same everywhere; scatter, of which the root records its whole
-input; gather and reduce, which every rank makes so that every record holds the root's result:
-the lower-case ones as an ``allgather`` or ``allreduce``, the upper-case ones as asked, then a
-broadcast of the root's result as bytes, up to ``TOLD_MAX``) on the communicator ``dpmpi.init``
-returned. The record closes at this process's first snapshot operation (``stage``, ``commit`` or
+input; gather and reduce, made as asked, then their root's result broadcast as bytes (pickled,
+or the buffer's), up to ``TOLD_MAX``, so that every record holds it) on the communicator
+``dpmpi.init`` returned. The record closes at this process's first snapshot operation (``stage``, ``commit`` or
 ``restore``); a repair that calls a spare in hands a closed record over with the
 derived-communicator recipes (``dpmpi.resilient.repair``: the lowest surviving rank's), and the
 replacement's own calls of those collectives, until its first snapshot operation, are answered
@@ -41,7 +40,7 @@ from mpi4py import MPI
 
 from dpmpi import config
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
-    EVERYWHERE, NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TOLD, TOLD_MAX, WATCHED, Entry, ReplayError,
+    NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
     between_runs, make_entry, refused, result_buffer, root_of, rooted_reply)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
@@ -78,11 +77,11 @@ class Prologue:
     def recording(self) -> bool:
         return not self.closed and not self.full and self.replaying is None and not self.inside
 
-    def gathers_everywhere(self) -> bool:
-        """Whether this prologue's next ``gather`` or ``reduce`` is made as an ``allgather`` or
-        ``allreduce``, and a ``Gather`` or ``Reduce`` followed by a broadcast of its result (so that
-        every rank's record holds it): the same answer on every rank, whatever each one's record
-        holds (a scatter's root records more), as the calls must be the same on all of them."""
+    def tells(self) -> bool:
+        """Whether this prologue's next gather or reduce (either case) is followed by a broadcast
+        of its root's result (so that every rank's record holds it): the same answer on every
+        rank, whatever each one's record holds (a scatter's root records more), as the calls must
+        be the same on all of them."""
         return not self.closed and self.replaying is None and not self.inside and self.seen < MAX_CALLS
 
     def record(self, op: str, args: tuple, kwargs: dict, result: Any, rank: int = -1) -> None:
@@ -188,7 +187,7 @@ class Prologue:
 
     def _replayed(self) -> None:
         """The replay is over: this process is where its survivors were at the handover, so it
-        counts their calls (``gathers_everywhere`` decides the same on every rank)."""
+        counts their calls (``tells`` decides the same on every rank)."""
         self.replaying, self.seen = None, self.handed_seen
 
     def _skip_to(self, segment: int) -> None:
@@ -263,33 +262,29 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
     communicator's method (never answered from the record). ``settle()``: once the prologue is
     over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop). ``rank()``:
     this process's rank in the communicator (asked for rooted collectives only).
-    ``plain_of(name)``: the communicator's plain method ``name`` (the ``allgather`` or
-    ``allreduce`` with which a ``gather`` or ``reduce`` is made while ``gathers_everywhere()``; the
-    ``Agree`` after a call between two runs). ``again()``: this wrapper as the communicator has it
-    after a repair (a call between two runs is made again through it)."""
-    def made_everywhere(args: tuple, kwargs: dict) -> Any:
+    ``plain_of(name)``: the communicator's plain method ``name`` (the ``bcast`` of a gather's or
+    reduce's result while ``tells()``; the ``Agree`` after a call between two runs). ``again()``:
+    this wrapper as the communicator has it after a repair (a call between two runs is made again
+    through it)."""
+    def made_then_told(args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:
+        """A gather or reduce made as asked, then its root's result broadcast as bytes (pickled,
+        or the buffer's): (the call's result, those bytes; None where the root cannot read it or
+        it is over TOLD_MAX: the root decides, so every rank agrees)."""
         assert plain_of is not None
-        if not args and "sendobj" not in kwargs:
-            raise TypeError(f"{op}() missing its argument 'sendobj'")
-        sendobj = args[0] if args else kwargs["sendobj"]
-        if op == "gather":
-            return plain_of("allgather")(sendobj)
-        return plain_of("allreduce")(sendobj, args[1] if len(args) > 1 else kwargs.get("op", MPI.SUM))
-
-    def made_then_told(args: tuple, kwargs: dict) -> bytes | None:
-        """A Gather or Reduce made as asked, then its root's result broadcast as bytes (None
-        where it cannot be read or is over TOLD_MAX: the root decides, so every rank agrees)."""
-        assert plain_of is not None
-        fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
         root = root_of(op, args, kwargs)
         mine = None
         if rank() == root:
             try:
-                view = result_buffer(op, args, kwargs)
-                mine = view.tobytes() if view.nbytes <= TOLD_MAX else None
-            except (TypeError, ValueError, KeyError, IndexError):
+                if op[0].islower():
+                    mine = MPI.pickle.dumps(out)
+                else:
+                    view = result_buffer(op, args, kwargs)
+                    mine = view.tobytes() if view.nbytes <= TOLD_MAX else None
+            except Exception:  # (unreadable: not recorded; the root's replacement is told at its turn)
                 mine = None
-        return plain_of("bcast")(mine, root)
+            mine = mine if mine is not None and len(mine) <= TOLD_MAX else None
+        return out, plain_of("bcast")(mine, root)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         if prologue.replaying is None and (prologue.inside or prologue.closed):
@@ -308,22 +303,19 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             if prologue.recording:
                 prologue.unreplayable(op, derived)
             return out
-        everyone = op in EVERYWHERE and plain_of is not None and prologue.gathers_everywhere()
-        told = op in TOLD and plain_of is not None and prologue.gathers_everywhere()
+        told = op in TO_ROOT and plain_of is not None and prologue.tells()
         prologue.seen += 1
-        make = ((lambda: made_everywhere(args, kwargs)) if everyone else (lambda: made_then_told(args, kwargs))
-                if told else (lambda: fn(*args, **kwargs)))
+        make = (lambda: made_then_told(args, kwargs)) if told else (lambda: fn(*args, **kwargs))
         if prologue.runs and prologue.recover is not None and plain_of is not None and again is not None:
             out, made_again = between_runs(op, make, args, kwargs, plain_of("Agree"), prologue.recover, again)
             if made_again:
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
             out = make()
+        out, kept = out if told else (out, None if op in TO_ROOT else out)
         if prologue.recording:
-            prologue.record(op, args, kwargs, out, rank() if op in ROOTED else -1)
-        if everyone:  # (made as an allgather or allreduce: the result is the root's only)
-            return out if rank() == root_of(op, args, kwargs) else None
-        return None if told else out
+            prologue.record(op, args, kwargs, kept, rank() if op in ROOTED else -1)
+        return out
 
     call.__name__ = op
     call.__qualname__ = f"Comm.{op}"

@@ -17,14 +17,10 @@ SAME_EVERYWHERE = frozenset({"bcast", "allreduce", "allgather", "barrier",
 # rooted ones a replacement can redo: a scatter's part is in its root's record, a gather or a
 # reduce needs nothing on a rank that is not its root
 ROOTED = frozenset({"scatter", "Scatter", "gather", "Gather", "reduce", "Reduce"})
-# the lower-case ones made on every rank in an open prologue, so that every record holds the
-# root's result (for the root's replacement): op -> what is made instead
-EVERYWHERE = {"gather": "allgather", "reduce": "allreduce"}
-# what a rank that is not the root gets: nothing (its root holds the result)
+# what a rank that is not the root gets: nothing (its root holds the result). In an open prologue
+# they are made as asked, then their root's result is broadcast (pickled, or the buffer's bytes)
+# so that every record holds it for the root's replacement, up to TOLD_MAX bytes (the root decides)
 TO_ROOT = frozenset({"gather", "Gather", "reduce", "Reduce"})
-# the upper-case ones made as asked in an open prologue, then their root's result broadcast as
-# bytes (so that every record holds it), up to this many bytes (beyond: not recorded)
-TOLD = frozenset({"Gather", "Reduce"})
 TOLD_MAX = 16 << 20
 REPLAYABLE = SAME_EVERYWHERE | ROOTED
 # every other method of a communicator that needs its peers to return (or to be matched)
@@ -99,10 +95,10 @@ def result_buffer(op: str, args: tuple, kwargs: dict, send: bool = False) -> mem
 
 def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank: int) -> Entry:
     """What a survivor (``rank``) records of a replayable call that returned ``result``."""
-    if op in TOLD and isinstance(result, bytes):  # (its root's result, broadcast: guarded)
-        return Entry(op, root, len(result), result, "")
-    if op in ("barrier", "Barrier") or op in TOLD or (op in EVERYWHERE and result is None):
-        return Entry(op, root, -1, b"", "")  # (a gather or reduce made as such: its result is its root's only)
+    if op in TO_ROOT:  # ``result``: its root's result as broadcast (bytes), or None: not recorded
+        return Entry(op, root, len(result), result, "") if isinstance(result, bytes) else Entry(op, root, -1, b"", "")
+    if op in ("barrier", "Barrier"):
+        return Entry(op, root, -1, b"", "")
     if op in ("scatter", "Scatter") and rank != root:
         return Entry(op, root, -1, None, f"its parts are in its root's record (rank {root}), which was not "
                                          f"the one handed over (the root failed too, or it is not the lowest "
@@ -124,9 +120,9 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
     if op in TO_ROOT:
         if rank != entry.root:
             return None  # (its root holds the result already)
-        if op in EVERYWHERE and entry.payload:  # (made on every rank: every record holds the result)
+        if op[0].islower() and entry.payload:  # (its root's result was broadcast: every record holds it)
             return MPI.pickle.loads(entry.payload)
-        if op in TOLD and entry.payload:  # (its root's result was broadcast: every record holds it)
+        if entry.payload:
             try:
                 out = result_buffer(op, args, kwargs)
             except (TypeError, ValueError, KeyError, IndexError) as exc:
@@ -137,9 +133,8 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
                                           f"{len(entry.payload)}"))
             out[:] = entry.payload
             return None
-        raise ReplayError(refused(name, "this process replaces the root, and the parts of the others went to "
-                                         "the failed one" + (f" (a result over {TOLD_MAX} bytes is not recorded)"
-                                                             if op in TOLD else "")))
+        raise ReplayError(refused(name, f"this process replaces the root, and the parts of the others went to "
+                                        f"the failed one (a result over {TOLD_MAX} bytes is not recorded)"))
     try:
         if op == "scatter":
             if rank == entry.root:  # the root's replacement: its own part of its own input
