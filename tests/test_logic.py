@@ -1350,6 +1350,12 @@ def test_the_survivors_prologue_wrapper_records_warns_at_the_first_snapshot_and_
     for i in range(prologue.MAX_CALLS + 5):
         many.record("allreduce", (i,), {}, i)
     assert many.full and len(many.entries) == prologue.MAX_CALLS
+    epochs = prologue.Prologue()  # a Runtime program: its evaluations between runs are kept for longer
+    epochs.run_begins()
+    epochs.run_ends()
+    for i in range(prologue.MAX_CALLS + 5):
+        epochs.record("allreduce", (i,), {}, i)
+    assert not epochs.full and len(epochs.entries) == prologue.MAX_CALLS + 5
 
 
 def test_a_replacement_takes_the_prologue_record_from_any_active_rank():

@@ -45,6 +45,9 @@ from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, 
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
+# with dpmpi.Runtime, what lies between its runs is recorded for the job's life (every epoch's
+# evaluation: a replacement redoes them all); past this many calls, recording stops there too
+MAX_CALLS_BETWEEN = 65536
 
 
 class Prologue:
@@ -82,7 +85,10 @@ class Prologue:
         of its root's result (so that every rank's record holds it): the same answer on every
         rank, whatever each one's record holds (a scatter's root records more), as the calls must
         be the same on all of them."""
-        return not self.closed and self.replaying is None and not self.inside and self.seen < MAX_CALLS
+        return not self.closed and self.replaying is None and not self.inside and self.seen < self._max_calls()
+
+    def _max_calls(self) -> int:
+        return MAX_CALLS_BETWEEN if self.runs else MAX_CALLS
 
     def record(self, op: str, args: tuple, kwargs: dict, result: Any, rank: int = -1) -> None:
         """After a replayable call in the prologue (made by ``rank``): keep what a replacement must get."""
@@ -95,7 +101,7 @@ class Prologue:
         except Exception as exc:  # (never fail the program's call: a replacement is told at its turn)
             entry = Entry(op, root, -1, None, f"its result could not be recorded ({exc})", self.runs)
         self.size += len(entry.payload or b"")
-        if self.size > int(config.get(ENV_MAX)) or len(self.entries) >= MAX_CALLS:
+        if self.size > int(config.get(ENV_MAX)) or len(self.entries) >= self._max_calls():
             self.full = True
             return
         self.entries.append(entry)
