@@ -37,7 +37,8 @@ def reference(dpmpi_run, workload):
     return _reference[workload]
 
 
-@pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.long) for w in ("mlp", "jacobi")])  # (make test's budget: the benches' twin)
+# (make test-long: a check of the benches' twin, left out of make test's budget)
+@pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.long) for w in ("mlp", "jacobi")])
 def test_the_plain_mpi4py_twin_computes_the_same_state(workload, dpmpi_run, run_job, mpirun):
     cmd = [*mpirun, "-n", "4", sys.executable, str(EXAMPLES / f"{SCRIPT[workload]}_mpi4py.py"), "--steps", str(STEPS),
            *map(str, ARGS[workload])]
@@ -125,7 +126,8 @@ def test_a_warm_spare_cannot_replace_a_rank_whose_starting_state_was_never_repli
     assert len(lost) == 4 and all("starting state of rank(s) [1] is lost" in line for line in lost), job.stderr
 
 
-@pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.long) for w in ("mlp", "jacobi")])  # (make test's budget: the benches' twin)
+# (make test-long: a check of the benches' twin, left out of make test's budget)
+@pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.long) for w in ("mlp", "jacobi")])
 def test_no_spare_a_respawned_process_restores_and_ends_identical(workload, dpmpi_run):
     job = launch(dpmpi_run, workload, 0, "2:step@13:KILL", env={"DPMPI_ON_DEPLETED": "respawn"})
     assert finals(job) == reference(dpmpi_run, workload)
