@@ -41,7 +41,7 @@ from mpi4py import MPI
 from dpmpi import config
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
     NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
-    between_runs, make_entry, refused, result_buffer, root_of, rooted_reply)
+    between_runs, make_entry, refused, result_buffer, root_of, rooted_reply, write_recorded)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -243,15 +243,7 @@ class Prologue:
         if op == "Barrier":
             self.replaying = i + 1
             return None
-        try:
-            out = result_buffer(op, args, kwargs)
-        except (TypeError, ValueError, KeyError, IndexError) as exc:
-            why = f"its buffer cannot be written from the record ({exc})"
-            raise ReplayError(refused(f"comm.{op}()", why)) from exc
-        if out.readonly or out.nbytes != entry.nbytes:
-            raise ReplayError(refused(f"comm.{op}()", "its buffer is read-only" if out.readonly else
-                                       f"its buffer holds {out.nbytes} bytes, the survivors' {entry.nbytes}"))
-        out[:] = entry.payload
+        write_recorded(f"comm.{op}()", op, args, kwargs, entry.payload, "the survivors'")
         self.replaying = i + 1
         return None
 
@@ -318,7 +310,9 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
             out = make()
-        out, kept = out if told else (out, None if op in TO_ROOT else out)
+        kept = None if op in TO_ROOT else out  # (a gather or reduce: what its root broadcast, if told)
+        if told:
+            out, kept = out
         if prologue.recording:
             prologue.record(op, args, kwargs, kept, rank() if op in ROOTED else -1)
         return out

@@ -93,6 +93,19 @@ def result_buffer(op: str, args: tuple, kwargs: dict, send: bool = False) -> mem
     return view.cast("B")
 
 
+def write_recorded(name: str, op: str, args: tuple, kwargs: dict, data: bytes, whose: str) -> None:
+    """Write ``data`` (a recorded result: ``whose``, for the error) into the buffer the call
+    ``op`` writes, or raise ``ReplayError`` saying why it cannot be."""
+    try:
+        out = result_buffer(op, args, kwargs)
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
+        raise ReplayError(refused(name, f"its buffer cannot be written from the record ({exc})")) from exc
+    if out.readonly or out.nbytes != len(data):
+        raise ReplayError(refused(name, "its buffer is read-only" if out.readonly else
+                                  f"its buffer holds {out.nbytes} bytes, {whose} {len(data)}"))
+    out[:] = data
+
+
 def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank: int) -> Entry:
     """What a survivor (``rank``) records of a replayable call that returned ``result``."""
     if op in TO_ROOT:  # ``result``: its root's result as broadcast (bytes), or None: not recorded
@@ -123,15 +136,7 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
         if op[0].islower() and entry.payload:  # (its root's result was broadcast: every record holds it)
             return MPI.pickle.loads(entry.payload)
         if entry.payload:
-            try:
-                out = result_buffer(op, args, kwargs)
-            except (TypeError, ValueError, KeyError, IndexError) as exc:
-                raise ReplayError(refused(name, f"its buffer cannot be written from the record ({exc})")) from exc
-            if out.readonly or out.nbytes != len(entry.payload):
-                raise ReplayError(refused(name, "its buffer is read-only" if out.readonly else
-                                          f"its buffer holds {out.nbytes} bytes, the root's result "
-                                          f"{len(entry.payload)}"))
-            out[:] = entry.payload
+            write_recorded(name, op, args, kwargs, entry.payload, "the root's result")
             return None
         raise ReplayError(refused(name, f"this process replaces the root, and the parts of the others went to "
                                         f"the failed one (a result over {TOLD_MAX} bytes is not recorded)"))
