@@ -172,8 +172,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     # A rank that receives nothing writes its own slot back (checking its checksum on the way; a
     # rank whose arrays still hold this epoch, unchanged since it was staged, copies nothing) and
     # checks the copies it sends while the receivers pull them; a receiver does it afterwards.
-    fill = None  # the own slot that the re-replication fills (after a direct transfer)
-    refill, swapped = None, 0  # the own slot to refill after a page exchange; the bytes exchanged
+    refill, swapped = None, 0  # the own slot to refill (after a page exchange or a direct receive); bytes exchanged
     if incoming is None:
         slot = next(s for s in buffers.own if s.epoch == epoch)
         buffers.committed = buffers.own.index(slot)
@@ -192,7 +191,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     if rank in direct:
         good = int(incoming.hdr[0]) == epoch  # (its checksum was checked by the sender)
         kept = False
-        fill = refill = buffers.use_unfilled(epoch)  # (copied back from the arrays, like a swap's)
+        refill = buffers.use_unfilled(epoch)  # (copied back from the arrays, like a swap's)
     elif incoming is not None:
         incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
         slot = incoming
@@ -215,7 +214,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
                                 f"way, e.g. from persist_dir)", MPI.ERR_OTHER, ranks)
     # keep only this epoch; make replica slots for the new topology; re-replicate (a rank that
     # refills its own slot first: the refill job starts its part once that slot is sealed)
-    if fill is None:
+    if rank not in direct:
         buffers.use(slot, epoch)
     repl.keep_only(epoch)
     t = time.perf_counter()
@@ -229,7 +228,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     if refill is not None:
         buffers.start_refill(refill)
     timings["rereplicate_post"] = time.perf_counter() - t
-    return epoch, {"epoch": epoch, "carried": carried, "received": incoming is not None, "direct": fill is not None,
+    return epoch, {"epoch": epoch, "carried": carried, "received": incoming is not None, "direct": rank in direct,
                    "kept": kept, "swapped_mib": round(swapped / 2**20, 3),
                    "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
                    "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}, \
