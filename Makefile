@@ -30,10 +30,16 @@ test: $(VENV)/.installed
 # timeout; test_cluster.py: node failures on a simulated 2-node cluster of namespaces, ~15 s,
 # skipped without root).
 test-logic:
-	$(BIN)/pytest -q -m "not long" tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_late_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py
-FAULT_TESTS := tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_watcher.py tests/test_chaos_smoke.py tests/test_gpu_fake.py tests/test_cluster.py
+	$(BIN)/pytest -q -n $(JOBS) -m "not long" tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_late_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py
+# Two pytest processes share each of these tiers (pytest-xdist; JOBS=1 for one): the fault jobs
+# leave a core idle about a third of the time. tests/test_watcher.py runs alone after the others:
+# its tests assert how soon a death is noticed, which another job's load would blur.
+JOBS ?= 2
+SHARED_FAULT_TESTS := tests/test_faults.py tests/test_cprograms.py tests/test_hotswap.py tests/test_snapshot.py tests/test_workloads.py tests/test_chaos_smoke.py tests/test_gpu_fake.py tests/test_cluster.py
+FAULT_TESTS := $(SHARED_FAULT_TESTS) tests/test_watcher.py
 test-faults:
-	$(BIN)/pytest -q -m "not long" $(FAULT_TESTS)
+	$(BIN)/pytest -q -n $(JOBS) -m "not long" $(SHARED_FAULT_TESTS)
+	$(BIN)/pytest -q -m "not long" tests/test_watcher.py
 
 # The fault tests left out of make test for its time budget (e.g. a node going silent: ~14 s)
 test-long: $(VENV)/.installed

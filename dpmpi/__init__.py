@@ -21,7 +21,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from dpmpi import _guard, config
-from dpmpi._version import __version__
 
 _guard.install()
 _guard.mpi_defaults()
@@ -32,6 +31,7 @@ if _guard.rank_process() and config.is_set("DPMPI_FAULTS"):  # a plan for this j
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpmpi import faults
+    from dpmpi._version import __version__
     from dpmpi.comm import Comm
     from dpmpi.request import Prequest, Request
     from dpmpi.resilient import (
@@ -74,10 +74,11 @@ _LAZY = {
     "SnapshotLostError": "dpmpi.snapshot",
     "SnapshotCopyError": "dpmpi.snapshot",
     "interrupt_on_failure": "dpmpi.interrupts",
+    "__version__": "dpmpi._version",  # importlib.metadata: ~50 ms, paid only when asked for
 }
 
-# the public names: those above, plus COMM_WORLD, faults and __version__
-__all__ = sorted([*_LAZY, "COMM_WORLD", "faults", "__version__"])
+# the public names: those above (__version__ among them), plus COMM_WORLD and faults
+__all__ = sorted([*_LAZY, "COMM_WORLD", "faults"])
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,11 @@
 import json
 import os
+
+# Every job here runs more ranks than the machine has cores: OpenBLAS's own threads (one per core,
+# started at numpy's import and spinning after each BLAS call) would take CPU from the other
+# ranks. One thread per rank, as on a cluster with a rank per core; set before numpy is loaded
+# here, and inherited by every job's ranks (a test's expected values and its ranks' agree).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import signal
 import subprocess
 import sys
