@@ -253,12 +253,25 @@ int dpmpi_hook_mpi_abort(void) {
 
 static atomic_int finalize_returned;
 
+/* Set once by the heartbeat (dpmpi_hb.c, in the Python module only; C programs have none) when it
+ * starts: the Finalize watchdog calls it before it ends the process (dpmpi_hb_wait_silent). */
+static int (*_Atomic before_forced_exit)(void);
+
+void dpmpi_exit_before_forced_exit(int (*fn)(void)) { atomic_store(&before_forced_exit, fn); }
+
 /* Owner: end_mpi; lifetime: from just before MPI_Finalize until it returns (then it does nothing)
  * or until the deadline (then it ends the process). Touches no MPI. */
 static void *finalize_watchdog(void *arg) {
     (void)arg;
     sleep_seconds(g.finalize_timeout);
     if (atomic_load(&finalize_returned)) return NULL;
+    /* a stopped peer, which Finalize may be waiting for: the heartbeat kills it (else nothing
+     * would, once this job's other processes are gone), then Finalize gets its time again */
+    int (*wait)(void) = atomic_load(&before_forced_exit);
+    if (wait && wait()) {
+        sleep_seconds(g.finalize_timeout);
+        if (atomic_load(&finalize_returned)) return NULL;
+    }
     static const char msg[] = "dpmpi: MPI_Finalize did not return in time; ending the process without it\n";
     dpmpi_write_all(2, msg, sizeof msg - 1);
     if (!g.recorded) write_record(0); /* an explicit MPI_Finalize: the exit status is not known yet */

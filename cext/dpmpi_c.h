@@ -130,6 +130,11 @@ void dpmpi_hb_set_rank(int world_rank);
 int dpmpi_hb_thread_id(void);
 long dpmpi_hb_beats(void);
 double dpmpi_hb_period(void);
+/* An ending process waits while a local peer of the job is silent, until the watch judged it
+ * (1: it waited) */
+int dpmpi_hb_wait_silent(void);
+/* What the Finalize watchdog calls before it ends the process (set by dpmpi_hb_start) */
+void dpmpi_exit_before_forced_exit(int (*fn)(void));
 
 /* ---- failure watcher (dpmpi_watch.c; see dpmpi/watcher.py) ---- */
 typedef struct {

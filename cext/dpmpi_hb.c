@@ -112,8 +112,9 @@ static void sleep_ns(int64_t ns) {
 }
 
 
-/* Start time (field 22 of /proc/PID/stat) of a live, non-zombie process; 0 when there is none. */
-static uint64_t start_ticks(pid_t pid) {
+/* Start time (field 22 of /proc/PID/stat) of a live, non-zombie process; 0 when there is none.
+ * ``state``, when given, gets its state (field 3: 'T' stopped by a signal, 't' by a tracer, ...). */
+static uint64_t proc_stat(pid_t pid, char *state) {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -126,6 +127,7 @@ static uint64_t start_ticks(pid_t pid) {
     if (!p || p[1] != ' ') return 0;
     p += 2; /* field 3: state */
     if (*p == 'Z' || *p == 'X' || *p == 'x') return 0;
+    if (state) *state = *p;
     for (int field = 3; field < 22; field++) {
         p = strchr(p, ' ');
         if (!p) return 0;
@@ -133,6 +135,8 @@ static uint64_t start_ticks(pid_t pid) {
     }
     return strtoull(p, NULL, 10);
 }
+
+static uint64_t start_ticks(pid_t pid) { return proc_stat(pid, NULL); }
 
 static int same_process(pid_t pid, uint64_t ticks) {
     return pid > 0 && ticks != 0 && start_ticks(pid) == ticks;
@@ -307,12 +311,68 @@ static void sweep_old_jobs(void) {
     closedir(d);
 }
 
+/* Seconds until the job's silent peers on this node would be judged: alive (the same process),
+ * still ALIVE in their file, and stopped (state 'T' or 't': its last beat may be as recent as
+ * any live peer's) or without a beat for more than two periods (frozen); the longest of
+ * (its T - its silence) + one period. 0: none. Reads the files with pread (the watch thread's
+ * mappings are its own); any thread. */
+static double silent_wait(void) {
+    double longest = 0;
+    DIR *d = opendir(hb.dir);
+    if (!d) return 0;
+    int64_t now = mono_ns();
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "pid-", 4) != 0) continue;
+        char *end;
+        long pid = strtol(e->d_name + 4, &end, 10);
+        if (*end || pid <= 0 || pid == hb.pid) continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", hb.dir, e->d_name);
+        hb_file f;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        ssize_t n = pread(fd, &f, sizeof f, 0);
+        close(fd);
+        if (n != (ssize_t)sizeof f || f.magic != HB_MAGIC || f.state != HB_ALIVE) continue;
+        int64_t age = now - f.beat_ns;
+        char state = 0;
+        if (f.pid <= 0 || f.start_ticks == 0 || proc_stat(f.pid, &state) != f.start_ticks) continue; /* gone */
+        if (state != 'T' && state != 't' && age <= 2 * hb.period_ns) continue;
+        double left = (double)(f.timeout_ns - age + hb.period_ns) / 1e9;
+        if (left > longest) longest = left;
+    }
+    closedir(d);
+    return longest;
+}
+
+/* Called by a process about to end (its exit handler; the Finalize watchdog before _exit): while
+ * a peer of the job on this node is silent, wait, beating, until the watch thread (which runs
+ * on) has judged it, or it beat again or ended; at most its T + two periods from now. Without
+ * this the job's other processes, ended within seconds, left a SIGSTOPped idle spare to a T it
+ * never reached: mpirun waited for it forever (seen in chaos). Returns at once (0) with no
+ * silent peer, or when the heartbeat is off; 1 when it waited. */
+int dpmpi_hb_wait_silent(void) {
+    if (!atomic_load(&hb.started) || !hb.me || getpid() != hb.pid) return 0;
+    int64_t deadline = 0;
+    for (;;) {
+        double left = silent_wait();
+        if (left <= 0) return deadline != 0;
+        int64_t now = mono_ns();
+        if (!deadline) deadline = now + (int64_t)(left * 1e9) + hb.period_ns;
+        if (now >= deadline) return 1;
+        sleep_ns(hb.period_ns / 4);
+    }
+}
+
 /* After dpmpi's own exit handler (the exit agreement and MPI_Finalize): this process ends
- * normally, so it leaves the watch, and the last one out removes the directory. */
+ * normally, so it leaves the watch (once no local peer of the job is silent: dpmpi_hb_wait_silent),
+ * and the last one out removes the directory. */
 static void hb_on_exit(int status, void *arg) {
     (void)status;
     (void)arg;
     if (getpid() != hb.pid || !hb.me) return; /* a forked child: not its file */
+    dpmpi_hb_wait_silent();
     int32_t expected = HB_ALIVE;
     atomic_compare_exchange_strong(&hb.me->state, &expected, HB_DONE);
     unlink(hb.path);
@@ -404,6 +464,7 @@ int dpmpi_hb_start(const char *dir, int world_rank, double timeout) {
         goto fail;
     }
     pthread_setname_np(t, "dpmpi-hb");
+    dpmpi_exit_before_forced_exit(dpmpi_hb_wait_silent);
     return 1;
 fail:
     return -(err ? err : EINVAL);
