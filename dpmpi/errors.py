@@ -28,13 +28,44 @@ class DpmpiError(MPI.Exception):
         return (type(self), (self.message, self.Get_error_code(), self.failed_ranks))
 
 
-class ProcFailedError(DpmpiError):
+class _PeerFailure(DpmpiError):
+    """A peer's failure, seen by this process: each one made is counted (``failures_made``)."""
+
+    def __init__(self, message: str, ierr: int = MPI.ERR_OTHER, failed_ranks: tuple[int, ...] = ()):
+        global _made, _last
+        super().__init__(message, ierr, failed_ranks)
+        _made, _last = _made + 1, (type(self), message, ierr)
+
+
+class ProcFailedError(_PeerFailure):
     """A peer process failed (ERR_PROC_FAILED, ERR_PROC_FAILED_PENDING, or ERR_OTHER seen
     because a peer died)."""
 
 
-class RevokedError(DpmpiError):
+class RevokedError(_PeerFailure):
     """The communicator was revoked by some rank, usually because a peer failed."""
+
+
+# How many ProcFailedError / RevokedError this process has made, and the last one's type, message
+# and class: dpmpi.Runtime compares the count around a step, so that a failure the program's own
+# ``except`` caught still ends that step in a recovery. Written by whichever thread makes one
+# (under the GIL; a lost increment between two threads still leaves the count changed), read by
+# the main thread; for the life of the process.
+_made = 0
+_last: tuple[type, str, int] | None = None
+
+
+def failures_made() -> int:
+    return _made
+
+
+def failure_since(mark: int) -> DpmpiError | None:
+    """A new exception like the last peer failure made since ``failures_made()`` was ``mark``
+    (None: none made since)."""
+    if _made == mark or _last is None:
+        return None
+    kind, message, ierr = _last
+    return kind(f"{message} (caught by the program's own code, which went on)", ierr)
 
 
 class FaultToleranceUnavailableError(DpmpiError):

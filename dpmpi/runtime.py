@@ -43,7 +43,7 @@ from mpi4py import MPI
 
 from dpmpi import faults, interrupts, resilient
 from dpmpi.aliases import Aliases
-from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, peer_failure
+from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, failure_since, failures_made, peer_failure
 from dpmpi.eventlog import log_event
 from dpmpi.snapshot import Snapshot
 
@@ -98,6 +98,21 @@ class Recovery:
                  repair_ms=round(self.repair_ms, 3),
                  restore_ms=round(self.restore_ms, 3), recompute_ms=round(self.recompute_ms, 3))
         return d
+
+
+def _step_ended(step: int, mark: int, updates: int) -> None:
+    """After ``step_fn(step)`` returned. A peer's failure raised in it (``ProcFailedError`` or
+    ``RevokedError``, since ``failures_made()`` was ``mark``) that the program's own ``except``
+    caught is raised now and recovered as if it had not been caught: the step ran on a broken
+    communicator, and a rank that went on stepping would keep the others waiting in the repair
+    (seen: a survivor swallowed 65 steps' failures while its peers waited). Then: the step used
+    ``rt.update()`` once."""
+    caught = failure_since(mark)
+    if caught is not None:
+        raise caught
+    if updates != 1:
+        raise RuntimeError(f"step {step} did not modify the state inside 'with rt.update():'; the runtime "
+                           f"snapshots around that block, so every step must use it once")
 
 
 def _recover_between_runs(rt: Runtime) -> None:
@@ -241,12 +256,10 @@ class Runtime:
                             self._caught_up()
                         self._updates = 0
                         faults.runtime_step()  # (point "step": DPMPI_FAULTS=RANK:step@N faults any Runtime program)
+                        mark = failures_made()
                         with interrupts.armed(self.interrupt):  # dpmpi calls inside are never interrupted
                             step_fn(self.step)
-                        if self._updates != 1:
-                            raise RuntimeError(
-                                f"step {self.step} did not modify the state inside 'with rt.update():'; the "
-                                f"runtime snapshots around that block, so every step must use it once")
+                        _step_ended(self.step, mark, self._updates)
                         self.step += 1
                     if self._catching_up is not None:
                         self._caught_up()
