@@ -254,10 +254,16 @@ int dpmpi_hook_mpi_abort(void) {
 static atomic_int finalize_returned;
 
 /* Set once by the heartbeat (dpmpi_hb.c, in the Python module only; C programs have none) when it
- * starts: the Finalize watchdog calls it before it ends the process (dpmpi_hb_wait_silent). */
-static int (*_Atomic before_forced_exit)(void);
+ * starts: dpmpi_hb_wait_silent, which end_mpi calls before its exit agreement and the Finalize
+ * watchdog before it ends the process (1: it waited for a stopped local peer to be killed). */
+static int (*_Atomic silent_peers_wait)(void);
 
-void dpmpi_exit_before_forced_exit(int (*fn)(void)) { atomic_store(&before_forced_exit, fn); }
+void dpmpi_exit_wait_silent_with(int (*fn)(void)) { atomic_store(&silent_peers_wait, fn); }
+
+static int wait_silent_peers(void) {
+    int (*wait)(void) = atomic_load(&silent_peers_wait);
+    return wait ? wait() : 0;
+}
 
 /* Owner: end_mpi; lifetime: from just before MPI_Finalize until it returns (then it does nothing)
  * or until the deadline (then it ends the process). Touches no MPI. */
@@ -265,10 +271,9 @@ static void *finalize_watchdog(void *arg) {
     (void)arg;
     sleep_seconds(g.finalize_timeout);
     if (atomic_load(&finalize_returned)) return NULL;
-    /* a stopped peer, which Finalize may be waiting for: the heartbeat kills it (else nothing
-     * would, once this job's other processes are gone), then Finalize gets its time again */
-    int (*wait)(void) = atomic_load(&before_forced_exit);
-    if (wait && wait()) {
+    /* a peer stopped since, which Finalize may be waiting for: the heartbeat kills it (else
+     * nothing would, once this job's other processes are gone), then Finalize gets its time again */
+    if (wait_silent_peers()) {
         sleep_seconds(g.finalize_timeout);
         if (atomic_load(&finalize_returned)) return NULL;
     }
@@ -295,11 +300,15 @@ static int end_mpi(void) {
     /* a C program's COMM_WORLD aborts on errors by default: the agreement must see them instead */
     if (g.world && g.mpi->comm_set_errhandler && g.mpi->errors_return)
         g.mpi->comm_set_errhandler(g.world, g.mpi->errors_return);
+    /* a local peer stopped (SIGSTOP, frozen; e.g. an idle spare whose agreement was posted before):
+     * the heartbeat kills it first, and this process then knows of a failure, so that no process
+     * waits for it in Finalize's fence (seen: a job that never ended, or Finalize's OPAL ERROR) */
+    int killed = wait_silent_peers();
     for (int attempt = 0; !g.agreed && g.world && g.ulfm && attempt < 1000; attempt++) {
         void *req = NULL;
         int done = 0, rc = 0, *result = &flag;
         pthread_mutex_lock(&g.lock);
-        flag = attempt == 0 && g.n_recovered == 0; /* 1: this process knows of no failure */
+        flag = attempt == 0 && g.n_recovered == 0 && !killed; /* 1: this process knows of no failure */
         pthread_mutex_unlock(&g.lock);
         if (attempt == 0 && g.adopted_request) { /* the agreement this process posted earlier */
             req = g.adopted_request;

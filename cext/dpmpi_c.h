@@ -133,8 +133,9 @@ double dpmpi_hb_period(void);
 /* An ending process waits while a local peer of the job is silent, until the watch judged it
  * (1: it waited) */
 int dpmpi_hb_wait_silent(void);
-/* What the Finalize watchdog calls before it ends the process (set by dpmpi_hb_start) */
-void dpmpi_exit_before_forced_exit(int (*fn)(void));
+/* The wait end_mpi makes before its exit agreement, and the Finalize watchdog before it ends
+ * the process (dpmpi_hb_wait_silent, set by dpmpi_hb_start) */
+void dpmpi_exit_wait_silent_with(int (*fn)(void));
 
 /* ---- failure watcher (dpmpi_watch.c; see dpmpi/watcher.py) ---- */
 typedef struct {

@@ -206,6 +206,23 @@ static hb_peer *peer_for(const struct dirent *e, pid_t pid) {
     return free_slot;
 }
 
+/* The pid of a peer's heartbeat file "pid-N" (not this process's); 0 for any other entry. */
+static pid_t peer_pid(const struct dirent *e) {
+    if (strncmp(e->d_name, "pid-", 4) != 0) return 0;
+    char *end;
+    long pid = strtol(e->d_name + 4, &end, 10);
+    return *end || pid <= 0 || pid == hb.pid ? 0 : (pid_t)pid;
+}
+
+/* A heartbeat file read whole with pread (not mapped): 1 when it could be. */
+static int read_beat(const char *path, hb_file *f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return 0;
+    ssize_t n = pread(fd, f, sizeof *f, 0);
+    close(fd);
+    return n == (ssize_t)sizeof *f;
+}
+
 static void scan(int64_t now) {
     static unsigned char seen[HB_MAX_PEERS];
     memset(seen, 0, sizeof seen);
@@ -213,11 +230,9 @@ static void scan(int64_t now) {
     if (d) {
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
-            if (strncmp(e->d_name, "pid-", 4) != 0) continue;
-            char *end;
-            long pid = strtol(e->d_name + 4, &end, 10);
-            if (*end || pid <= 0 || pid == hb.pid) continue;
-            hb_peer *p = peer_for(e, (pid_t)pid);
+            pid_t pid = peer_pid(e);
+            if (!pid) continue;
+            hb_peer *p = peer_for(e, pid);
             if (!p) continue;
             seen[p - hb.peers] = 1;
             judge(p, e->d_name, now);
@@ -323,18 +338,11 @@ static double silent_wait(void) {
     int64_t now = mono_ns();
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "pid-", 4) != 0) continue;
-        char *end;
-        long pid = strtol(e->d_name + 4, &end, 10);
-        if (*end || pid <= 0 || pid == hb.pid) continue;
+        if (!peer_pid(e)) continue;
         char path[600];
         snprintf(path, sizeof path, "%s/%s", hb.dir, e->d_name);
         hb_file f;
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0) continue;
-        ssize_t n = pread(fd, &f, sizeof f, 0);
-        close(fd);
-        if (n != (ssize_t)sizeof f || f.magic != HB_MAGIC || f.state != HB_ALIVE) continue;
+        if (!read_beat(path, &f) || f.magic != HB_MAGIC || f.state != HB_ALIVE) continue;
         int64_t age = now - f.beat_ns;
         char state = 0;
         if (f.pid <= 0 || f.start_ticks == 0 || proc_stat(f.pid, &state) != f.start_ticks) continue; /* gone */
@@ -346,7 +354,8 @@ static double silent_wait(void) {
     return longest;
 }
 
-/* Called by a process about to end (its exit handler; the Finalize watchdog before _exit): while
+/* Called by a process about to end (dpmpi's exit before its agreement, the Finalize watchdog
+ * before _exit, this file's exit handler): while
  * a peer of the job on this node is silent, wait, beating, until the watch thread (which runs
  * on) has judged it, or it beat again or ended; at most its T + two periods from now. Without
  * this the job's other processes, ended within seconds, left a SIGSTOPped idle spare to a T it
@@ -464,7 +473,7 @@ int dpmpi_hb_start(const char *dir, int world_rank, double timeout) {
         goto fail;
     }
     pthread_setname_np(t, "dpmpi-hb");
-    dpmpi_exit_before_forced_exit(dpmpi_hb_wait_silent);
+    dpmpi_exit_wait_silent_with(dpmpi_hb_wait_silent);
     return 1;
 fail:
     return -(err ? err : EINVAL);
