@@ -130,9 +130,6 @@ void dpmpi_hb_set_rank(int world_rank);
 int dpmpi_hb_thread_id(void);
 long dpmpi_hb_beats(void);
 double dpmpi_hb_period(void);
-/* An ending process waits while a local peer of the job is silent, until the watch judged it
- * (1: it waited) */
-int dpmpi_hb_wait_silent(void);
 /* The wait end_mpi makes before its exit agreement, and the Finalize watchdog before it ends
  * the process (dpmpi_hb_wait_silent, set by dpmpi_hb_start) */
 void dpmpi_exit_wait_silent_with(int (*fn)(void));

@@ -361,7 +361,7 @@ static double silent_wait(void) {
  * this the job's other processes, ended within seconds, left a SIGSTOPped idle spare to a T it
  * never reached: mpirun waited for it forever (seen in chaos). Returns at once (0) with no
  * silent peer, or when the heartbeat is off; 1 when it waited. */
-int dpmpi_hb_wait_silent(void) {
+static int dpmpi_hb_wait_silent(void) {
     if (!atomic_load(&hb.started) || !hb.me || getpid() != hb.pid) return 0;
     int64_t deadline = 0;
     for (;;) {
