@@ -43,7 +43,8 @@ if TYPE_CHECKING:  # pragma: no cover
         SparesDepletedWarning,
         init,
     )
-    from dpmpi.runtime import Recovery, Runtime
+    from dpmpi.recovery import Recovery
+    from dpmpi.runtime import Runtime
     from dpmpi.snapshot import Snapshot, SnapshotCopyError, SnapshotLostError
     from dpmpi.interrupts import interrupt_on_failure
     from dpmpi.errors import (
@@ -69,7 +70,7 @@ _LAZY = {
     "SparesDepletedWarning": "dpmpi.resilient",
     "SparesDepletedError": "dpmpi.resilient",
     "Runtime": "dpmpi.runtime",
-    "Recovery": "dpmpi.runtime",
+    "Recovery": "dpmpi.recovery",
     "Snapshot": "dpmpi.snapshot",
     "SnapshotLostError": "dpmpi.snapshot",
     "SnapshotCopyError": "dpmpi.snapshot",

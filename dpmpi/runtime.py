@@ -36,7 +36,7 @@ import contextlib
 import sys
 import time
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any, Callable, Iterator, Mapping
 
 from mpi4py import MPI
@@ -45,59 +45,13 @@ from dpmpi import faults, interrupts, resilient
 from dpmpi.aliases import Aliases
 from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, failure_since, failures_made, peer_failure
 from dpmpi.eventlog import log_event
+from dpmpi.recovery import Recovery
 from dpmpi.snapshot import Snapshot
 
 _RECOVERABLE = (ProcFailedError, RevokedError)
 _MAX_RECOVERY_ATTEMPTS = 32
 
 
-@dataclass
-class Recovery:
-    """One recovery as seen by this process (times are ``time.time()``)."""
-
-    failed_step: int  # the newest step any survivor had started when the failure was caught
-    restored_epoch: int  # the snapshot restored: execution resumed at this step
-    error: str  # what this process caught ("" on a replacement)
-    caught_at: float
-    repaired_at: float
-    restored_at: float
-    resumed_at: float  # stepping again from the restored epoch
-    caught_up_at: float = 0.0  # back at failed_step (work lost has been recomputed)
-    repair: dict = field(default_factory=dict)  # the RepairEvent of this process
-    restore: dict = field(default_factory=dict)  # the snapshot's restore breakdown
-    attempts: int = 1  # repairs needed (a failure during recovery adds one)
-    detected_by: str = ""  # "pidfd"/"ulfm": the failure watcher interrupted the step; "mpi": an MPI call
-    noticed_at: float = 0.0  # when the watcher noticed the death (0: it did not)
-
-    @property
-    def steps_recomputed(self) -> int:
-        """Whole steps whose results were lost and recomputed (the step in progress, partly
-        done when the failure came, is not counted)."""
-        return max(0, self.failed_step - self.restored_epoch)
-
-    @property
-    def detect_ms(self) -> float:
-        """From the watcher's notice to the runtime catching it (0 when the watcher did not)."""
-        return 1e3 * (self.caught_at - self.noticed_at) if self.noticed_at else 0.0
-
-    @property
-    def repair_ms(self) -> float:
-        return 1e3 * (self.repaired_at - self.caught_at)
-
-    @property
-    def restore_ms(self) -> float:
-        return 1e3 * (self.restored_at - self.repaired_at)
-
-    @property
-    def recompute_ms(self) -> float:
-        return 1e3 * (self.caught_up_at - self.resumed_at) if self.caught_up_at else 0.0
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d.update(steps_recomputed=self.steps_recomputed, detect_ms=round(self.detect_ms, 3),
-                 repair_ms=round(self.repair_ms, 3),
-                 restore_ms=round(self.restore_ms, 3), recompute_ms=round(self.recompute_ms, 3))
-        return d
 
 
 def _step_ended(step: int, mark: int, updates: int) -> None:
@@ -127,10 +81,30 @@ def _recover_between_runs(rt: Runtime) -> None:
 
     def recover(caught: BaseException) -> None:
         runtime = me()
+        if runtime is not None and not runtime.comm.prologue.runs and runtime.snapshot.epoch < 0:
+            _repair_in_prologue(runtime, caught)
+            return
         if runtime is None or not runtime.step == runtime.snapshot.epoch == runtime._arrays_hold:
             raise caught
         runtime._recover(caught=caught)
     rt.comm.prologue.recover = recover
+
+
+def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
+    """A peer's failure in the program's prologue (a collective the prologue record watches,
+    after this Runtime was made and before its first run): no snapshot exists, so nothing is
+    restored; the communicator is repaired (``Respawn``) and the call is made again by every rank
+    (``dpmpi.resilient.prologue``), the replacement with them once it has answered the calls
+    before it from the survivors' record. Its first run then takes epoch 0 with the others."""
+    caught_at = time.time()
+    rt._emit("failure", step=-1, error=type(caught).__name__, detected_by="mpi")
+    rt.comm.Respawn()  # (a failure during the repair is repaired there; one after it fails the call made again)
+    repaired_at = time.time()
+    repair = asdict(rt.comm.history[-1]) if rt.comm.history else {}
+    rt._emit("repaired", **{k: repair.get(k) for k in ("repair", "failed", "filled", "size", "phases_ms", "total_ms")})
+    rt.history.append(Recovery(failed_step=-1, restored_epoch=-1, error=type(caught).__name__, caught_at=caught_at,
+                               repaired_at=repaired_at, restored_at=repaired_at, resumed_at=repaired_at,
+                               repair=repair))
 
 
 class Runtime:

@@ -463,6 +463,36 @@ def test_a_death_between_two_runs_is_the_programs_when_the_last_run_did_not_end_
     assert "ProcFailedError" in job.stderr and "Segmentation" not in job.stderr, job.stderr
 
 
+def _prologue_death(dpmpi_run, spares, faults=""):
+    job = dpmpi_run(4 + spares, "prologue_death.py", "30", launcher_args=["--spares", str(spares)],
+                    faults=faults, timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    final = job.by_rank("final")
+    assert sorted(final) == [0, 1, 2, 3] and all(f["size"] == 4 for f in final.values()), job.stdout + job.stderr
+    assert "Error" not in job.stderr and "Warning" not in job.stderr and "OPAL" not in job.stderr, job.stderr
+    return final
+
+
+@pytest.mark.parametrize("faults,spares", [
+    ("2:load@1:KILL", 1),  # before the Bcast of rank 0's weights
+    pytest.param("0:load@2:KILL", 1, marks=pytest.mark.long),  # that Bcast's root, after it
+    pytest.param("2:load@1:KILL,1:load@3:KILL", 2, marks=pytest.mark.long),  # two, one after the other
+])
+def test_a_death_in_the_prologue_is_repaired_there_when_the_runtime_was_made_before_it(dpmpi_run, faults, spares):
+    """A Runtime made before the prologue's collectives (a Bcast of rank 0's weights, an
+    allreduce, a bcast, an Allreduce), a rank killed among them. Before, the survivors got
+    ProcFailedError in the program's own code and the job ended; now the communicator is repaired
+    where it happened, the replacement answers the calls before it from the survivors' record and
+    makes the interrupted one with them, and all take the first snapshot together: the result
+    equals a failure-free run's bit for bit."""
+    want = {r: f["digest"] for r, f in _prologue_death(dpmpi_run, 1).items()}
+    final = _prologue_death(dpmpi_run, spares, faults)
+    assert {r: f["digest"] for r, f in final.items()} == want, final
+    victims = [int(f.split(":")[0]) for f in faults.split(",")]
+    assert final[victims[-1]]["role"] == "RECOVERED", final  # (an earlier one's replacement survived the later kill)
+    assert all(f["recoveries"] == len(victims) for r, f in final.items() if r not in victims), final
+
+
 def _prologue_ok(job):
     assert job.returncode == 0, job.stdout + job.stderr
     final = job.by_rank("final")

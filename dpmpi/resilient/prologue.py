@@ -74,6 +74,9 @@ class Prologue:
         # survivor: set by the Runtime; None without one
         self.recover: Callable[[BaseException], None] | None = None
         self.between = False  # a replacement: its survivors failed between their runs target-1 and target
+        # a replacement: its survivors failed in their prologue, a dpmpi.Runtime made and none of
+        # its runs begun (handed with target 0): no snapshot exists, its first run takes the first
+        self.unsnapshotted = False
 
     # -- a survivor's side --
     @property
@@ -158,16 +161,24 @@ class Prologue:
         """On a replacement: whether it restores in the run it is in: the one its survivors are
         in, or, when they failed between their runs K and K+1, the K-th (at its end: the code
         after it then runs on the state the survivors had there)."""
+        if self.unsnapshotted:
+            return False
         return not self.finished_by_survivors() or (self.between and self.runs == self.target - 1)
 
     def handover(self) -> tuple[list[Entry], bool, int, int, bool] | None:
         """What a repair hands a replacement: the record, whether it stopped at its limit, the run
         the survivors are in (0: no Runtime; between two runs: the next), how many replayable
-        calls they made outside runs (``seen``) and whether they are between two runs, once the
-        prologue is over (None while it runs: then the replacement's calls are
-        made together with the survivors)."""
+        calls they made outside runs (``seen``) and whether they are between two runs (or in the
+        prologue, with a dpmpi.Runtime made: run 0), once the prologue is over or a Runtime
+        covers it (None while it runs without one: then the replacement's calls are made
+        together with the survivors)."""
         if not self.closed and not self.runs:
-            return None
+            if self.recover is None:
+                return None
+            # a dpmpi.Runtime made before the prologue's collectives, none of its runs begun: the
+            # replacement answers the calls before the interrupted one and takes the first
+            # snapshot with the survivors (nothing to restore)
+            return list(self.entries), self.full, 0, self.seen, True
         if self.runs and not self.inside:  # (a failure between two runs: the replacement skips them all)
             return list(self.entries), self.full, self.runs + 1, self.seen, True
         return list(self.entries), self.full, self.runs, self.seen, False
@@ -185,6 +196,7 @@ class Prologue:
         entries, full, runs, seen, between = handed
         self.entries, self.full, self.target = [Entry(*e) for e in entries], bool(full), int(runs)
         self.between = bool(between)
+        self.unsnapshotted = self.between and not self.target
         self.size = sum(len(e.payload or b"") for e in self.entries)
         self.replaying, self.handed_seen = 0, int(seen)
         self._skip_to(self.runs)  # (a warm spare is called in inside its first run)
@@ -206,7 +218,7 @@ class Prologue:
         """Answer a replacement's call (``rank``: its rank) from the record (see the module)."""
         i = self.replaying
         assert i is not None
-        if self.between and self.runs == self.target - 1 and not self.inside and op in REPLAYABLE and (
+        if self.between and self.runs == max(self.target - 1, 0) and not self.inside and op in REPLAYABLE and (
                 i >= len(self.entries) or self.entries[i].segment > self.runs):
             # the call the survivors' failure interrupted (this process restored at the end of its
             # run target-1, as they did): it is made with them
@@ -304,7 +316,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         told = op in TO_ROOT and plain_of is not None and prologue.tells()
         prologue.seen += 1
         make = (lambda: made_then_told(args, kwargs)) if told else (lambda: fn(*args, **kwargs))
-        if prologue.runs and prologue.recover is not None and plain_of is not None and again is not None:
+        if prologue.recover is not None and plain_of is not None and again is not None:
             out, made_again = between_runs(op, make, args, kwargs, plain_of("Agree"), prologue.recover, again)
             if made_again:
                 return out  # (recorded, and answered as the program expects, by that call)

@@ -98,7 +98,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             mine = state.prologue.handover() if was_active else None
             agreed = reassign_agreed(warm_up_and(new_world, reassign_words(
                 state.plan, original(state), was_active and bool(state.recipes), mine is not None,
-                bool(mine and (mine[0] or mine[1] or mine[2] > 1)))))
+                bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])))))
             quick, with_recipes = agreed.quick, agreed.with_recipes
             faults.point("repair-reassign")
             if quick:  # every process holds the same plan: the live ones are the shrunk group
