@@ -144,6 +144,18 @@ def test_snapshot_buddies_hold_the_neighbours_copy_and_restore_is_exact(comm):
     snap.close()
 
 
+def test_the_restores_verification_names_every_rank_whose_copy_failed_anywhere(comm):
+    """The restore's last collective (a non-blocking reduction waited for without spinning):
+    every rank learns the ranks whose copy failed its checksum on any rank, none otherwise."""
+    from dpmpi.snapshot.restore import verified
+
+    r, n = comm.Get_rank(), comm.Get_size()
+    assert verified(comm.mpi, []) == ()
+    seen = [n - 1] if r == 0 else [r] if r % 2 else []  # rank 0 saw the last rank's copy fail
+    want = tuple(sorted({n - 1} | set(range(1, n, 2))))
+    assert verified(comm.mpi, seen) == want
+
+
 
 def _intercomm(comm):
     r, n = comm.Get_rank(), comm.Get_size()

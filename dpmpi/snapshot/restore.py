@@ -6,6 +6,7 @@ Called on the program's thread with the Snapshot quiesced (no copy, no replicati
 """
 from __future__ import annotations
 
+import array
 import json
 import time
 import warnings
@@ -202,13 +203,9 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         bad_sent = _bad_copies(buffers, sent)
         timings["copy"] = time.perf_counter() - t
     t = time.perf_counter()
-    try:
-        bad = exchange(lambda: scomm.allgather(([] if good else [rank]) + bad_sent))
-    except MPI.Exception as exc:
-        raise from_mpi(exc, scomm, "Snapshot.restore (verify)") from exc
+    ranks = verified(scomm, ([] if good else [rank]) + bad_sent)
     timings["verify"] = time.perf_counter() - t
-    if any(bad):
-        ranks = tuple(sorted({r for b in bad for r in b}))
+    if ranks:
         raise SnapshotLostError(f"snapshot of epoch {epoch} failed its checksum for rank(s) {list(ranks)}: "
                                 f"the copy is corrupt (those ranks' arrays hold it; restore another "
                                 f"way, e.g. from persist_dir)", MPI.ERR_OTHER, ranks)
@@ -245,6 +242,26 @@ def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | N
         if args is not None:
             repl.commit(*args)
     return job
+
+
+def verified(scomm: MPI.Intracomm, bad: list[int]) -> tuple[int, ...]:
+    """The restore's last collective: the ranks whose copy failed its checksum anywhere (``bad``:
+    those seen here). Waited for without spinning: a rank gets here as soon as its own part is
+    done and then only waits for the slowest, and on a machine with fewer cores than processes a
+    spinning wait took the cores the transfers and copies still running needed."""
+    flags = array.array("B", bytes(scomm.Get_size()))
+    for r in bad:
+        flags[r] = 1
+    try:
+        req = scomm.Iallreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
+        while not req.Test():
+            time.sleep(_NAP)
+    except MPI.Exception as exc:
+        raise from_mpi(exc, scomm, "Snapshot.restore (verify)") from exc
+    return tuple(r for r, f in enumerate(flags) if f)
+
+
+_NAP = 50e-6  # seconds between two tests of a wait that moves no bytes here
 
 
 def _bad_copies(buffers: Buffers, sent: dict) -> list[int]:
