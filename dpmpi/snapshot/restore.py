@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi.mpicall import cause_of, exchange, keep_pending
+from dpmpi.mpicall import cause_of, keep_pending
 from dpmpi.errors import from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.buffers import Buffers
