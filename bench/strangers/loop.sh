@@ -39,7 +39,7 @@ for i in $(seq 1 $N); do
   rc=$(cat $tmp/run.rc); got=$(digest $tmp/run.out)
   bad=$(grep -a -E -i "OPAL ERROR|Traceback|error|warning" $tmp/run.err | grep -a -v -e "dpmpi-run: " -e "NBC_Progress" -e "NBC_Start_round" \
         -e "Send error after request freed" -e "is not tested for post-failure" | grep -a -v -E "$victim_report" | head -3)
-  if [ "$rc" = 0 ] && [ "${got% *}" = "$ref" ] && [ -z "$bad" ]; then ok=$((ok + 1)); st=ok; else st=BAD; cp $tmp/run.err $tmp/bad$i.err; fi
+  if [ "$rc" = 0 ] && [ "${got% *}" = "$ref" ] && [ -z "$bad" ]; then ok=$((ok + 1)); st=ok; else st=BAD; cp $tmp/run.err $tmp/bad$i.err; cp $tmp/run.out $tmp/bad$i.out; fi
   echo "$i: after ${d}s, rc $rc, recoveries ${got##* }, $st: $(grep -a 'dpmpi-run:' $tmp/run.err | cut -c1-110)"
 done
 echo "ok $ok/$N (stderr of the others: $tmp)"
