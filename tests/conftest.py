@@ -9,14 +9,16 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from dpmpi import cluster_sim
+from dpmpi import cluster_sim, shmclean
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
+_SESSION_START = time.time()
 # mpi4py's own test suite (vendored): unittest modules that need mpirun, run by
 # bench/peer_mpi4py.py (make peer), never collected by pytest
 collect_ignore = ["peer"]
@@ -118,3 +120,12 @@ def mpirun():
 @pytest.fixture
 def program():
     return lambda name: str(PROGRAMS / name)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove the shared-memory segment files this session's processes left in /dev/shm. Open
+    MPI 5.0.11 leaves one behind for every singleton (a process that initialises MPI without
+    mpirun: pytest's own, and many of the logic tier's subprocesses), killed or not; dpmpi-run
+    removes those of its own jobs' killed ranks. Only files made since the session began, that no
+    live process maps (a concurrent job's are), at least a second old (dpmpi.shmclean)."""
+    shmclean.remove_orphans(_SESSION_START)
