@@ -52,8 +52,6 @@ _RECOVERABLE = (ProcFailedError, RevokedError)
 _MAX_RECOVERY_ATTEMPTS = 32
 
 
-
-
 def _step_ended(step: int, mark: int, updates: int) -> None:
     """After ``step_fn(step)`` returned. A peer's failure raised in it (``ProcFailedError`` or
     ``RevokedError``, since ``failures_made()`` was ``mark``) that the program's own ``except``
