@@ -88,6 +88,14 @@ def _recover_between_runs(rt: Runtime) -> None:
     rt.comm.prologue.recover = recover
 
 
+_REPAIRED_FIELDS = ("repair", "failed", "filled", "size", "phases_ms", "total_ms")  # (the "repaired" event's)
+
+
+def _last_repair(comm: Any) -> dict:
+    """The communicator's newest repair event as a dict ({} before any)."""
+    return asdict(comm.history[-1]) if comm.history else {}
+
+
 def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
     """A peer's failure in the program's prologue (a collective the prologue record watches,
     after this Runtime was made and before its first run): no snapshot exists, so nothing is
@@ -98,8 +106,8 @@ def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
     rt._emit("failure", step=-1, error=type(caught).__name__, detected_by="mpi")
     rt.comm.Respawn()  # (a failure during the repair is repaired there; one after it fails the call made again)
     repaired_at = time.time()
-    repair = asdict(rt.comm.history[-1]) if rt.comm.history else {}
-    rt._emit("repaired", **{k: repair.get(k) for k in ("repair", "failed", "filled", "size", "phases_ms", "total_ms")})
+    repair = _last_repair(rt.comm)
+    rt._emit("repaired", **{k: repair.get(k) for k in _REPAIRED_FIELDS})
     rt.history.append(Recovery(failed_step=-1, restored_epoch=-1, error=type(caught).__name__, caught_at=caught_at,
                                repaired_at=repaired_at, restored_at=repaired_at, resumed_at=repaired_at,
                                repair=repair))
@@ -303,10 +311,9 @@ class Runtime:
                 if caught is not None or attempts > 1:
                     self.comm.Respawn()
                 repaired_at = time.time()
-                repair = asdict(self.comm.history[-1]) if self.comm.history else {}
+                repair = _last_repair(self.comm)
                 if caught is not None or attempts > 1:
-                    self._emit("repaired", **{k: repair.get(k) for k in ("repair", "failed", "filled", "size",
-                                                                           "phases_ms", "total_ms")})
+                    self._emit("repaired", **{k: repair.get(k) for k in _REPAIRED_FIELDS})
                 # unknown until it succeeds (a failure inside it may have written some arrays back)
                 hold, self._arrays_hold = self._arrays_hold, None
                 # where the survivors were (the replacement knows nothing of it) travels in the

@@ -244,6 +244,9 @@ def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | N
     return job
 
 
+_NAP = 50e-6  # seconds between two tests of a wait that moves no bytes here
+
+
 def verified(scomm: MPI.Intracomm, bad: list[int]) -> tuple[int, ...]:
     """The restore's last collective: the ranks whose copy failed its checksum anywhere (``bad``:
     those seen here). Waited for without spinning: a rank gets here as soon as its own part is
@@ -252,16 +255,15 @@ def verified(scomm: MPI.Intracomm, bad: list[int]) -> tuple[int, ...]:
     flags = array.array("B", bytes(scomm.Get_size()))
     for r in bad:
         flags[r] = 1
+    req = None
     try:
         req = scomm.Iallreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
         while not req.Test():
             time.sleep(_NAP)
     except MPI.Exception as exc:
+        keep_pending([req])  # (still active after a peer's failure: its buffer lives on with it)
         raise from_mpi(exc, scomm, "Snapshot.restore (verify)") from exc
     return tuple(r for r, f in enumerate(flags) if f)
-
-
-_NAP = 50e-6  # seconds between two tests of a wait that moves no bytes here
 
 
 def _bad_copies(buffers: Buffers, sent: dict) -> list[int]:
