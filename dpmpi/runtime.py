@@ -199,6 +199,7 @@ class Runtime:
             epoch, self._pending = self._pending, None
             # bounded loss: also wait for the replication (it ran during the step; usually done)
             self.snapshot.commit(epoch, durable=self.bounded_loss)
+            self._aliases.committed(epoch, self.snapshot.holdings().get(self.comm.Get_rank(), {}), self.snapshot_every)
 
     # -- the loop --
     def run(self, step_fn: Callable[[int], Any], n_steps: int, *, commit_at_end: bool = True) -> list[Recovery]:

@@ -141,6 +141,103 @@ def test_the_runtime_refuses_a_step_that_binds_a_state_name_to_a_new_array():
         aliases.check(0)
 
 
+def test_the_runtime_refuses_a_step_that_rebinds_an_attribute_or_item_holding_the_state():
+    """A stranger's class-based model (bench/strangers/attr_model.py) did `self.w = self.w - lr *
+    self.m` in a method given to rt.run: a recovered run ended with other digests, exit code 0."""
+    import numpy as np
+
+    from dpmpi.aliases import Aliases
+
+    class Model:
+        def __init__(self):
+            self.w, self.m, self.lr = np.zeros(4), np.zeros(4), 0.1
+
+        def step(self, k):
+            self.m += 1.0  # in place: fine
+            self.lr = 0.2  # not state: fine
+            if k == 3:
+                self.w = self.w - self.lr * self.m
+
+    model = Model()
+    aliases = Aliases({}, {"w": model.w, "m": model.m})  # (no global holds it: the bound method does)
+    aliases.watch_step(model.step)
+    for k in range(3):
+        model.step(k)
+        aliases.check(k)
+    model.step(3)
+    with pytest.raises(RuntimeError, match="step 3 bound the attribute 'self.w' to a new array.*state 'w'"):
+        aliases.check(3)
+    params = [np.zeros(2), np.zeros(3)]  # a module-level list, and a dict inside a global object
+    holder = type("Holder", (), {})()
+    holder.opt = {"v": np.zeros(2)}
+    ns = {"params": params, "holder": holder, "big": [np.zeros(1)] * 5000}
+    aliases = Aliases(ns, {"p0": params[0], "p1": params[1], "v": holder.opt["v"], "b": ns["big"][0]})
+    params[1] *= 2.0
+    aliases.check(0)
+    params[0] = params[0] + 1.0
+    with pytest.raises(RuntimeError, match="the item 'params\\[0\\]'"):
+        aliases.check(1)
+    params[0] = aliases._arrays[0]
+    holder.opt = {"v": holder.opt["v"]}  # (a new dict holding the same array: fine)
+    aliases.check(2)
+    ns["big"][0] = np.ones(1)  # (a list of more than 4096 items is not looked into)
+    aliases.check(3)
+    layers = [Model(), Model()]  # deeper: a list of layer objects, a layer replaced on the way
+
+    def train(k):
+        for layer in layers:
+            layer.w -= 0.1
+        if k == 1:
+            layers[1].m = layers[1].m * 2
+        if k == 2:
+            layers[0] = Model()
+    aliases = Aliases({}, {f"{n}{i}": getattr(layer, n) for i, layer in enumerate(layers) for n in "wm"})
+    aliases.watch_step(train)
+    train(0)
+    aliases.check(0)
+    train(1)
+    with pytest.raises(RuntimeError, match="the attribute 'layers\\[1\\].m' to a new array"):
+        aliases.check(1)
+    layers[1].m = aliases._arrays[3]
+    train(2)
+    with pytest.raises(RuntimeError, match="the attribute 'layers\\[0\\].(w|m)' to a new array"):
+        aliases.check(2)
+    model = Model()  # swapped by attribute: refused like names
+    aliases = Aliases({"model": model}, {"w": model.w, "m": model.m})
+    model.w, model.m = model.m, model.w
+    with pytest.raises(RuntimeError, match="bound the attribute 'model.(w|m)' to the array registered as state"):
+        aliases.check(4)
+
+
+def test_the_runtime_warns_once_when_the_state_it_snapshots_stops_changing():
+    """What no watched name shows (a holder deeper than watched, a copy): the snapshots' checksum
+    stays the same while the steps run; a warning says so, once."""
+    import warnings
+
+    import numpy as np
+
+    from dpmpi.aliases import UNCHANGED_WARN, Aliases
+
+    aliases = Aliases({}, {"w": np.zeros(2)})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        aliases.committed(2, {2: 7, 0: 5}, 2)  # changed
+        aliases.committed(4, {4: 7}, 2)  # (the one before is not held: not counted)
+        for e in range(1, UNCHANGED_WARN):
+            aliases.committed(4 + 2 * e, {4 + 2 * e: 9, 2 + 2 * e: 9}, 2)
+        assert not seen
+        aliases.committed(10, {10: 9, 8: 9}, 2)
+        assert len(seen) == 1 and "did not change from epoch 4 to epoch 10" in str(seen[0].message)
+        aliases.committed(12, {12: 9, 10: 9}, 2)  # (once)
+        assert len(seen) == 1
+    aliases = Aliases({}, {"w": np.zeros(2)})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for e in range(1, 10):  # it changes every other snapshot
+            aliases.committed(e, {e: e // 2, e - 1: (e - 1) // 2}, 1)
+        assert not seen
+
+
 def test_a_delayed_fault_fires_after_its_point(monkeypatch):
     import threading
 
