@@ -49,6 +49,20 @@ def test_round_trip_is_bit_exact(threads):
         assert snap.epoch == 1 and snap.locked  # root here: CAP_IPC_LOCK
 
 
+def test_an_array_in_fortran_order_round_trips():
+    """Refused as "not C-contiguous" before the twenty-first session (its bytes are contiguous)."""
+    f = np.asfortranarray(np.arange(24.0).reshape(4, 6))
+    c = np.arange(5.0)
+    with dpmpi.Snapshot(MPI.COMM_SELF, {"f": f, "c": c}) as snap:
+        snap.stage()
+        snap.commit(1)
+        f[1, :] = -1.0
+        c += 1.0
+        assert snap.restore() == 1
+    assert np.array_equal(f, np.arange(24.0).reshape(4, 6)) and f.flags.f_contiguous
+    assert np.array_equal(c, np.arange(5.0))
+
+
 def test_checksum_does_not_depend_on_the_number_of_threads():
     digests = set()
     for threads in (1, 2, 4):
@@ -318,8 +332,10 @@ def test_persisted_epochs_reload_and_a_corrupt_file_is_refused(tmp_path):
 
 def test_bad_input_gets_errors_that_name_the_problem():
     a = np.zeros(100)
-    with pytest.raises(ValueError, match="'x' is not C-contiguous"):
+    with pytest.raises(ValueError, match="'x' is not contiguous"):
         dpmpi.Snapshot(MPI.COMM_SELF, {"x": a[::2]})
+    with pytest.raises(ValueError, match="'y' is not contiguous"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"y": np.asfortranarray(np.zeros((4, 6)))[:, ::2]})
     ro = np.zeros(10)
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="'r' is read-only"):

@@ -25,16 +25,19 @@ class Entry:
 
 
 def view(name: str, obj: Any) -> memoryview:
-    """A writable C-contiguous view of a registered array, or an error that names the problem."""
+    """A writable C-contiguous view of a registered array (of its transpose for an array in
+    Fortran order, whose bytes are contiguous too), or an error that names the problem."""
     try:
         mv = memoryview(obj)
     except TypeError:
         raise TypeError(
             f"snapshot array {name!r} is a {type(obj).__name__}, which does not expose the buffer protocol; "
             f"register a numpy array (or a bytearray, array.array, ...)") from None
+    if not mv.c_contiguous and mv.f_contiguous and mv.ndim > 1 and hasattr(obj, "T"):
+        mv = memoryview(obj.T)  # (Fortran order: the same bytes, C-contiguous once transposed)
     if not mv.c_contiguous:
-        raise ValueError(f"snapshot array {name!r} is not C-contiguous; register numpy.ascontiguousarray(...) "
-                         f"and keep using that array")
+        raise ValueError(f"snapshot array {name!r} is not contiguous (a strided view); register the whole "
+                         f"array it is a view of, or numpy.ascontiguousarray(...) and keep using that array")
     if "O" in mv.format:  # (struct code of a PyObject*: an object array, or a record with such a field)
         raise TypeError(f"snapshot array {name!r} holds Python object references (dtype=object): they mean "
                         f"nothing in another process, which a restore may be. Register numbers (a numeric dtype)")
