@@ -113,7 +113,9 @@ class Aliases:
                     f"step {step} bound {what} to a new array inside rt.update(); dpmpi.Runtime snapshots the "
                     f"array it was given as state {key!r} (which {what} held), so a recovery would restore that "
                     f"one and not what the program goes on with. Modify the state in place (w -= lr * g, "
-                    f"w[...] = new) instead of assigning a new array to the name")
+                    f"w[...] = new) instead of assigning a new array to the name (one meant to keep a copy, "
+                    f"such as the best weights so far, must not hold the state array itself: start it "
+                    f"with a copy)")
 
 
 UNCHANGED_WARN = 3
