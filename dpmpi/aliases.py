@@ -10,11 +10,10 @@ program passed, and up to three levels inside what those hold and inside the obj
 bound-method step belongs to: attributes (``self.w = self.w - lr * self.m``, a stranger's
 class-based model, twenty-first session; ``self.layers[0].w``) and the items of dicts and lists.
 Deeper holders, objects of dpmpi, mpi4py and numpy, and names made after the ``Runtime`` are
-not. A name moved to another state array (double
-buffers swapped by name) is refused too: which array a name holds is not state, so a
-replacement's would differ from the survivors'. What no name shows (deeper holders, a copy) is
-caught afterwards, as a warning: the state's checksum staying the same over snapshots in a row
-(``committed``). Owner: the ``Runtime`` (its thread)."""
+not. A name moved to another state array (double buffers swapped by name) is refused too: which
+array a name holds is not state, so a replacement's would differ from the survivors'. What no
+name shows (deeper holders, a copy) is caught afterwards, as a warning: the state's checksum
+staying the same over snapshots in a row (``committed``). Owner: the ``Runtime`` (its thread)."""
 from __future__ import annotations
 
 import types
