@@ -171,13 +171,14 @@ def test_the_runtime_refuses_a_step_that_rebinds_an_attribute_or_item_holding_th
     holder = type("Holder", (), {})()
     holder.opt = {"v": np.zeros(2)}
     ns = {"params": params, "holder": holder, "big": [np.zeros(1)] * 5000}
-    aliases = Aliases(ns, {"p0": params[0], "p1": params[1], "v": holder.opt["v"], "b": ns["big"][0]})
+    p0 = params[0]
+    aliases = Aliases(ns, {"p0": p0, "p1": params[1], "v": holder.opt["v"], "b": ns["big"][0]})
     params[1] *= 2.0
     aliases.check(0)
     params[0] = params[0] + 1.0
     with pytest.raises(RuntimeError, match="the item 'params\\[0\\]'"):
         aliases.check(1)
-    params[0] = aliases._arrays[0]
+    params[0] = p0
     holder.opt = {"v": holder.opt["v"]}  # (a new dict holding the same array: fine)
     aliases.check(2)
     ns["big"][0] = np.ones(1)  # (a list of more than 4096 items is not looked into)
@@ -191,14 +192,15 @@ def test_the_runtime_refuses_a_step_that_rebinds_an_attribute_or_item_holding_th
             layers[1].m = layers[1].m * 2
         if k == 2:
             layers[0] = Model()
-    aliases = Aliases({}, {f"{n}{i}": getattr(layer, n) for i, layer in enumerate(layers) for n in "wm"})
+    registered = {f"{n}{i}": getattr(layer, n) for i, layer in enumerate(layers) for n in "wm"}
+    aliases = Aliases({}, registered)
     aliases.watch_step(train)
     train(0)
     aliases.check(0)
     train(1)
     with pytest.raises(RuntimeError, match="the attribute 'layers\\[1\\].m' to a new array"):
         aliases.check(1)
-    layers[1].m = aliases._arrays[3]
+    layers[1].m = registered["m1"]
     train(2)
     with pytest.raises(RuntimeError, match="the attribute 'layers\\[0\\].(w|m)' to a new array"):
         aliases.check(2)
