@@ -156,7 +156,6 @@ def test_the_restores_verification_names_every_rank_whose_copy_failed_anywhere(c
     assert verified(comm.mpi, seen) == want
 
 
-
 def _intercomm(comm):
     r, n = comm.Get_rank(), comm.Get_size()
     color = int(r >= n // 2)
