@@ -30,8 +30,11 @@
  * Judging a peer: its beat is older than its own T (each file carries its owner's T), its pid
  * still names the same process (start time, /proc/PID/stat field 22; not a zombie), and this
  * watcher wins the compare-and-swap of the file's state from ALIVE to KILLED, so exactly one
- * watcher acts. A watcher that was itself not running for more than T/2 (stopped, starved)
- * judges nobody in that round: its view of the others' beats is stale. Files of processes that
+ * watcher acts. Silence counts only while the watcher itself ran on time: a peer's silence is
+ * measured from its last beat or from the watcher's last own gap of more than two periods
+ * (stopped, starved, the whole machine stalled), whichever is later, so a watcher that runs
+ * again before its peers after a stall of the machine does not count the stall against them
+ * (chaos saw a survivor killed that way after a 47-s stall of the VM). Files of processes that
  * are gone (ended without their exit handler, or killed) are removed by whoever sees them, and a
  * starting process removes the directories of this user's ended jobs (every process gone).
  *
@@ -96,6 +99,9 @@ static struct {
     int64_t timeout_ns, period_ns;
     atomic_long beats;
     atomic_int tid;
+    /* CLOCK_MONOTONIC since when this process's watch thread has run on time (no gap of more
+     * than two periods): written by that thread only, read by dpmpi_hb_wait_silent's caller */
+    _Atomic int64_t awake_since;
     hb_peer peers[HB_MAX_PEERS];
 } hb;
 
@@ -148,10 +154,16 @@ static void unlink_peer(const char *name) {
     unlink(path);
 }
 
+/* How long a peer whose last beat is BEAT has been silent, as this process's watch thread saw it. */
+static int64_t silence(int64_t now, int64_t beat) {
+    int64_t since = atomic_load(&hb.awake_since);
+    return now - (beat > since ? beat : since);
+}
+
 static void judge(hb_peer *p, const char *name, int64_t now) {
     hb_file *f = p->map;
     int32_t state = atomic_load(&f->state);
-    int64_t age = now - atomic_load(&f->beat_ns);
+    int64_t age = silence(now, atomic_load(&f->beat_ns));
     if (state == HB_ALIVE && age <= f->timeout_ns) return;
     if (!same_process(f->pid, f->start_ticks)) { /* gone: a leftover (ended without its handler, killed) */
         if (state != HB_ALIVE || age > f->timeout_ns) unlink_peer(name);
@@ -160,18 +172,20 @@ static void judge(hb_peer *p, const char *name, int64_t now) {
     if (state != HB_ALIVE) return; /* done (ending normally) or being killed by another watcher */
     int32_t expected = HB_ALIVE;
     if (!atomic_compare_exchange_strong(&f->state, &expected, HB_KILLED)) return; /* another watcher acts */
-    age = mono_ns() - atomic_load(&f->beat_ns);
+    age = silence(mono_ns(), atomic_load(&f->beat_ns));
     if (age <= f->timeout_ns) { /* it beat again meanwhile */
         atomic_store(&f->state, HB_ALIVE);
         return;
     }
+    char pstate = '?'; /* for the line: 'T' stopped; 'D' blocked in the kernel, ends when its call returns */
+    proc_stat(f->pid, &pstate);
     if (kill(f->pid, SIGKILL) != 0) return;
-    char msg[256];
+    char msg[288];
     int n = snprintf(msg, sizeof msg,
                      "[dpmpi] rank %d (pid %d) sent no heartbeat for %.1f s: killed (SIGKILL) so the job can recover"
-                     " (DPMPI_HEARTBEAT_TIMEOUT=%g, seen by pid %d)\n",
-                     (int)atomic_load(&f->rank), (int)f->pid, (double)age / 1e9, (double)f->timeout_ns / 1e9,
-                     (int)hb.pid);
+                     " (DPMPI_HEARTBEAT_TIMEOUT=%g, seen by pid %d, its /proc state %c)\n",
+                     (int)atomic_load(&f->rank), (int)f->pid, (double)(mono_ns() - atomic_load(&f->beat_ns)) / 1e9,
+                     (double)f->timeout_ns / 1e9, (int)hb.pid, pstate);
     dpmpi_write_all(2, msg, (size_t)n);
     unlink_peer(name);
 }
@@ -250,7 +264,7 @@ static void scan(int64_t now) {
 static void *hb_thread(void *arg) {
     (void)arg;
     atomic_store(&hb.tid, (int)syscall(SYS_gettid));
-    int64_t last = mono_ns();
+    int64_t last = atomic_load(&hb.awake_since);
     for (;;) {
         sleep_ns(hb.period_ns);
         int64_t now = mono_ns();
@@ -258,8 +272,12 @@ static void *hb_thread(void *arg) {
         atomic_fetch_add(&hb.beats, 1);
         int64_t gap = now - last;
         last = now;
-        /* this process was itself not running (stopped, starved): what it sees is stale */
-        if (gap > hb.timeout_ns / 2) continue;
+        /* this thread was itself not running (stopped, starved, blocked in the kernel): it did
+         * not see its peers meanwhile, so their silence counts from now */
+        if (gap > 2 * hb.period_ns) {
+            atomic_store(&hb.awake_since, now);
+            continue;
+        }
         scan(now);
     }
     return NULL;
@@ -343,11 +361,11 @@ static double silent_wait(void) {
         snprintf(path, sizeof path, "%s/%s", hb.dir, e->d_name);
         hb_file f;
         if (!read_beat(path, &f) || f.magic != HB_MAGIC || f.state != HB_ALIVE) continue;
-        int64_t age = now - f.beat_ns;
         char state = 0;
         if (f.pid <= 0 || f.start_ticks == 0 || proc_stat(f.pid, &state) != f.start_ticks) continue; /* gone */
-        if (state != 'T' && state != 't' && age <= 2 * hb.period_ns) continue;
-        double left = (double)(f.timeout_ns - age + hb.period_ns) / 1e9;
+        if (state != 'T' && state != 't' && now - f.beat_ns <= 2 * hb.period_ns) continue;
+        /* the watch thread judges the silence it saw itself (silence()): that is what is left */
+        double left = (double)(f.timeout_ns - silence(now, f.beat_ns) + hb.period_ns) / 1e9;
         if (left > longest) longest = left;
     }
     closedir(d);
@@ -401,6 +419,7 @@ int dpmpi_hb_start(const char *dir, int world_rank, double timeout) {
     hb.pid = getpid();
     hb.timeout_ns = (int64_t)(timeout * 1e9);
     hb.period_ns = hb.timeout_ns / 5 > HB_MIN_PERIOD_NS ? hb.timeout_ns / 5 : HB_MIN_PERIOD_NS;
+    atomic_store(&hb.awake_since, mono_ns());
     uint64_t ticks = start_ticks(hb.pid);
     if (!ticks) {
         err = ENOENT; /* no /proc */

@@ -1012,6 +1012,34 @@ def test_heartbeat_a_whole_job_stopped_and_continued_loses_no_process(tmp_path, 
     assert all(rc == 0 and HB_LINE not in err for rc, _o, err in results), results
 
 
+@pytest.mark.timeout(60)
+def test_heartbeat_judges_only_the_silence_a_watcher_saw_itself(tmp_path, hb_procs):
+    # the whole machine stalled (chaos saw a 47-s VM stall): a watcher that runs again before
+    # its peers must not count the stall in their silence and kill them a period later
+    import signal
+
+    d = tmp_path / "job"
+    first, *late = [hb_procs(d, r, "wait") for r in range(3)]
+    for p in (first, *late):
+        os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(2.5)  # not a synchronisation: how long the "machine" stays stalled (2.5 T)
+    os.kill(first.pid, signal.SIGCONT)
+    time.sleep(0.6)  # not a synchronisation: the others run again 0.6 T (3 periods) later
+    for p in late:
+        os.kill(p.pid, signal.SIGCONT)
+    seen = {p.pid: set() for p in late}  # until each late one has beaten 3 times
+    before = {p.pid: _beat(d, p.pid) for p in late}
+    deadline = time.monotonic() + 20
+    while any(len(v) < 3 for v in seen.values()):
+        assert time.monotonic() < deadline and all(p.p.poll() is None for p in late), seen
+        for p in late:
+            if (beat := _beat(d, p.pid)) != before[p.pid]:
+                seen[p.pid].add(beat)
+        time.sleep(0.02)
+    results = [p.finish() for p in (first, *late)]
+    assert all(rc == 0 and HB_LINE not in err for rc, _o, err in results), results
+
+
 def test_a_repair_stuck_past_its_deadline_ends_the_process(monkeypatch):
     # a Respawn that a further failure left stuck inside MPI hung every survivor forever; the
     # watchdog ends the process as a failure instead (here: the stand-in for _guard.die is called)
