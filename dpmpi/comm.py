@@ -34,6 +34,9 @@ _WARM_UP = frozenset(
 )
 
 
+_FATAL_HANDLERS = tuple(h for h in (MPI.ERRORS_ARE_FATAL, getattr(MPI, "ERRORS_ABORT", None)) if h is not None)
+
+
 def _convert(op: str, result: Any, raw: MPI.Comm | None = None) -> Any:
     if isinstance(result, MPI.Comm):
         if result == MPI.COMM_NULL:
@@ -113,6 +116,25 @@ class Comm(Wrapper):
         if type(self) is not Comm:
             raise TypeError(f"cannot pickle a {type(self).__name__}: it belongs to this process's repair state")
         return Comm, (self._comm,)
+
+    def Set_errhandler(self, errhandler: MPI.Errhandler) -> None:
+        """mpi4py's, except that the handlers that abort the job at the first failure are refused
+        (``ValueError``): dpmpi's communicators return errors, which it raises as its exceptions."""
+        if errhandler in _FATAL_HANDLERS:
+            raise ValueError("dpmpi: Set_errhandler(MPI.ERRORS_ARE_FATAL or MPI.ERRORS_ABORT) on a dpmpi communicator "
+                             "would abort the whole job at the first failure, which dpmpi is there to survive; leave "
+                             "the communicator's handler as it is (failures raise dpmpi.ProcFailedError, which "
+                             "dpmpi.Runtime and Respawn repair)")
+        plain_method(self, "Set_errhandler")(errhandler)
+
+    def Set_attr(self, keyval: int, attrval: Any) -> None:
+        """mpi4py's; a repair that rebuilds this communicator carries the attribute over."""
+        plain_method(self, "Set_attr")(keyval, attrval)
+        self.__dict__.setdefault("_attr_keys", set()).add(keyval)
+
+    def Delete_attr(self, keyval: int) -> None:
+        plain_method(self, "Delete_attr")(keyval)
+        self.__dict__.get("_attr_keys", set()).discard(keyval)
 
     # --- ULFM, under MPI's names -------------------------------------------------------------
     def Revoke(self) -> None:
@@ -200,11 +222,35 @@ class Comm(Wrapper):
 
 def rebind(comm: Comm, raw: MPI.Comm) -> None:
     """Point ``comm`` at ``raw`` in place (a repair rebuilds a communicator and the program's
-    handles stay valid); the methods cached for the old communicator are dropped."""
+    handles stay valid); the methods cached for the old communicator are dropped, and its name
+    and error handler carried over (the program may have set them)."""
+    old = comm.__dict__.get("_comm")
     keep = {k: v for k, v in comm.__dict__.items() if k.startswith("_")}  # not the cached methods
     comm.__dict__.clear()
     comm.__dict__.update(keep, _comm=raw)
+    _carry_settings(old, raw, keep.get("_attr_keys", ()))
     persistent.remake(comm, raw)  # the persistent requests made on it (dpmpi/persistent.py)
+
+
+def _carry_settings(old: MPI.Comm | None, new: MPI.Comm, keyvals: Any = ()) -> None:
+    """``old``'s name, error handler and the attributes of ``keyvals`` (those the program set
+    through dpmpi) onto ``new``: local calls; the old communicator is revoked but not freed, so
+    its attributes are never deleted. Nothing when either is null or the old one cannot tell."""
+    if old is None or old == MPI.COMM_NULL or new == MPI.COMM_NULL or old == new:
+        return
+    try:
+        name, handler = old.Get_name(), old.Get_errhandler()
+        attrs = [(k, old.Get_attr(k)) for k in keyvals]
+    except MPI.Exception:
+        return
+    try:
+        new.Set_name(name)
+        new.Set_errhandler(handler)
+        for keyval, value in attrs:
+            if value is not None:
+                new.Set_attr(keyval, value)
+    finally:
+        handler.Free()
 
 
 # mpi4py's class methods of communicators (Comm.Get_parent(), Comm.f2py(...), ...); the instance

@@ -314,6 +314,8 @@ def test_communicators_made_by_split_type_clone_create_and_create_cart_are_rebui
     assert {r: e["x"] for r, e in got.items()} == expected, job.stdout
     assert got[1]["role"] == "RECOVERED" and all(e["recoveries"] == 1 for e in got.values()), job.stdout
     assert all(e["types"] == ["Derived"] * 5 and e["tracked"] <= 6 + 64 for e in got.values()), job.stdout
+    assert all(e["names"] == ["world", "twin"] and e["attrs"] == [{"cached": "world"}, {"cached": "twin"}]
+               and e["tag_ub"] >= 32767 for e in got.values()), job.stdout
 
 
 def test_graph_communicators_made_once_are_rebuilt_by_a_repair(dpmpi_run):

@@ -404,3 +404,29 @@ def test_persistent_requests_are_made_again_in_place_when_their_communicator_is_
         assert inc[0] == 10 * k + (r - 1) % n
     MPI.Request.Free(ring[0]), MPI.Request.Free(ring[1])
     old.Free()
+
+
+def test_a_rebuilt_communicator_keeps_the_programs_name_error_handler_and_attributes(comm):
+    """A repair's rebind carried none of them (a stranger's program asserting its communicator's
+    name after a recovery failed on every survivor); a job-aborting handler is refused."""
+    from dpmpi.comm import rebind
+
+    key = MPI.Comm.Create_keyval()
+    handler = MPI.Comm.Create_errhandler(lambda c, code: None)
+    comm.Set_name("swarm")
+    comm.Set_attr(key, {"cache": [1, 2]})
+    comm.Set_errhandler(handler)
+    for fatal in (MPI.ERRORS_ARE_FATAL, MPI.ERRORS_ABORT):
+        with pytest.raises(ValueError, match="abort the whole job at the first failure"):
+            comm.Set_errhandler(fatal)
+    old, new = comm.mpi, comm.mpi.Dup()
+    new.Set_errhandler(MPI.ERRORS_RETURN)
+    rebind(comm, new)  # (what a repair does, with the repaired communicator)
+    got = new.Get_errhandler()
+    assert comm.mpi is new and got == handler and new.Get_name() == "swarm"
+    assert comm.Get_attr(key) == {"cache": [1, 2]}
+    comm.Delete_attr(key)
+    third = comm.mpi.Dup()
+    rebind(comm, third)
+    assert comm.Get_attr(key) is None  # deleted before: not carried
+    old.Free(), new.Free(), got.Free(), handler.Free(), MPI.Comm.Free_keyval(key)

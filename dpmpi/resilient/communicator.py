@@ -7,10 +7,15 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from dpmpi import interrupts
+from dpmpi.comm import plain_method
 from dpmpi.resilient import derived, repair, spares
 from dpmpi.resilient.derived import Tracked
 from dpmpi.resilient.events import RepairEvent
 from dpmpi.resilient.state import Role, State
+
+
+_WORLD_ATTRS = frozenset(getattr(MPI, k) for k in ("TAG_UB", "HOST", "IO", "WTIME_IS_GLOBAL", "APPNUM")
+                         if hasattr(MPI, k))
 
 
 class ResilientComm(Tracked):
@@ -24,6 +29,16 @@ class ResilientComm(Tracked):
         if not name.startswith("_"):
             self._state.not_spare(name)
         return super().__getattr__(name)
+
+    def Get_attr(self, keyval: int) -> Any:
+        """mpi4py's; for MPI's predefined attributes of MPI_COMM_WORLD (``TAG_UB``, ``HOST``,
+        ``IO``, ``WTIME_IS_GLOBAL``, ``APPNUM``), which Open MPI gives only to COMM_WORLD and its
+        Dups, the world's value: this communicator is the program's world."""
+        self._state.not_spare("Get_attr")
+        value = plain_method(self, "Get_attr")(keyval)
+        if value is None and keyval in _WORLD_ATTRS:
+            value = MPI.COMM_WORLD.Get_attr(keyval)
+        return value
 
     @property
     def role(self) -> Role:
