@@ -13,7 +13,7 @@ Deeper holders, objects of dpmpi, mpi4py and numpy, and names made after the ``R
 not. A name moved to another state array (double buffers swapped by name) is refused too: which
 array a name holds is not state, so a replacement's would differ from the survivors'. What no
 name shows (deeper holders, a copy) is caught afterwards, as a warning: the state's checksum
-staying the same over snapshots in a row (``committed``). Owner: the ``Runtime`` (its thread)."""
+staying the same over a process's first snapshots (``committed``). Owner: the ``Runtime`` (its thread)."""
 from __future__ import annotations
 
 import types
@@ -22,14 +22,16 @@ from typing import Any, Callable, Mapping
 
 
 class Aliases:
-    def __init__(self, namespace: Mapping[str, Any], state: Mapping[str, Any]) -> None:
+    def __init__(self, namespace: Mapping[str, Any], state: Mapping[str, Any], *, judge_unchanged: bool = True) -> None:
         self._keys = {id(a): key for key, a in state.items()}
         self._arrays = list(state.values())  # (the ids above stay those of these objects)
         self._watched: list[tuple[Callable[[], Any], str, Any]] = []
         self._holders: list[Any] = [state]  # (keeps the ids in _seen those of these objects)
         self._seen: set[tuple[int, Any]] = {(id(state), ("item", key)) for key in state}  # (holder's id, its member)
         self._visited: set[int] = {id(state)}  # holders looked into by the current scan (_watch_inside)
-        self._unchanged = 0  # snapshots in a row with the checksum of the one before (committed)
+        # snapshots in a row, from this process's first, with the checksum of the one before
+        # (committed); None once judged (it changed, or the warning was given) or not to judge
+        self._unchanged: int | None = 0 if judge_unchanged else None
         for key, obj in list(state.items()):  # (the program's own dict: weights["w"] = ...)
             self._watched.append((lambda k=key: state.get(k), f"the entry {key!r} of the state dict", obj))
         for name, obj in list(namespace.items()):
@@ -82,13 +84,20 @@ class Aliases:
     def committed(self, epoch: int, own: Mapping[int, int], every: int) -> None:
         """After the commit of ``epoch``: ``own`` is what this rank holds of its own state
         ({epoch: checksum}, ``Snapshot.holdings()``), ``every`` the epochs between two snapshots.
-        Warns once when the state's checksum stayed the same over ``UNCHANGED_WARN`` snapshots in
-        a row, each after steps that entered ``rt.update()``: the mark of a step that writes
-        arrays the Runtime was not given (``self.layers[0].w = ...`` deeper than watched, a
-        copy), which a recovery does not restore."""
-        same = epoch in own and own.get(epoch - every) == own[epoch]
-        self._unchanged = self._unchanged + 1 if same else 0
+        Warns once when the state's checksum stayed the same over this process's first
+        ``UNCHANGED_WARN`` snapshots after its first, each after steps that entered
+        ``rt.update()``: the mark of a step that writes arrays the Runtime was not given
+        (``self.layers[0].w = ...`` deeper than watched, a copy), which a recovery does not
+        restore. A state that changed and then stops changing (a solver that converged) is not
+        judged: it is no such mark."""
+        if self._unchanged is None or epoch not in own or epoch - every not in own:
+            return
+        if own[epoch - every] != own[epoch]:
+            self._unchanged = None  # it changes: the steps write the registered arrays
+            return
+        self._unchanged += 1
         if self._unchanged == UNCHANGED_WARN:
+            self._unchanged = None
             warnings.warn(
                 f"dpmpi: the state given to dpmpi.Runtime ({', '.join(map(repr, self._keys.values()))}) did not "
                 f"change from epoch {epoch - UNCHANGED_WARN * every} to epoch {epoch}, although every step entered "

@@ -50,6 +50,7 @@ from dpmpi.snapshot import Snapshot
 
 _RECOVERABLE = (ProcFailedError, RevokedError)
 _MAX_RECOVERY_ATTEMPTS = 32
+_JUDGES = (resilient.Role.INITIAL, resilient.Role.SURVIVOR)  # (processes whose state is as the program built it)
 
 
 def _step_ended(step: int, mark: int, updates: int) -> None:
@@ -144,7 +145,8 @@ class Runtime:
         self.confirmed = 0  # steps confirmed by an agreement (confirm_steps)
         self.snapshot = Snapshot(comm, state, replicas=replicas, threads=threads, persist_dir=persist_dir,
                                  persist_every=persist_every)
-        self._aliases = Aliases(sys._getframe(1).f_globals, state)  # (a step's `w = w - g`: an error)
+        # (a step's `w = w - g`: an error; a replacement's state need not change from its first snapshots)
+        self._aliases = Aliases(sys._getframe(1).f_globals, state, judge_unchanged=comm.role in _JUDGES)
         self.step = 0  # the step being run (or the next one)
         self.history: list[Recovery] = []
         self._callbacks: list[Callable[[dict], None]] = []

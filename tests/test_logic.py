@@ -211,9 +211,11 @@ def test_the_runtime_refuses_a_step_that_rebinds_an_attribute_or_item_holding_th
         aliases.check(4)
 
 
-def test_the_runtime_warns_once_when_the_state_it_snapshots_stops_changing():
+def test_the_runtime_warns_once_when_the_state_it_snapshots_never_changes():
     """What no watched name shows (a holder deeper than watched, a copy): the snapshots' checksum
-    stays the same while the steps run; a warning says so, once."""
+    stays the same from the first while the steps run; a warning says so, once. A state that
+    changed and then stops changing (a converged solver: a stranger's program warned, again and
+    again) and a replacement's state are not judged."""
     import warnings
 
     import numpy as np
@@ -223,21 +225,24 @@ def test_the_runtime_warns_once_when_the_state_it_snapshots_stops_changing():
     aliases = Aliases({}, {"w": np.zeros(2)})
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        aliases.committed(2, {2: 7, 0: 5}, 2)  # changed
-        aliases.committed(4, {4: 7}, 2)  # (the one before is not held: not counted)
+        aliases.committed(4, {4: 9}, 2)  # (the one before is not held: not counted)
         for e in range(1, UNCHANGED_WARN):
             aliases.committed(4 + 2 * e, {4 + 2 * e: 9, 2 + 2 * e: 9}, 2)
         assert not seen
         aliases.committed(10, {10: 9, 8: 9}, 2)
         assert len(seen) == 1 and "did not change from epoch 4 to epoch 10" in str(seen[0].message)
         aliases.committed(12, {12: 9, 10: 9}, 2)  # (once)
+        aliases.committed(14, {14: 3, 12: 9}, 2)
+        for e in range(8, 8 + 2 * UNCHANGED_WARN):
+            aliases.committed(2 * e, {2 * e: 3, 2 * e - 2: 3}, 2)
         assert len(seen) == 1
-    aliases = Aliases({}, {"w": np.zeros(2)})
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        for e in range(1, 10):  # it changes every other snapshot
-            aliases.committed(e, {e: e // 2, e - 1: (e - 1) // 2}, 1)
-        assert not seen
+    for judge, history in ((True, [5, 7] + [7] * 2 * UNCHANGED_WARN), (False, [7] * 2 * UNCHANGED_WARN)):
+        aliases = Aliases({}, {"w": np.zeros(2)}, judge_unchanged=judge)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for e in range(1, len(history)):  # changed once, then converged / a replacement's
+                aliases.committed(e, {e: history[e], e - 1: history[e - 1]}, 1)
+            assert not seen
 
 
 def test_a_delayed_fault_fires_after_its_point(monkeypatch):
