@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import _ft, _guard, _hooks, persistent
+from dpmpi import _ft, _guard, _hooks, ctxcomms, persistent
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, sendrecv, warm_up, within_job
@@ -33,6 +33,8 @@ _WARM_UP = frozenset(
      "Create_dist_graph_adjacent", "Sub"}
 )
 
+
+ctxcomms.install()  # (mpi4py's hidden Dups of a communicator: a repair revokes them with it)
 
 _FATAL_HANDLERS = tuple(h for h in (MPI.ERRORS_ARE_FATAL, getattr(MPI, "ERRORS_ABORT", None)) if h is not None)
 

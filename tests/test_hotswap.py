@@ -318,6 +318,17 @@ def test_communicators_made_by_split_type_clone_create_and_create_cart_are_rebui
                and e["tag_ub"] >= 32767 for e in got.values()), job.stdout
 
 
+def test_a_repair_revokes_the_communicator_mpi4pys_pkl5_collectives_run_on(dpmpi_run):
+    """Ranks blocked in a pkl5 allgather for a live peer that left for the repair (tests/programs/
+    pkl5_hidden.py) hung the job: dpmpi now revokes mpi4py's hidden Dup with its communicator."""
+    n = 40
+    job = dpmpi_run(5, "pkl5_hidden.py", n, launcher_args=["--spares", "1"], faults="2:step@20:KILL", timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    got = job.by_rank("done")
+    assert {r: e["x"] for r, e in got.items()} == {r: [6 * n + 2 * n * (n - 1)] * 2 for r in range(4)}, job.stdout
+    assert got[2]["role"] == "RECOVERED" and all(e["recoveries"] == 1 for e in got.values()), job.stdout
+
+
 def test_graph_communicators_made_once_are_rebuilt_by_a_repair(dpmpi_run):
     """Create_dist_graph_adjacent and Create_graph communicators, made before the loop and used
     in every step through neighbour collectives: before the fifteenth session a repair rebuilt

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, faults
+from dpmpi import _guard, ctxcomms, faults
 from dpmpi.comm import rebind
 from dpmpi.mpicall import exchange, retire, warm_up, warm_up_and
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
@@ -242,6 +242,7 @@ def bury(state: State) -> None:
 
 
 def revoke(comm: MPI.Comm) -> None:
+    ctxcomms.revoke_hidden(comm)  # (mpi4py's own Dup of it, where pkl5's collectives run)
     try:
         comm.Revoke()
     except MPI.Exception:
