@@ -85,6 +85,7 @@ def revoke_hidden(comm: MPI.Comm) -> int:
     return n
 
 
-def recorded(comm: MPI.Comm) -> int:
-    """How many hidden duplicates of ``comm`` are recorded (tests)."""
-    return len(_hidden.get(comm.handle, ()))
+def recorded(handle: int) -> int:
+    """How many hidden duplicates are recorded for the communicator whose handle was ``handle``
+    (``comm.handle``; 0 once it is freed)."""
+    return len(_hidden.get(handle, ()))

@@ -430,3 +430,20 @@ def test_a_rebuilt_communicator_keeps_the_programs_name_error_handler_and_attrib
     rebind(comm, third)
     assert comm.Get_attr(key) is None  # deleted before: not carried
     old.Free(), new.Free(), got.Free(), handler.Free(), MPI.Comm.Free_keyval(key)
+
+
+def test_mpi4pys_hidden_dup_is_recorded_for_the_repair_and_forgotten_when_its_communicator_is_freed(comm):
+    """pkl5's collectives run on a Dup that mpi4py caches on the communicator; a repair revokes it
+    (dpmpi.ctxcomms), and its record goes when the communicator is freed (a reused handle must
+    not revoke a freed Dup)."""
+    from mpi4py.util import pkl5
+
+    from dpmpi import ctxcomms
+
+    raw = comm.mpi.Dup()
+    handle, n = raw.handle, comm.Get_size()
+    assert pkl5.Intracomm(raw).allgather(comm.Get_rank()) == list(range(n))
+    assert pkl5.Intracomm(raw).allgather(1) == [1] * n  # (the cached Dup, recorded once)
+    assert ctxcomms.recorded(handle) == 1
+    raw.Free()
+    assert ctxcomms.recorded(handle) == 0
