@@ -991,6 +991,19 @@ def _beat(d, pid):
     return struct.unpack_from("<q", (d / f"pid-{pid}").read_bytes(), 32)[0]
 
 
+def _beaten_again(d, procs, times=3):
+    """Until each of ``procs`` has beaten ``times`` times more (polling its file), none of them gone."""
+    seen = {p.pid: set() for p in procs}
+    before = {p.pid: _beat(d, p.pid) for p in procs}
+    deadline = time.monotonic() + 20
+    while any(len(v) < times for v in seen.values()):
+        assert time.monotonic() < deadline and all(p.p.poll() is None for p in procs), seen
+        for p in procs:
+            if (beat := _beat(d, p.pid)) != before[p.pid]:
+                seen[p.pid].add(beat)
+        time.sleep(0.02)
+
+
 @pytest.mark.long  # ~3 s (make test's budget; make test-long runs it)
 @pytest.mark.timeout(60)
 def test_heartbeat_a_whole_job_stopped_and_continued_loses_no_process(tmp_path, hb_procs):
@@ -1003,16 +1016,7 @@ def test_heartbeat_a_whole_job_stopped_and_continued_loses_no_process(tmp_path, 
     time.sleep(2.5)  # not a synchronisation: the time the job stays stopped (2.5 T)
     for p in procs:
         os.kill(p.pid, signal.SIGCONT)
-    # wait until every one has beaten 3 times since: its judging rounds after the gap are over
-    seen = {p.pid: set() for p in procs}
-    before = {p.pid: _beat(d, p.pid) for p in procs}
-    deadline = time.monotonic() + 20
-    while any(len(v) < 3 for v in seen.values()):
-        assert time.monotonic() < deadline and all(p.p.poll() is None for p in procs), seen
-        for p in procs:
-            if (beat := _beat(d, p.pid)) != before[p.pid]:
-                seen[p.pid].add(beat)
-        time.sleep(0.02)
+    _beaten_again(d, procs)  # its judging rounds after the gap are over
     results = [p.finish() for p in procs]
     assert all(rc == 0 and HB_LINE not in err for rc, _o, err in results), results
 
@@ -1032,15 +1036,7 @@ def test_heartbeat_judges_only_the_silence_a_watcher_saw_itself(tmp_path, hb_pro
     time.sleep(0.6)  # not a synchronisation: the others run again 0.6 T (3 periods) later
     for p in late:
         os.kill(p.pid, signal.SIGCONT)
-    seen = {p.pid: set() for p in late}  # until each late one has beaten 3 times
-    before = {p.pid: _beat(d, p.pid) for p in late}
-    deadline = time.monotonic() + 20
-    while any(len(v) < 3 for v in seen.values()):
-        assert time.monotonic() < deadline and all(p.p.poll() is None for p in late), seen
-        for p in late:
-            if (beat := _beat(d, p.pid)) != before[p.pid]:
-                seen[p.pid].add(beat)
-        time.sleep(0.02)
+    _beaten_again(d, late)
     results = [p.finish() for p in (first, *late)]
     assert all(rc == 0 and HB_LINE not in err for rc, _o, err in results), results
 
