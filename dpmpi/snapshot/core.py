@@ -19,6 +19,7 @@ from dpmpi.snapshot import persistence
 from dpmpi.snapshot import restore
 from dpmpi.snapshot.buffers import Buffers
 from dpmpi.snapshot.committer import Committer
+from dpmpi.snapshot.generators import Generators
 from dpmpi.snapshot.layout import layout
 from dpmpi.snapshot.native import Codes
 from dpmpi.snapshot.persistence import Persistence
@@ -116,6 +117,7 @@ class Snapshot:
         from dpmpi.gpu import devsnap
 
         arrays = dict(arrays)
+        self._generators = Generators(arrays)  # (a numpy random generator: its state, as bytes)
         device = devsnap.device_slots(arrays)  # device arrays: copied straight into the slots
         entries = layout(arrays, {n: devsnap.describe(a) for n, a in device.device.items()} if device else None)
         waiting = getattr(self._comm, "role", None) is Role.SPARE
@@ -138,8 +140,7 @@ class Snapshot:
         self._replication = Replication(self._comm, entries, n, bool(lock_memory), n if waiting else 0, buf.shift)
         self._persistence = Persistence(directory, every)
         self._committer = Committer()
-        self._refilling = False  # the committer runs a restore's refill (restore(swap=True))
-        self._closed = False
+        self._refilling = self._closed = False  # _refilling: the committer runs a restore's refill (restore(swap=True))
         self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self.nbytes)}
         self.last_restore: dict[str, Any] = {}
         _OPEN.add(self)
@@ -164,8 +165,7 @@ class Snapshot:
         return MappingProxyType(self._buffers.arrays)
 
     def holdings(self) -> dict[int, dict[int, int]]:
-        """What this rank holds (local): {logical rank: {committed epoch: checksum}}, its own
-        copies under its own rank, and the replicas of the ranks it is a buddy of."""
+        """What this rank holds (local): {logical rank: {epoch: checksum}}, its own and its buddies'."""
         rank = self._comm.Get_rank() if self._replication.scomm is None else self._replication.scomm.Get_rank()
         return {**self._replication.holdings(), rank: self._buffers.holdings()}
 
@@ -191,6 +191,7 @@ class Snapshot:
             epoch = _grown("epoch", epoch, self.epoch)
             if self._replication.replicas and self._replication.scomm is None:
                 self._replication.setup()
+        self._generators.save()
         t0 = time.perf_counter()
         if self._buffers.device is not None:  # the device writes the slot at once: not gated
             self._replication.wait()
@@ -229,9 +230,8 @@ class Snapshot:
         self._closed = True
         _OPEN.discard(self)
 
-    def _leak(self) -> None:
-        """Keep this Snapshot's memory and threads for the life of the process: MPI may still
-        complete a request on them (a replication that a failure interrupted)."""
+    def _leak(self) -> None:  # (MPI may still complete a request on them: a replication a failure cut)
+        """Keep this Snapshot's memory and threads for the life of the process."""
         keep_forever((self._buffers.own, self._replication.memory(), self._buffers.engine))
 
     def __del__(self) -> None:
@@ -243,7 +243,7 @@ class Snapshot:
     def __enter__(self) -> Snapshot:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: Any) -> None:  # (closes it)
         self.close()
 
     @uninterrupted
@@ -321,6 +321,7 @@ class Snapshot:
         if refill is not None:
             self._committer.submit(epoch, refill)
             self._refilling = True
+        self._generators.load(epoch)
         return epoch
 
     @uninterrupted
