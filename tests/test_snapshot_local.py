@@ -79,6 +79,18 @@ def test_a_random_generator_in_the_state_draws_again_what_it_drew_after_the_epoc
     assert all(np.array_equal(after[k], again[k]) for k in gens) and not w.any()
 
 
+def test_a_random_generator_is_read_back_from_the_snapshot_files_too(tmp_path):
+    rng, w = np.random.default_rng(3), np.arange(3.0)
+    with dpmpi.Snapshot(MPI.COMM_SELF, {"w": w, "rng": rng}, persist_dir=tmp_path) as snap:
+        snap.stage()
+        snap.commit(1)
+        snap.wait()
+    after = rng.random(4)
+    w[:] = 0.0
+    assert dpmpi.Snapshot.load(MPI.COMM_SELF, {"w": w, "rng": rng}, tmp_path) == 1
+    assert np.array_equal(rng.random(4), after) and np.array_equal(w, np.arange(3.0))
+
+
 def test_checksum_does_not_depend_on_the_number_of_threads():
     digests = set()
     for threads in (1, 2, 4):

@@ -303,12 +303,11 @@ class Snapshot:
     @uninterrupted
     def restore(self, *, arrays_hold: int | None = None, carry: int = -1, swap: bool = False,
                 as_built: bool = False) -> int:
-        """Write the newest globally restorable epoch back into the arrays; return it (collective,
-        after ``comm.Respawn()``; a replacement calls it on a Snapshot it just made). Survivors
-        restore from their own slot, a replacement from a buddy's copy (checksums checked).
-        Options (docs/snapshots.md): ``arrays_hold``, ``carry``, ``swap``, ``as_built`` (-1 may
-        then be returned: nothing restored). ``SnapshotLostError``: a rank and its copies are
-        gone (``persist_dir`` tried too), or a copy failed its checksum."""
+        """Write the newest globally restorable epoch back into the arrays (and generators); return
+        it (collective, after ``comm.Respawn()``; a replacement calls it on a new Snapshot). Survivors
+        read their own slot, a replacement a buddy's copy (checksums checked). Options (docs/snapshots.md):
+        ``arrays_hold``, ``carry``, ``swap``, ``as_built`` (-1: nothing restored). ``SnapshotLostError``:
+        a rank and its copies are gone (``persist_dir`` tried too), or a copy failed its checksum."""
         self._check_open()
         hold = None if arrays_hold is None else _int_arg("arrays_hold", arrays_hold, 0)
         carry = _int_arg("carry", carry, -1)
@@ -337,6 +336,7 @@ class Snapshot:
     @classmethod
     @uninterrupted
     def load(cls, comm: Any, arrays: Mapping[str, Any], persist_dir: str | os.PathLike) -> int:
-        """Fill ``arrays`` from the newest epoch that ``persist_dir`` holds for every rank, and
-        return it (collective over ``comm``): a whole job restarting from disk."""
-        return persistence.load(comm.mpi if isinstance(comm, Comm) else comm, arrays, os.fspath(persist_dir))
+        """Fill ``arrays`` (random generators too) from the newest epoch ``persist_dir`` holds for
+        every rank, and return it (collective over ``comm``): a whole job restarting from disk."""
+        return Generators.filled(arrays, lambda plain: persistence.load(
+            comm.mpi if isinstance(comm, Comm) else comm, plain, os.fspath(persist_dir)))

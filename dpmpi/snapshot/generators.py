@@ -12,7 +12,7 @@ thread: ``stage`` and ``restore`` run there).
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -35,8 +35,15 @@ class Generators:
                 arrays[name] = buf
                 self._held.append((obj, buf))
 
-    def __bool__(self) -> bool:
-        return bool(self._held)
+    @classmethod
+    def filled(cls, arrays: Mapping[str, Any], load: Callable[[dict[str, Any]], int]) -> int:
+        """``load(arrays)`` (``Snapshot.load`` from files: returns the epoch it read) with the
+        generators among ``arrays`` as byte arrays, then read back into the generators."""
+        plain = dict(arrays)
+        generators = cls(plain)
+        epoch = load(plain)
+        generators.load(epoch)
+        return epoch
 
     def save(self) -> None:
         """Each generator's state into its array (before a stage)."""
