@@ -3,6 +3,7 @@ checksums, the mlock fallback, persistence, and bad input. The multi-rank and fa
 test_snapshot.py."""
 import inspect
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -63,19 +64,25 @@ def test_an_array_in_fortran_order_round_trips():
     assert np.array_equal(c, np.arange(5.0))
 
 
+def _draw(gen):
+    if isinstance(gen, random.Random):
+        return np.array([gen.random() for _ in range(4)])
+    return gen.random_sample(4) if isinstance(gen, np.random.RandomState) else gen.random(4)
+
+
 def test_a_random_generator_in_the_state_draws_again_what_it_drew_after_the_epoch():
     """A generator made once and drawn from in every step was not part of the state before the
     twenty-second session: a recovered run drew other numbers (bench/strangers/rng_state.py)."""
     gens = {"pcg": np.random.default_rng(7), "mt": np.random.Generator(np.random.MT19937(7)),
-            "legacy": np.random.RandomState(7)}
+            "legacy": np.random.RandomState(7), "python": random.Random(7)}
     w = np.zeros(3)
     with dpmpi.Snapshot(MPI.COMM_SELF, {"w": w, **gens}) as snap:
         snap.stage()
         snap.commit(1)
-        after = {k: g.random(4) if k != "legacy" else g.random_sample(4) for k, g in gens.items()}
+        after = {k: _draw(g) for k, g in gens.items()}
         w += 1.0
         assert snap.restore() == 1
-        again = {k: g.random(4) if k != "legacy" else g.random_sample(4) for k, g in gens.items()}
+        again = {k: _draw(g) for k, g in gens.items()}
     assert all(np.array_equal(after[k], again[k]) for k in gens) and not w.any()
 
 
