@@ -117,7 +117,7 @@ class Snapshot:
         from dpmpi.gpu import devsnap
 
         arrays = dict(arrays)
-        self._generators = Generators(arrays)  # (a numpy random generator: its state, as bytes)
+        self._generators = Generators(arrays)  # (a random generator: its state, as a byte array)
         device = devsnap.device_slots(arrays)  # device arrays: copied straight into the slots
         entries = layout(arrays, {n: devsnap.describe(a) for n, a in device.device.items()} if device else None)
         waiting = getattr(self._comm, "role", None) is Role.SPARE
@@ -243,7 +243,7 @@ class Snapshot:
     def __enter__(self) -> Snapshot:
         return self
 
-    def __exit__(self, *exc: Any) -> None:  # (closes it)
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     @uninterrupted
