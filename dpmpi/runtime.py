@@ -75,18 +75,23 @@ def _recover_between_runs(rt: Runtime) -> None:
     which hold it, are not copied back. Only when the last run ended on a committed epoch that
     its arrays held (``commit_at_end``, a run length that ``snapshot_every`` divides): else
     the failure is the program's, as before (the same decision on every rank). Held weakly (the
-    communicator outlives a Runtime)."""
-    me = weakref.ref(rt)
+    communicator outlives a Runtime). A Runtime made after another one's runs (a program in
+    phases) leaves such a failure to the earlier one until its own first run: the replacement
+    restores in the earlier one's last run."""
+    me, earlier = weakref.ref(rt), rt.comm.prologue.recover
 
     def recover(caught: BaseException) -> None:
         runtime = me()
         if runtime is not None and not runtime.comm.prologue.runs and runtime.snapshot.epoch < 0:
             _repair_in_prologue(runtime, caught)
             return
-        if runtime is None or not runtime.step == runtime.snapshot.epoch == runtime._arrays_hold:
+        if runtime is not None and runtime.snapshot.epoch < 0 and earlier is not None:
+            earlier(caught)
+            return
+        if runtime is None or runtime.closed or not runtime.step == runtime.snapshot.epoch == runtime._arrays_hold:
             raise caught
         runtime._recover(caught=caught)
-    rt.comm.prologue.recover = recover
+    rt.comm.prologue.recover = rt._between = recover
 
 
 _REPAIRED_FIELDS = ("repair", "failed", "filled", "size", "phases_ms", "total_ms")  # (the "repaired" event's)
@@ -112,6 +117,14 @@ def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
     rt.history.append(Recovery(failed_step=-1, restored_epoch=-1, error=type(caught).__name__, caught_at=caught_at,
                                repaired_at=repaired_at, restored_at=repaired_at, resumed_at=repaired_at,
                                repair=repair))
+
+
+def _caught_up(rt: Runtime) -> None:
+    """The steps a recovery took ``rt`` back are done again: the "caught-up" event."""
+    record, rt._catching_up = rt._catching_up, None
+    record.caught_up_at = time.time()  # type: ignore[union-attr]
+    rt._emit("caught-up", step=rt.step, recompute_ms=round(record.recompute_ms, 3),
+             steps_recomputed=record.steps_recomputed)
 
 
 class Runtime:
@@ -157,6 +170,7 @@ class Runtime:
         self._as_built = comm.role is not resilient.Role.SPARE
         self._updates, self._running = 0, False  # rt.update() calls in the current step; inside run()
         self._catching_up: Recovery | None = None
+        self.closed, self._between = False, None  # close() was called; the hook _recover_between_runs sets
         _recover_between_runs(self)
 
     # -- events --
@@ -224,6 +238,7 @@ class Runtime:
                 self.comm.Await()  # a warm spare (dpmpi.init(wait=False)): returns once called in
             skip = record.finished_by_survivors()  # (a replacement's run its survivors finished: not run)
             if self.comm.role is resilient.Role.RECOVERED and self.snapshot.epoch < 0 and record.restores():
+                record.restoring()
                 self._recover(caught=None)
                 if skip:  # (its survivors failed after this run: the program's code next modifies the arrays)
                     self.snapshot.wait_refill()
@@ -236,7 +251,7 @@ class Runtime:
                 try:
                     while self.step < n_steps:
                         if self._catching_up is not None and self.step >= self._catching_up.failed_step:
-                            self._caught_up()
+                            _caught_up(self)
                         self._updates = 0
                         faults.runtime_step()  # (point "step": DPMPI_FAULTS=RANK:step@N faults any Runtime program)
                         mark = failures_made()
@@ -245,7 +260,7 @@ class Runtime:
                         _step_ended(self.step, mark, self._updates)
                         self.step += 1
                     if self._catching_up is not None:
-                        self._caught_up()
+                        _caught_up(self)
                     if commit_at_end:  # the final state is a committed epoch too (a failure here is
                         faults.point("run-end")  # recovered like one inside a step)
                         self._end()
@@ -354,12 +369,10 @@ class Runtime:
                    restore_ms=round(record.restore_ms, 3), repair_ms=round(record.repair_ms, 3),
                    role=self.comm.role.value, detail=record.restore)
 
-    def _caught_up(self) -> None:
-        record, self._catching_up = self._catching_up, None
-        record.caught_up_at = time.time()  # type: ignore[union-attr]
-        self._emit("caught-up", step=self.step, recompute_ms=round(record.recompute_ms, 3),
-                   steps_recomputed=record.steps_recomputed)
-
     def close(self) -> None:
-        self.comm.prologue.recover = None  # (a failure after it is the program's: nothing to restore)
+        """Stop the snapshot's threads and free its memory (local); a failure between runs after
+        it is the program's (nothing to restore)."""
+        self.closed = True
+        if self.comm.prologue.recover is self._between:  # (no agreement after the calls between runs)
+            self.comm.prologue.recover = None
         self.snapshot.close()

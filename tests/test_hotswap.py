@@ -449,6 +449,25 @@ def test_a_death_between_two_runs_is_repaired_there_and_the_evaluations_call_mad
     assert final[victim]["role"] == "RECOVERED" and all(f["recoveries"] == 1 for f in final.values()), final
 
 
+@pytest.mark.parametrize("faults", [
+    "1:step@15:KILL",  # in the first Runtime's run: the replacement restores there, not again
+    pytest.param("2:step@35:KILL", marks=pytest.mark.long),  # in the second's: it skips the first
+    "3:eval@1:KILL",  # between the phases, the second Runtime made: the first one repairs it
+])
+def test_a_replacement_restores_once_when_each_run_is_a_new_runtimes(dpmpi_run, faults):
+    """Three runs, each after the first on a new dpmpi.Runtime over the same array (a program in
+    phases), made before the evaluation between the runs. Before, a replacement restored in the
+    run its survivors were in and again at the next Runtime's first run, whose epoch 0 the
+    survivors were taking: the collectives did not match (TypeError in the restore on every rank;
+    bench/strangers/two_phases.py, 5 of 8); and a death in the evaluation, the next Runtime made,
+    was the program's (ProcFailedError). Now the earlier Runtime repairs it."""
+    job = dpmpi_run(5, "prologue.py", "--steps", "60", "--epochs", "3", "--fresh",
+                    launcher_args=["--spares", "1"], faults=faults, timeout=60)
+    final = _prologue_ok(job)
+    victim = int(faults.split(":")[0])
+    assert final[victim]["role"] == "RECOVERED" and all(f["recoveries"] == 1 for f in final.values()), final
+
+
 @pytest.mark.long  # (make test's budget)
 def test_a_replacement_that_cannot_redo_a_call_between_two_runs_fails_without_hanging_the_job(dpmpi_run):
     """Rank 1 killed between two runs; its replacements cannot redo the first evaluation's

@@ -77,6 +77,7 @@ class Prologue:
         # a replacement: its survivors failed in their prologue, a dpmpi.Runtime made and none of
         # its runs begun (handed with target 0): no snapshot exists, its first run takes the first
         self.unsnapshotted = False
+        self.restored = False  # a replacement: it restored its state in one of its runs (``restoring``)
 
     # -- a survivor's side --
     @property
@@ -161,9 +162,14 @@ class Prologue:
         """On a replacement: whether it restores in the run it is in: the one its survivors are
         in, or, when they failed between their runs K and K+1, the K-th (at its end: the code
         after it then runs on the state the survivors had there)."""
-        if self.unsnapshotted:
+        if self.unsnapshotted or self.restored:
             return False
         return not self.finished_by_survivors() or (self.between and self.runs == self.target - 1)
+
+    def restoring(self) -> None:
+        """A replacement restores once: a later run is the survivors' next run too (a second
+        dpmpi.Runtime's first run then takes its epoch 0 with them, as theirs does)."""
+        self.restored = True
 
     def handover(self) -> tuple[list[Entry], bool, int, int, bool] | None:
         """What a repair hands a replacement: the record, whether it stopped at its limit, the run

@@ -3,7 +3,9 @@ that start every rank from rank 0's weights do: Bcast of the initial state, bcas
 allreduce, allgather, Barrier, a Scatter and a scatter of each rank's part from rank 0, a gather
 of names and a reduce to rank 0. Exact integer arithmetic, so each rank checks its final state
 against the failure-free result computed locally. ``--refuse``: the prologue also sends a
-message from rank 0 to rank 1 (which a replacement cannot get again).
+message from rank 0 to rank 1 (which a replacement cannot get again). ``--fresh``: each run
+after the first is the first run of a new ``dpmpi.Runtime`` over the same array, made before
+the evaluation that precedes it (the earlier ones are kept, not closed).
 
 One JSON line per rank at the end: {"event": "final", "rank", "role", "ok", "prologue_ok", ...}."""
 import argparse
@@ -20,6 +22,7 @@ p.add_argument("--steps", type=int, default=60)
 p.add_argument("--refuse", action="store_true")
 p.add_argument("--epochs", type=int, default=1, help="rt.run calls, an allreduce of a metric after each")
 p.add_argument("--every", type=int, default=1, help="snapshot_every")
+p.add_argument("--fresh", action="store_true", help="a new Runtime for each run after the first")
 p.add_argument("--eval-gather", action="store_true", help="after each run, also a Gather (buffers) to rank 0")
 p.add_argument("--eval-refuse", action="store_true", help="after each run's allreduce, a sendrecv (which a "
                "replacement cannot redo)")
@@ -53,15 +56,20 @@ def update(v, k, nranks):
 
 def step(k):
     dpmpi.faults.point("step")
+    k += base  # (--fresh: a new Runtime's steps count from 0)
     g = (w * (r + 1) + k) % 1000
     comm.Allreduce(MPI.IN_PLACE, g)
     with rt.update():
         w[...] = (w + cfg["scale"] * g) % cfg["mod"]
 
 
-metrics = []
+metrics, base, runtimes = [], 0, [rt]
 for e in range(1, a.epochs + 1):  # (commit_at_end: each run ends with a commit and a barrier)
-    rt.run(step, e * a.steps // a.epochs)
+    rt = runtimes[-1]
+    base = (e - 1) * a.steps // a.epochs if a.fresh else 0
+    rt.run(step, e * a.steps // a.epochs - base)
+    if a.fresh and e < a.epochs:  # the next phase's Runtime, made before this evaluation
+        runtimes.append(dpmpi.Runtime(comm, {"w": w}, snapshot_every=a.every))
     dpmpi.faults.point("eval")  # (tests: a death between two runs)
     if a.eval_gather:
         comm.Gather(np.array([e], dtype=np.int64), np.zeros(comm.Get_size(), dtype=np.int64), root=0)
@@ -78,6 +86,7 @@ prologue_ok = (cfg == {"mod": MOD, "scale": 3} and ranks == list(range(n)) and t
                and names == ([f"rank{q}" for q in range(n)] if r == 0 else None)
                and rows == (1000 + n - 1 if r == 0 else None))
 print(json.dumps({"event": "final", "rank": r, "role": comm.role.value, "ok": bool((w == expect).all() and metrics == want),
-                  "prologue_ok": prologue_ok, "recoveries": len(rt.history)}), flush=True)
-rt.close()
+                  "prologue_ok": prologue_ok, "recoveries": sum(len(t.history) for t in runtimes)}), flush=True)
+for t in runtimes:
+    t.close()
 sys.exit(0)
