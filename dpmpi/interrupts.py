@@ -5,7 +5,7 @@ dpmpi.interrupt_on_failure():``): inside it, a peer's death noticed by the watch
 raises ``ProcFailedError`` in the main thread where CPython runs signal handlers (the next call,
 loop iteration or function entry; not between arithmetic operators on arrays). dpmpi's own code
 (decorated with ``uninterrupted``, and every ``dpmpi.Comm`` call through ``dpmpi._hooks``) defers
-it until it returns to the program.
+it until it returns to the program, and so does ``held`` for the program's ``Runtime.update`` block.
 
 Owner and lifetime: all the state here belongs to the main thread and is touched only by it (the
 signal handler runs in the main thread too). ``attach`` is called once, by the watcher's start in
@@ -121,6 +121,20 @@ class _Armed:
 
 def armed(on: bool = True) -> _Armed:
     return _Armed(on)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A block of the program's own that must not stop half-way (``Runtime.update``: the state's
+    modification, which the program's threads may be doing while the main thread waits for
+    them): a failure noticed inside is raised at its end, as for dpmpi's code."""
+    defer_enter()
+    try:
+        yield
+    finally:
+        due = defer_leave()
+    if due:
+        raise _failure()  # type: ignore[misc]
 
 
 # The handler never raises inside these: they keep the counters consistent, and each deals with

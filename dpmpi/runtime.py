@@ -200,7 +200,8 @@ class Runtime:
         self.snapshot.wait_refill()  # (after a restore by page exchange: until its copy back is done)
         self._arrays_hold = None  # (from here until the next stage, the arrays change)
         self._as_built = False
-        yield
+        with interrupts.held():  # (never cut half-way: a thread pool's writes would race the restore)
+            yield
         self._aliases.check(self.step)
         if self.confirm_steps:  # every rank ended the step with no peer lost (raises otherwise)
             self.comm.Agree(1)

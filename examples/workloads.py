@@ -101,9 +101,8 @@ class MLP:
     def adam(state: dict, grad: np.ndarray, step: int, lr: float = 1e-3) -> None:
         """m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g; p -= lr m^ / (sqrt(v^) + eps). Written
         as ufunc calls, not operators (the same operations in the same order, so bit for bit the
-        same result): CPython runs a signal handler at a call, never between two operators, so a
-        failure noticed by dpmpi's watcher interrupts this update between two array operations
-        rather than at its end (docs/runtime.md)."""
+        same result): CPython runs a signal handler at a call, never between two operators. Inside
+        dpmpi's ``rt.update()`` a failure is raised at the block's end in any case (docs/runtime.md)."""
         b1, b2, eps = 0.9, 0.999, 1e-8
         m, v, params = state["m"], state["v"], state["params"]
         tmp, tmp2 = np.empty_like(grad), np.empty_like(grad)

@@ -202,3 +202,18 @@ def test_a_failure_the_step_caught_itself_is_recovered_at_that_steps_end(how, dp
         assert e["digest"] == want and e["recoveries"] == 1, (r, e)
         assert len(e["swallowed"]) <= 1, (r, e)  # in the step that failed only, never past it
     assert out[1]["role"] == "RECOVERED" and any(e["swallowed"] for e in out.values()), out
+
+
+def test_an_update_on_a_thread_pool_is_not_cut_while_its_workers_write_the_state(dpmpi_run):
+    """The update waits in ``Future.result()`` for a worker that adds to the state in passes; rank
+    1 dies 0.1 s into step 5, when the survivors are half-way through theirs. Before, the failure
+    watcher interrupted their wait: the worker went on adding into the state the restore had
+    just written back, and the job ended with other results on each rank, exit code 0 and no
+    error (bench/strangers/thread_pool.py with 60 passes, a kill 0.2 s into a step). Now a failure
+    noticed inside ``rt.update()`` is raised at its end."""
+    job = dpmpi_run(5, "pool_update.py", launcher_args=["--spares", "1"], faults="1:step@5+0.1:KILL", timeout=60)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    final = job.by_rank("final")
+    assert sorted(final) == [0, 1, 2, 3], job.stdout[-3000:] + job.stderr[-3000:]
+    assert all(f["ok"] and f["recoveries"] == 1 for f in final.values()), final
+    assert final[1]["role"] == "RECOVERED", final

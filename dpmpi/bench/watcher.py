@@ -17,7 +17,8 @@ before it kills itself) to what the survivors' recovery records say.
    (the survivors and the victim compute), pidfds only.
 2. Time to resume, with and without the watcher (``DPMPI_WATCH=0``) in the same run, jobs
    interleaved: a ~250 ms step of sleep (an accelerator-like step) and of numpy, the kill at
-   tick j of step 2 (j = 0..7 in turn: spread over the step), victims rank 0..2 in turn.
+   tick j of step 2 (j = 0..7 in turn: spread over the step), victims rank 0..2 in turn (at ticks
+   4-7, in the update, the survivors act on the death at the update's end: docs/runtime.md).
    Kill -> every rank is stepping again (max resumed_at), with detect (the last survivor caught
    it) and repair.
 3. What it costs with no failure: the watcher thread's CPU time in failure-free jobs (pidfds;

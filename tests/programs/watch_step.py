@@ -3,7 +3,8 @@
 Each step: a compute phase (--work sleep: a GIL-released wait standing for a device; numpy: a
 loop of small numpy operations), one Allreduce of an integer contribution, then an update phase
 that is long too: the state changes chunk by chunk with more work between chunks, so a failure
-there leaves the state half-updated (the runtime must restore it). Integer state: the final
+there is raised at the update's end (the survivors' state holds the step's update, which the
+runtime restores away). Integer state: the final
 state is exact whatever the reduction order, so the test computes it itself (``expected``).
 The work of a step is cut in 8 ticks (4 before the Allreduce, 4 in the update). Fault points:
 "step" (start of a step), "tick" (before each eighth of the step's work), "chunk" (each chunk
