@@ -63,11 +63,12 @@ def test_without_telling_open_mpi_the_repair_still_completes(dpmpi_run):
 
 
 def test_a_numpy_step_is_interrupted_in_its_compute(dpmpi_run):
-    # rank 2 dies at the second tick of step 1 (before its Allreduce): the survivors are between
-    # numpy calls; their steps' length is measured in the same job. (Inside rt.update() the
-    # failure is raised at the update's end since the twenty-third session: test_workloads.py,
-    # the thread-pool update.)
-    job, finals = run(dpmpi_run, 4, 1, "2:tick@10:KILL", None, "--work", "numpy", "--iters", 20000)
+    # rank 2 dies at the start of step 1: the survivors are between numpy calls of its compute
+    # (or, lagging, at the end of step 0's update, where a failure is raised since the
+    # twenty-third session: test_workloads.py, the thread-pool update); their steps' length is
+    # measured in the same job. (A kill later in the compute, tick@10, let a survivor that ran
+    # ahead reach the step's Allreduce, where MPI's revoke, not the watcher, told it: 1 run.)
+    job, finals = run(dpmpi_run, 4, 1, "2:step@2:KILL", None, "--work", "numpy", "--iters", 20000)
     t_kill = kill_time(job)
     steps = [e for e in job.events if e["event"] == "step"]
     step_s = statistics.median(e["t1"] - e["t0"] for e in steps)
