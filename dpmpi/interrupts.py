@@ -77,20 +77,28 @@ def defer_leave() -> bool:
     return _defer == 0 and _arm > 0 and _noticed is not None and _noticed[0] != 0
 
 
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A block never interrupted (dpmpi's own code, ``uninterrupted``; the program's
+    ``Runtime.update``: the state's modification, which the program's threads may be doing while
+    the main thread waits for them): a failure noticed inside is raised at its end."""
+    defer_enter()
+    try:
+        yield
+    finally:
+        due = defer_leave()
+    if due:
+        raise _failure()  # type: ignore[misc]
+
+
 def uninterrupted(fn: F) -> F:
     """Decorator for dpmpi's own entry points (repairs, snapshot calls): never interrupted inside;
     a failure noticed meanwhile is raised when they return to an armed program."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        defer_enter()
-        try:
-            result = fn(*args, **kwargs)
-        finally:
-            due = defer_leave()
-        if due:
-            raise _failure()  # type: ignore[misc]
-        return result
+        with held():
+            return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
@@ -121,20 +129,6 @@ class _Armed:
 
 def armed(on: bool = True) -> _Armed:
     return _Armed(on)
-
-
-@contextlib.contextmanager
-def held() -> Iterator[None]:
-    """A block of the program's own that must not stop half-way (``Runtime.update``: the state's
-    modification, which the program's threads may be doing while the main thread waits for
-    them): a failure noticed inside is raised at its end, as for dpmpi's code."""
-    defer_enter()
-    try:
-        yield
-    finally:
-        due = defer_leave()
-    if due:
-        raise _failure()  # type: ignore[misc]
 
 
 # The handler never raises inside these: they keep the counters consistent, and each deals with
