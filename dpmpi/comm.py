@@ -16,7 +16,7 @@ from mpi4py import MPI
 from dpmpi import _ft, _guard, _hooks, ctxcomms, persistent
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
-from dpmpi.mpicall import dropped_world_ranks, sendrecv, warm_up, within_job
+from dpmpi.mpicall import dropped_world_ranks, exchange_handles, sendrecv, warm_up, within_job
 from dpmpi.request import Request
 
 # Methods that create a communicator, collectively over its members, on which dpmpi sends one
@@ -222,16 +222,41 @@ class Comm(Wrapper):
         return out
 
 
-def rebind(comm: Comm, raw: MPI.Comm) -> None:
+def rebind(comm: Comm, raw: MPI.Comm) -> MPI.Comm | None:
     """Point ``comm`` at ``raw`` in place (a repair rebuilds a communicator and the program's
     handles stay valid); the methods cached for the old communicator are dropped, and its name
-    and error handler carried over (the program may have set them)."""
+    and error handler carried over (the program may have set them). The mpi4py object the
+    program holds (``comm.mpi``, e.g. kept in a variable before its loop, or given to a library)
+    gets ``raw``'s handle in place, where both are of one class and neither is one of mpi4py's
+    predefined objects; before, it kept the replaced communicator, and a step that used it
+    failed on it after every repair, forever. Returns the object that holds the replaced
+    communicator now (``raw`` after an exchange, else the old object), to be retired."""
     old = comm.__dict__.get("_comm")
     keep = {k: v for k, v in comm.__dict__.items() if k.startswith("_")}  # not the cached methods
     comm.__dict__.clear()
-    comm.__dict__.update(keep, _comm=raw)
     _carry_settings(old, raw, keep.get("_attr_keys", ()))
-    persistent.remake(comm, raw)  # the persistent requests made on it (dpmpi/persistent.py)
+    live, replaced = take_handle(old, raw)
+    comm.__dict__.update(keep, _comm=live)
+    persistent.remake(comm, live)  # the persistent requests made on it (dpmpi/persistent.py)
+    return replaced
+
+
+_PREDEFINED = (MPI.COMM_NULL, MPI.COMM_SELF, MPI.COMM_WORLD)  # (objects mpi4py and every module share)
+
+
+def take_handle(old: MPI.Comm | None, new: MPI.Comm) -> tuple[MPI.Comm, MPI.Comm | None]:
+    """``old`` (an object the program may hold) takes ``new``'s handle in place, where both are
+    mpi4py communicators of one class and neither is one of mpi4py's predefined objects (the
+    handles are exchanged). Returns (the object to use from now on, the one that holds the
+    replaced communicator): (old, new) after an exchange, else (new, old)."""
+    if old is None or old is new or type(old) is not type(new):
+        return new, old
+    if any(obj is p for obj in (old, new) for p in _PREDEFINED):
+        return new, old
+    if old == MPI.COMM_NULL or new == MPI.COMM_NULL:
+        return new, old
+    exchange_handles(old, new)
+    return old, new
 
 
 def _carry_settings(old: MPI.Comm | None, new: MPI.Comm, keyvals: Any = ()) -> None:

@@ -91,6 +91,16 @@ def keep_forever(obj: Any) -> None:
     _KEPT.append(obj)
 
 
+def exchange_handles(mine: Any, theirs: Any) -> None:
+    """Exchange the MPI handles that two mpi4py objects of one kind hold, in place (mpi4py's
+    ``MPI._addressof``: where the object keeps its handle). A repair puts a rebuilt
+    communicator's (or a remade request's) handle into the object the program holds, so that its
+    references stay valid; the other object then holds the replaced one."""
+    a = ctypes.c_void_p.from_address(MPI._addressof(mine))
+    b = ctypes.c_void_p.from_address(MPI._addressof(theirs))
+    a.value, b.value = b.value, a.value
+
+
 # What unpickling a message torn by a peer's death raises (seen: "invalid load key, '\\x00'"):
 # mpi4py's lower-case calls unpickle what they received
 TORN = (pickle.UnpicklingError, EOFError)

@@ -23,14 +23,13 @@ same thread). The record holds the arguments (buffers included) as long as the r
 """
 from __future__ import annotations
 
-import ctypes
 import warnings
 import weakref
 from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi.mpicall import keep_forever
+from dpmpi.mpicall import exchange_handles, keep_forever
 
 REMADE = frozenset({"Send_init", "Bsend_init", "Ssend_init", "Rsend_init", "Recv_init"})
 
@@ -92,7 +91,5 @@ def remake(comm: Any, raw: MPI.Comm) -> None:
 def _swap(req: MPI.Request, new: MPI.Request) -> None:
     """Put ``new``'s handle into ``req`` (the program's object); ``new`` keeps the old one, for
     the life of the process."""
-    mine = ctypes.c_void_p.from_address(MPI._addressof(req))
-    theirs = ctypes.c_void_p.from_address(MPI._addressof(new))
-    mine.value, theirs.value = theirs.value, mine.value
+    exchange_handles(req, new)
     keep_forever(new)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+# recoveries in a row that repaired nothing (no process had failed) in the same step: the step
+# uses a communicator a repair replaced, and would fail the same way forever (stale_loop)
+STALE_AFTER = 3
+
 
 @dataclass
 class Recovery:
@@ -52,3 +56,24 @@ class Recovery:
                  repair_ms=round(self.repair_ms, 3),
                  restore_ms=round(self.restore_ms, 3), recompute_ms=round(self.recompute_ms, 3))
         return d
+
+
+def stale_loop(history: list[Recovery], n: int = STALE_AFTER) -> RuntimeError | None:
+    """The error that ends the run when the last ``n`` recoveries were each caught in the same
+    step (the newest step any survivor had started, agreed in the restore) and repaired nothing:
+    no process had failed, yet the step failed on a revoked communicator. That is an mpi4py
+    communicator that a repair replaced and dpmpi cannot rebuild (a ``pkl5.Intracomm`` or
+    ``Dup`` made from ``comm.mpi`` before the run): run again, the step fails the same way,
+    forever (seen: a livelock of repairs, 50 000 in 25 s). Every input is agreed by all ranks,
+    so every rank decides the same. A replacement's own record (no error caught) does not count.
+    None: go on."""
+    last = history[-n:]
+    if not (n > 0 and len(last) == n and all(r.error and not r.repair.get("failed") for r in last)
+            and len({r.failed_step for r in last}) == 1):
+        return None
+    return RuntimeError(
+        f"dpmpi: step {last[-1].failed_step} failed {n} times in a row on a revoked communicator while no "
+        f"process had failed (each repair found nothing to replace): the step uses an mpi4py communicator "
+        f"that a repair cannot rebuild, made before rt.run: a pkl5.Intracomm or a Dup made from comm.mpi, "
+        f"or the .mpi of a derived communicator whose dpmpi handle was let go of. Make it inside the step, "
+        f"or keep the dpmpi communicator (docs/communicators.md)")

@@ -45,7 +45,7 @@ from dpmpi import faults, interrupts, resilient
 from dpmpi.aliases import Aliases
 from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, failure_since, failures_made, peer_failure
 from dpmpi.eventlog import log_event
-from dpmpi.recovery import Recovery
+from dpmpi.recovery import Recovery, stale_loop
 from dpmpi.snapshot import Snapshot
 
 _RECOVERABLE = (ProcFailedError, RevokedError)
@@ -359,16 +359,16 @@ class Runtime:
                 continue  # another failure during the recovery: repair again
         self.step = epoch
         record = Recovery(failed_step=failed_step, restored_epoch=epoch, error=type(caught).__name__ if caught else "",
-                          caught_at=caught_at, repaired_at=repaired_at, restored_at=restored_at,
-                          resumed_at=time.time(), repair=repair, restore=dict(self.snapshot.last_restore),
-                          attempts=attempts,
-                          detected_by=detected_by,
-                          noticed_at=float(getattr(caught, "noticed_at", 0.0) or 0.0))
+                          caught_at=caught_at, repaired_at=repaired_at, restored_at=restored_at, resumed_at=time.time(),
+                          repair=repair, restore=dict(self.snapshot.last_restore), attempts=attempts,
+                          detected_by=detected_by, noticed_at=float(getattr(caught, "noticed_at", 0.0) or 0.0))
         self.history.append(record)
         self._catching_up = record
         self._emit("restored", epoch=epoch, failed_step=failed_step, steps_recomputed=record.steps_recomputed,
                    restore_ms=round(record.restore_ms, 3), repair_ms=round(record.repair_ms, 3),
                    role=self.comm.role.value, detail=record.restore)
+        if (stuck := stale_loop(self.history)) is not None:  # (the same on every rank: agreed inputs)
+            raise stuck
 
     def close(self) -> None:
         """Stop the snapshot's threads and free its memory (local); a failure between runs after

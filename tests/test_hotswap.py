@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from dpmpi.recovery import STALE_AFTER
+
 ITERS = 200
 # the program's sums: sum over ranks r of (r + 1) * (i + 1), at the last iteration i = ITERS - 1
 LAST = lambda n: ITERS * n * (n + 1) / 2  # noqa: E731
@@ -545,3 +547,33 @@ def test_a_prologue_call_a_replacement_cannot_redo_is_named_and_fails_it_instead
     assert "ReplayError: comm.sendrecv() in the prologue of a process that replaces a failed rank" in job.stderr
     final = [e for e in job.events if e["event"] == "final"]  # (ranks as numbered before the shrink)
     assert len(final) == 3 and all(f["role"] == "SURVIVOR" and f["prologue_ok"] for f in final), job.stdout
+
+
+def test_mpi4py_objects_kept_from_before_the_loop_take_the_rebuilt_communicator(dpmpi_run):
+    """``comm.mpi`` and ``comm.Split(...).mpi`` kept in variables before the loop (as for an
+    mpi4py library) and used in every step: before, a repair left them on the replaced
+    communicators, every step failed on them, and the job repaired nothing forever (50 000
+    repairs in 25 s) or, for the split one, hung in a replacement's own Split. Now the repair
+    puts each rebuilt handle into the program's object."""
+    n = 40
+    job = dpmpi_run(5, "kept_mpi.py", "--steps", n, "--kept", "raw", launcher_args=["--spares", "1"],
+                    faults="1:step@20:KILL", timeout=60)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    got = job.by_rank("done")
+    want = [n * 6 + 4 * n * (n - 1) // 2, n * (n - 1)]
+    assert {r: e["x"] for r, e in got.items()} == {r: want for r in range(4)}, job.stdout
+    assert got[1]["role"] == "RECOVERED" and all(e["recoveries"] == 1 for e in got.values()), job.stdout
+
+
+def test_a_step_on_a_communicator_no_repair_rebuilds_ends_with_an_error_not_a_loop(dpmpi_run):
+    """A ``pkl5.Intracomm(comm.mpi)`` made once before the loop copies the handle, which dpmpi
+    cannot rebuild: after the first repair every step failed on it and the job repaired nothing
+    until its time limit. Now the survivors stop after STALE_AFTER such repairs, each with an
+    error that names the cause, and the job ends with a failure."""
+    job = dpmpi_run(5, "kept_mpi.py", "--steps", 40, "--kept", "pkl5", launcher_args=["--spares", "1"],
+                    faults="1:step@20:KILL", timeout=60)
+    assert job.returncode not in (0, 124), job.stdout[-3000:] + job.stderr[-3000:]
+    stopped = job.by_rank("stopped")
+    assert not job.by_rank("done"), job.stdout
+    said = f"failed {STALE_AFTER} times in a row on a revoked communicator"
+    assert all(said in stopped[r]["error"] for r in (0, 2, 3)), stopped

@@ -1563,3 +1563,27 @@ def test_a_replacement_skips_the_runs_its_survivors_finished_and_replays_what_li
     warm.run_begins()
     warm.adopt(([prologue.Entry("bcast", 0, -1, b"", "", 0)], False, 1, 1, False))
     assert warm.replaying is None and not warm.finished_by_survivors()
+
+
+from dpmpi.recovery import STALE_AFTER, Recovery, stale_loop  # noqa: E402
+
+
+def _rec(failed_step, failed=(), error="RevokedError"):
+    return Recovery(failed_step=failed_step, restored_epoch=failed_step, error=error, caught_at=0.0,
+                    repaired_at=0.0, restored_at=0.0, resumed_at=0.0, repair={"failed": list(failed)})
+
+
+def test_stale_loop_is_repairs_of_nothing_in_the_same_step_again_and_again():
+    """The Runtime stops a loop of repairs (a step that fails on a communicator a repair replaced,
+    with no process failed) only when each of the last STALE_AFTER recoveries repaired nothing in
+    the same step; a repair that replaced a rank, a step that moved on, or a replacement's own
+    record (no error caught) breaks the run."""
+    first = _rec(19, failed=[1])
+    stuck = [first] + [_rec(18)] * STALE_AFTER
+    err = stale_loop(stuck)
+    assert isinstance(err, RuntimeError) and f"step 18 failed {STALE_AFTER} times in a row" in str(err)
+    assert not stale_loop(stuck[:-1])  # (one fewer: the next one may succeed)
+    assert not stale_loop([first] + [_rec(18)] * (STALE_AFTER - 1) + [_rec(18, failed=[2])])
+    assert not stale_loop([first] + [_rec(18)] * (STALE_AFTER - 1) + [_rec(25)])
+    assert not stale_loop([_rec(18, error="")] + [_rec(18)] * (STALE_AFTER - 1))
+    assert not stale_loop([])

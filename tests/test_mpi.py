@@ -395,15 +395,15 @@ def test_persistent_requests_are_made_again_in_place_when_their_communicator_is_
     assert all(isinstance(q, dpmpi.Prequest) for q in ring) and persistent.tracked(comm) == 2
     before = [q.handle for q in ring]
     old, new = comm.mpi, comm.mpi.Dup()
-    rebind(comm, new)  # (what a repair does, with the repaired communicator)
-    assert [q.handle for q in ring] != before and all(q.error_comm is new for q in ring)
+    replaced = rebind(comm, new)  # (what a repair does, with the repaired communicator)
+    assert [q.handle for q in ring] != before and all(q.error_comm is comm.mpi for q in ring)
     for k in range(3):
         out[0] = 10 * k + r
         MPI.Prequest.Startall(ring)
         MPI.Request.Waitall(ring)
         assert inc[0] == 10 * k + (r - 1) % n
     MPI.Request.Free(ring[0]), MPI.Request.Free(ring[1])
-    old.Free()
+    replaced.Free()  # (the communicator it replaced; the fixture frees the new one)
 
 
 def test_a_rebuilt_communicator_keeps_the_programs_name_error_handler_and_attributes(comm):
@@ -422,14 +422,36 @@ def test_a_rebuilt_communicator_keeps_the_programs_name_error_handler_and_attrib
     old, new = comm.mpi, comm.mpi.Dup()
     new.Set_errhandler(MPI.ERRORS_RETURN)
     rebind(comm, new)  # (what a repair does, with the repaired communicator)
-    got = new.Get_errhandler()
-    assert comm.mpi is new and got == handler and new.Get_name() == "swarm"
+    got = comm.mpi.Get_errhandler()
+    assert got == handler and comm.mpi.Get_name() == "swarm"
     assert comm.Get_attr(key) == {"cache": [1, 2]}
     comm.Delete_attr(key)
     third = comm.mpi.Dup()
     rebind(comm, third)
     assert comm.Get_attr(key) is None  # deleted before: not carried
-    old.Free(), new.Free(), got.Free(), handler.Free(), MPI.Comm.Free_keyval(key)
+    # (the program's object holds the newest communicator in place; the others, the replaced ones)
+    new.Free(), third.Free(), got.Free(), handler.Free(), MPI.Comm.Free_keyval(key)
+
+
+def test_the_programs_mpi4py_object_takes_the_rebuilt_communicator_in_place(comm):
+    """``comm.mpi`` kept in a variable before a repair (as for an mpi4py library) was left on the
+    replaced communicator: a Runtime's step that used it failed after every repair, forever.
+    rebind now exchanges the handles: the program's object holds the new communicator, and the
+    object it returns holds the replaced one (to retire). Never one of mpi4py's predefined
+    objects, nor objects of two classes."""
+    from dpmpi.comm import rebind, take_handle
+
+    kept, new = comm.mpi, comm.mpi.Dup()
+    h_old, h_new = kept.handle, new.handle
+    replaced = rebind(comm, new)
+    assert comm.mpi is kept and kept.handle == h_new and replaced is new and new.handle == h_old
+    assert kept.allreduce(1) == comm.Get_size()
+    replaced.Free()
+    other = comm.mpi.Dup()
+    assert take_handle(MPI.COMM_WORLD, other) == (other, MPI.COMM_WORLD) and other.handle != MPI.COMM_WORLD.handle
+    cart = other.Create_cart([other.Get_size()])
+    assert take_handle(other, cart) == (cart, other)  # (an Intracomm and a Cartcomm: not exchanged)
+    cart.Free(), other.Free()
 
 
 def test_mpi4pys_hidden_dup_is_recorded_for_the_repair_and_forgotten_when_its_communicator_is_freed(comm):

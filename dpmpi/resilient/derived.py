@@ -275,7 +275,7 @@ def communicators(state: State) -> list[MPI.Comm]:
 def held(state: State, places: list[int] | None = None) -> list[bool]:
     """For each recipe (or those at ``places``): whether this process still uses its communicator
     (its handle is alive, in the program or in a replacement's replay, and not freed). A
-    non-member holds none."""
+    non-member holds none (nor one whose program holds only its ``.mpi``: docs/communicators.md)."""
     out = []
     for p in range(len(state.recipes)) if places is None else places:
         raw, ref = state.derived[p], state.handles[p]
@@ -333,13 +333,18 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
         return
     # (a replacement still catching up: what it has not been handed yet is held, so kept)
     state.replay = [(old.index(i), h) for i, h in state.replay if i in old]
-    state.graveyard.extend(raw for raw in state.derived if raw is not None)  # (kept and forgotten ones)
+    replaced = [raw for raw in state.derived if raw is not None]  # (kept and forgotten ones)
     refs = [state.handles[i] for i in old]
     for i, (ref, raw) in enumerate(zip(refs, made)):
         handle = ref() if ref is not None else None
-        if handle is not None:
-            rebind(handle, MPI.COMM_NULL if raw is None else raw)
-            handle._index = i
+        if handle is None:
+            continue
+        gone = rebind(handle, MPI.COMM_NULL if raw is None else raw)
+        handle._index = i
+        if handle.mpi is not raw:  # the program's mpi4py object took raw's handle; raw holds the old one
+            replaced = [r for r in replaced if r is not handle.mpi] + [gone]
+            made[i] = handle.mpi
+    state.graveyard.extend(replaced)
     state.derived = made
     state.handles = [None if raw is None else ref for ref, raw in zip(refs, made)]
 

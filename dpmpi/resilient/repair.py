@@ -199,9 +199,9 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
     t = time.perf_counter()
     if me >= 0:
         assert state.active is not None  # (a spare's wraps COMM_SELF until it is called in)
+        replaced = rebind(state.active, raw)  # (the program's comm.mpi object takes raw's handle)
         if was_active:  # (a waiting spare's placeholder wraps COMM_SELF: nothing to free)
-            state.graveyard.append(state.active.mpi)
-        rebind(state.active, raw)
+            state.graveyard.append(replaced)
         derived.rebuild(state, state.recipes if was_active else recipes, renumber, fresh=not was_active, keep=keep)
         if not was_active:  # its own prologue, from the start of the program, is answered from the record
             state.prologue.adopt(handed)
