@@ -73,9 +73,13 @@ def test_a_numpy_step_is_interrupted_in_its_compute(dpmpi_run):
     steps = [e for e in job.events if e["event"] == "step"]
     step_s = statistics.median(e["t1"] - e["t0"] for e in steps)
     assert step_s > 0.2, step_s
-    for r, e in survivors(finals, {2}).items():
-        (rec,) = e["recoveries"]
-        assert rec["detected_by"].startswith("pidfd"), rec
+    recs = [rec for e in survivors(finals, {2}).values() for (rec,) in [e["recoveries"]]]  # (one each)
+    assert len(recs) == 2, finals  # (3 active ranks + 1 spare)
+    # the first to notice is a watcher; another survivor may be told by its revoke (or by its own
+    # snapshot replication, which sends to the dead rank) before its own watcher's notice: seen
+    # once in a full make test. What is tested is the time: no survivor waits out its compute.
+    assert any(rec["detected_by"].startswith("pidfd") for rec in recs), recs
+    for rec in recs:
         assert rec["caught_at"] - t_kill < 0.25 * step_s, (rec, step_s)
         assert rec["repaired_at"] - t_kill < 0.5 * step_s, (rec, step_s)
 
