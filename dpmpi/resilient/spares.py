@@ -12,7 +12,7 @@ import time
 
 from mpi4py import MPI
 
-from dpmpi import _guard, faults
+from dpmpi import _guard, _hooks, faults
 from dpmpi.resilient import repair
 from dpmpi.eventlog import log_event
 from dpmpi.resilient.state import State
@@ -38,6 +38,11 @@ def post_exit_agreement(state: State, clean: bool = True) -> None:
 
 def wait(state: State) -> None:
     """Block (without spinning) until called in, or until the job ends (then exit)."""
+    with _hooks.idle():  # (not a hang for the stall watchdog, however long)
+        _wait(state)
+
+
+def _wait(state: State) -> None:
     faults.point("spare")  # lets tests kill an idle spare
     wake_buf = bytearray(1)
     wake = state.world.Irecv(wake_buf, source=state.world.Get_rank(), tag=WAKE_TAG)
