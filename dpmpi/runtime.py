@@ -119,6 +119,26 @@ def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
                                repair=repair))
 
 
+def _no_alternation(rt: Runtime, runs: int, step_fn: Any, n_steps: Any) -> None:
+    """Check ``run``'s arguments; refuse a run of ``rt`` when another Runtime ran on its
+    communicator since ``rt``'s last run (``runs``: the runs of every Runtime so far, the same on
+    every rank, a replacement's too):
+    a recovery restores the arrays of the Runtime whose run is in progress, not the other's, and
+    a replacement took the other's epoch 0 while its survivors stepped (a stranger's program, two
+    models trained in alternate rounds, each with its own Runtime: the job hung at its first
+    failure, twenty-fourth session). Raised before any MPI call, on every rank alike."""
+    if not callable(step_fn):
+        raise TypeError(f"run() takes a callable step_fn(step), got {type(step_fn).__name__}")
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
+        raise ValueError(f"n_steps must be an int >= 0, got {n_steps!r}")
+    if rt._ran_at is not None and rt._ran_at != runs:
+        raise RuntimeError("dpmpi.Runtime.run: another dpmpi.Runtime ran on this communicator since this one's "
+                           "last run. Runs of two Runtimes cannot alternate: a recovery restores the arrays of "
+                           "the one whose run is in progress only. Give one Runtime every array (dpmpi.Runtime("
+                           "comm, {**state_a, **state_b})) and alternate inside its step (docs/runtime.md)")
+    rt._ran_at = runs + 1  # (the run about to begin)
+
+
 def _caught_up(rt: Runtime) -> None:
     """The steps a recovery took ``rt`` back are done again: the "caught-up" event."""
     record, rt._catching_up = rt._catching_up, None
@@ -168,7 +188,7 @@ class Runtime:
         # the arrays as the program built them for this rank (not on a warm spare: built for
         # another rank, overwritten by its first restore), until the first update
         self._as_built = comm.role is not resilient.Role.SPARE
-        self._updates, self._running = 0, False  # rt.update() calls in the current step; inside run()
+        self._updates, self._running, self._ran_at = 0, False, None  # update()s this step; in run(); _no_alternation
         self._catching_up: Recovery | None = None
         self.closed, self._between = False, None  # close() was called; the hook _recover_between_runs sets
         _recover_between_runs(self)
@@ -226,13 +246,10 @@ class Runtime:
         survivors are in (those they had finished return at once). At the end the last snapshot
         is committed and replicated, and every rank passes a barrier before it returns
         (``commit_at_end=False`` leaves both to the next ``run``). Returns this process's recoveries."""
-        if not callable(step_fn):
-            raise TypeError(f"run() takes a callable step_fn(step), got {type(step_fn).__name__}")
-        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
-            raise ValueError(f"n_steps must be an int >= 0, got {n_steps!r}")
+        record = self.comm.prologue  # (for a replacement: what the program does outside its runs)
+        _no_alternation(self, record.runs, step_fn, n_steps)
         self._running = True
         self._aliases.watch_step(step_fn)
-        record = self.comm.prologue  # (for a replacement: what the program does outside its runs)
         try:
             record.run_begins(tell=self.comm.role is not resilient.Role.SPARE and self.comm.Get_rank() == 0)
             if self.comm.role is resilient.Role.SPARE:

@@ -232,3 +232,15 @@ def test_an_idle_spare_is_not_ended_by_the_stall_watchdog(dpmpi_run):
     assert sorted(final) == [0, 1, 2, 3] and final[1]["role"] == "RECOVERED", job.stdout + job.stderr[-3000:]
     assert all(f["ok"] and f["recoveries"] == 1 for f in final.values()), final
     assert job.stderr.count("made no progress") == 1 and "rank 1 made no progress" in job.stderr, job.stderr
+
+
+def test_runs_of_two_runtimes_that_alternate_are_refused(dpmpi_run):
+    """Two Runtimes over two models, run in alternate rounds: a recovery restores the arrays of
+    the Runtime whose run is in progress only, and a replacement took the other's epoch 0 while
+    its survivors stepped (a stranger's program hung at its first failure). Now the second
+    round's first run raises on every rank, failure-free, before any MPI call."""
+    job = dpmpi_run(5, "two_models.py", launcher_args=["--spares", "1"], timeout=60)
+    assert job.returncode not in (0, 124), job.stdout[-3000:] + job.stderr[-3000:]
+    refused = job.by_rank("refused")
+    assert sorted(refused) == [0, 1, 2, 3] and all(e["round"] == 2 for e in refused.values()), job.stdout
+    assert all("another dpmpi.Runtime ran on this communicator" in e["error"] for e in refused.values()), refused
