@@ -384,6 +384,9 @@ def test_bad_input_gets_errors_that_name_the_problem():
         dpmpi.Snapshot(MPI.COMM_SELF, {"s": np.zeros(3, dtype=[("v", "f8"), ("tag", "O")])})
     with pytest.raises(ValueError, match="'k' is a numpy scalar"):
         dpmpi.Snapshot(MPI.COMM_SELF, {"k": np.int64(0)})
+    # accepted before the twenty-fourth session: the mask was not restored (a silent wrong result)
+    with pytest.raises(TypeError, match="'m' is a numpy masked array"):
+        dpmpi.Snapshot(MPI.COMM_SELF, {"m": np.ma.masked_array(np.zeros(4), mask=[0, 1, 0, 0])})
     with pytest.raises(TypeError, match="non-empty dict"):
         dpmpi.Snapshot(MPI.COMM_SELF, {})
     with pytest.raises(TypeError, match="dpmpi.Comm or an mpi4py Intracomm"):

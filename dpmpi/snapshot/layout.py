@@ -38,6 +38,13 @@ def view(name: str, obj: Any) -> memoryview:
     if not mv.c_contiguous:
         raise ValueError(f"snapshot array {name!r} is not contiguous (a strided view); register the whole "
                          f"array it is a view of, or numpy.ascontiguousarray(...) and keep using that array")
+    if any(c.__name__ == "MaskedArray" and c.__module__.startswith("numpy") for c in type(obj).__mro__):
+        # (accepted before the twenty-fourth session: the data was restored, the mask was not, and
+        # a replacement ended with another mask than its survivors, exit code 0, no error)
+        raise TypeError(f"snapshot array {name!r} is a numpy masked array: its mask is a second array that a "
+                        f"snapshot of it would not hold, so a recovered rank would get another mask. Register "
+                        f"its data and a boolean array for the mask as two arrays, and make the masked array "
+                        f"from them where it is used (numpy.ma.masked_array(data, mask=mask))")
     if "O" in mv.format:  # (struct code of a PyObject*: an object array, or a record with such a field)
         raise TypeError(f"snapshot array {name!r} holds Python object references (dtype=object): they mean "
                         f"nothing in another process, which a restore may be. Register numbers (a numeric dtype)")
