@@ -6,7 +6,8 @@
 # exits 0, the digests equal the reference and stderr holds nothing but dpmpi-run's account, Open
 # MPI's "NBC_Progress" / "Error in NBC_Start_round" notices (libnbc, e.g. a communicator's
 # creation that a death cut short), dpmpi's documented "Send error after request freed" notice and a
-# SIGSEGV victim's own backtrace, and Open MPI's note that its topology module is "not tested for
+# SIGSEGV victim's own backtrace (Open MPI's, and faulthandler's first line where the program
+# enables it), and Open MPI's note that its topology module is "not tested for
 # post-failure operation" (printed under --with-ft ulfm whenever a Create_cart is made).
 #   bench/strangers/loop.sh PROGRAM STEPS RUNS [SIGNAL]     e.g. loop.sh runtime_mix.py 300 20
 set -u
@@ -19,7 +20,7 @@ $RUN -n $NP --spares $SPARES -- $PY $P $S > $tmp/ref.out 2> $tmp/ref.err
 ref=$(digest $tmp/ref.out); ref=${ref% *}
 [ -n "$ref" ] || { echo "the failure-free run failed: $tmp/ref.err"; exit 1; }
 # the lines of Open MPI's report of a SIGSEGV that the victim itself prints
-victim_report='^\[[^]]*:[0-9]+\] (\*\*\* (Process received signal|End of error message)|Signal: Segmentation|Signal code|Failing at address|\[ ?[0-9]+\] )'
+victim_report='^(\[[^]]*:[0-9]+\] (\*\*\* (Process received signal|End of error message)|Signal: Segmentation|Signal code|Failing at address|\[ ?[0-9]+\] )|Fatal Python error: Segmentation fault$)'
 ok=0
 for i in $(seq 1 $N); do
   ( timeout 120 $RUN -n $NP --spares $SPARES -- $PY $P $S > $tmp/run.out 2> $tmp/run.err; echo $? > $tmp/run.rc ) &
