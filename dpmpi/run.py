@@ -39,6 +39,7 @@ from dpmpi.exit_code import job_exit_code
 ENV_MPIRUN = "DPMPI_MPIRUN"
 # mpirun's message when its PMIx server could not start (a transient start-up failure)
 STARTUP_FAILURE = "PMIx server's listener thread failed to start"
+CANNOT_LAUNCH = "was unable to launch the specified application"  # (PRRTE: an executable it could not access)
 STARTUP_ATTEMPTS = 3
 PUMP_GRACE = 5.0  # seconds to read mpirun's last output once it has ended
 STATUS_TAG = "[dpmpi-status] "
@@ -205,6 +206,7 @@ def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool =
 class Outcome:
     records: dict[int, dict] = field(default_factory=dict)
     startup_failed: bool = False  # mpirun itself failed to start (nothing of the program ran)
+    unlaunchable: bool = False  # PRRTE could not start the program (its executable, on a node)
     lost: node_loss.LostDaemon = field(default_factory=node_loss.LostDaemon)  # a daemon PRRTE lost
     init: init_loss.InitWatch = field(default_factory=lambda: init_loss.InitWatch(0))  # deaths before MPI_Init
 
@@ -224,6 +226,8 @@ class Outcome:
         is not for the user (PRRTE's error-manager trace that dpmpi-run asked for)."""
         if STARTUP_FAILURE in line:
             self.startup_failed = True
+        if CANNOT_LAUNCH in line:
+            self.unlaunchable = True
         return self.init.note(line) and self.lost.note(line)
 
 
@@ -333,6 +337,8 @@ def launch(opts: Options, mpirun: str) -> int:
     # every rank has an exit guard (dpmpi's Python module, or the preloaded library): a rank
     # without a record died by a signal
     code, account = job_exit_code(opts.n, outcome.records, rc, expect_records=True)
+    if outcome.unlaunchable and not outcome.records:  # (not "killed by a signal": none ever ran)
+        code, account = 1, "mpirun could not launch the program (its message above); no rank ran"
     if stuck is not None:
         code, account = 1, outcome.init.account(stuck) + (
             " (it died before its MPI_Init returned in the launch before too: not launched again)" if repeated else "")

@@ -816,6 +816,21 @@ def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
     assert "listener thread failed to start" in proc.stderr  # mpirun's own account is shown, not held back
 
 
+def test_a_program_mpirun_cannot_launch_is_said_so_not_killed_by_a_signal(tmp_path):
+    """dpmpi-run's account said "every rank died without a status (killed by a signal)" when
+    mpirun could not start the program at all (a path that does not exist, a file that is not
+    executable): PRRTE's own message says why; the account now says no rank ran."""
+    plain = tmp_path / "prog.txt"
+    plain.write_text("not a program\n")
+    plain.chmod(0o644)
+    for prog in ("/nonexistent/dpmpi-prog", str(plain)):
+        proc = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", "2", "--", prog], capture_output=True,
+                              text=True, cwd="/", timeout=60)
+        assert proc.returncode == 1, proc.stderr
+        assert "mpirun could not launch the program (its message above); no rank ran" in proc.stderr, proc.stderr
+        assert "killed by a signal" not in proc.stderr and "unable to launch" in proc.stderr, proc.stderr
+
+
 # ---- hung-rank detector (heartbeat): the setting, and the C thread in plain processes (no MPI) ----
 import struct  # noqa: E402
 from pathlib import Path  # noqa: E402
