@@ -20,9 +20,13 @@ import types
 import warnings
 from typing import Any, Callable, Mapping
 
+from dpmpi.rngwatch import GlobalDraws
+
 
 class Aliases:
-    def __init__(self, namespace: Mapping[str, Any], state: Mapping[str, Any], *, judge_unchanged: bool = True) -> None:
+    def __init__(self, namespace: Mapping[str, Any], state: Mapping[str, Any], *, judge_unchanged: bool = True,
+                 tell: bool = False) -> None:
+        self._draws = GlobalDraws(state, tell=tell)  # (global generators the steps draw from: rngwatch)
         self._keys = {id(a): key for key, a in state.items()}
         self._arrays = list(state.values())  # (the ids above stay those of these objects)
         self._watched: list[tuple[Callable[[], Any], str, Any]] = []
@@ -106,7 +110,9 @@ class Aliases:
                 f"from a failure-free run's: modify the registered arrays in place", RuntimeWarning, stacklevel=4)
 
     def check(self, step: int) -> None:
-        """Raise if a watched name now holds another array than the state array it held."""
+        """Raise if a watched name now holds another array than the state array it held (and warn
+        if the step drew from a global generator that is not state: ``rngwatch``)."""
+        self._draws.after_update(step)
         for get, what, obj in self._watched:
             now = get()
             if now is not obj and id(now) in self._keys:  # (ping-pong buffers swapped by name)

@@ -179,7 +179,8 @@ class Runtime:
         self.snapshot = Snapshot(comm, state, replicas=replicas, threads=threads, persist_dir=persist_dir,
                                  persist_every=persist_every)
         # (a step's `w = w - g`: an error; a replacement's state need not change from its first snapshots)
-        self._aliases = Aliases(sys._getframe(1).f_globals, state, judge_unchanged=comm.role in _JUDGES)
+        self._aliases = Aliases(sys._getframe(1).f_globals, state, judge_unchanged=comm.role in _JUDGES,
+                                tell=comm.role in _JUDGES and comm.Get_rank() == 0)
         self.step = 0  # the step being run (or the next one)
         self.history: list[Recovery] = []
         self._callbacks: list[Callable[[dict], None]] = []

@@ -1602,3 +1602,51 @@ def test_stale_loop_is_repairs_of_nothing_in_the_same_step_again_and_again():
     assert not stale_loop([first] + [_rec(18)] * (STALE_AFTER - 1) + [_rec(25)])
     assert not stale_loop([_rec(18, error="")] + [_rec(18)] * (STALE_AFTER - 1))
     assert not stale_loop([])
+
+
+def test_a_step_drawing_from_a_global_generator_not_in_the_state_is_warned_of_once():
+    """numpy.random's global generator (seeded once, drawn in every step) is not restored by a
+    recovery: a stranger's program ended with other results after a kill, exit code 0, no word.
+    The Runtime (on the rank that tells) now warns once when one moved during one of a process's
+    first updates; not when it is given as state, nor when no step draws from it."""
+    import random
+    import warnings
+
+    import numpy as np
+
+    from dpmpi import rngwatch
+
+    w = np.zeros(3)
+    watch = rngwatch.GlobalDraws({"w": w}, tell=True)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        watch.after_update(0)  # (nothing drawn)
+        np.random.rand(2)
+        watch.after_update(1)
+        np.random.rand(2)
+        random.random()
+        watch.after_update(2)  # (warned once already: no more looking)
+    assert len(got) == 1 and "step 1 drew from numpy's global random generator" in str(got[0].message)
+    assert "numpy.random.mtrand._rand" in str(got[0].message)
+    quiet = [rngwatch.GlobalDraws({"w": w, "rng": np.random.mtrand._rand, "py": random._inst}, tell=True),
+             rngwatch.GlobalDraws({"w": w}, tell=False)]
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        for k in range(rngwatch.CHECKED):
+            for q in quiet:
+                np.random.rand(2)
+                random.random()
+                q.after_update(k)
+        idle = rngwatch.GlobalDraws({"w": w}, tell=True)
+        for k in range(rngwatch.CHECKED):
+            idle.after_update(k)
+        np.random.rand(2)
+        idle.after_update(rngwatch.CHECKED)  # (past the first CHECKED updates: no cost, no word)
+    assert got == []
+    py = rngwatch.GlobalDraws({"w": w, "rng": np.random.mtrand._rand}, tell=True)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        random.shuffle([1, 2, 3])
+        py.after_update(5)
+    said = str(got[0].message) if got else ""
+    assert len(got) == 1 and "the random module's functions" in said and "random._inst" in said
