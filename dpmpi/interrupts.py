@@ -138,14 +138,22 @@ _SKIP = {f.__code__ for f in (defer_enter, defer_leave, _due)} | {
     _Armed.__enter__.__code__, _Armed.__exit__.__code__, _Armed.__init__.__code__}
 
 
+# Where an exception raised by the handler would break Python's own bookkeeping: inside
+# ``threading.Thread.start`` (its wait for the new thread), the new thread then failed on its own
+# "del _limbo[self]" with a KeyError traceback on stderr, its target never run (a stranger's step
+# starting a helper thread, twenty-fourth session)
+_FRAGILE = {threading.Thread.start.__code__}
+
+
 def _in_finalizer(frame: Any) -> bool:
     """Whether ``frame`` runs inside an object's ``__del__`` (called by the collector wherever the
     program happened to be): an exception raised there is printed ("Exception ignored in") and
-    lost, so the interruption would be too (seen: a request dropped in a stranger's step)."""
+    lost, so the interruption would be too (seen: a request dropped in a stranger's step); or
+    inside one of the ``_FRAGILE`` functions."""
     for _ in range(64):
         if frame is None:
             return False
-        if frame.f_code.co_name == "__del__":
+        if frame.f_code.co_name == "__del__" or frame.f_code in _FRAGILE:
             return True
         frame = getattr(frame, "f_back", None)
     return False
@@ -154,7 +162,7 @@ def _in_finalizer(frame: Any) -> bool:
 def on_signal(signum: int, frame: Any) -> None:
     """The handler of the watcher's signal (installed by dpmpi.watcher in the main thread)."""
     if _in_finalizer(frame):
-        return  # not acknowledged: the watcher sends the signal again, which lands after the __del__
+        return  # not acknowledged: the watcher sends the signal again, which lands after it
     if _acked is not None:
         _acked[0] = 1  # a handler ran for the notice: from here on Python deals with it
     if frame is not None and frame.f_code in _SKIP:

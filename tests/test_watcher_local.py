@@ -352,3 +352,42 @@ def test_a_notice_handled_inside_a_finalizer_waits_for_the_next_signal(monkeypat
     with pytest.raises(Failure):
         interrupts.on_signal(signal.SIGUSR1, sys._getframe())
     assert acked == [1]
+
+
+def test_a_notice_handled_inside_thread_start_waits_for_the_next_signal(monkeypatch):
+    """The watcher's signal was handled while a stranger's step was inside threading's
+    Thread.start (its wait for the new thread): the ProcFailedError raised there left the new
+    thread to fail on "del _limbo[self]" (a KeyError traceback on stderr, its target never
+    run). Now the handler leaves it unacknowledged there, and the next signal raises."""
+    import signal
+    import sys
+    import threading
+
+    from dpmpi import interrupts
+
+    class Failure(Exception):
+        pass
+
+    acked = [0]
+    monkeypatch.setattr(interrupts, "_noticed", [1])
+    monkeypatch.setattr(interrupts, "_failure", lambda: Failure("peer died"))
+    monkeypatch.setattr(interrupts, "_acked", acked)
+    monkeypatch.setattr(interrupts, "_arm", 1)  # inside an armed region (a step)
+    seen, ran = [], threading.Event()
+
+    def tracer(frame, event, arg):  # (the handler, run at each line of Thread.start)
+        if frame.f_code is threading.Thread.start.__code__ and event == "line":
+            seen.append(interrupts.on_signal(signal.SIGUSR1, frame))
+        return tracer if frame.f_code is threading.Thread.start.__code__ else None
+
+    t = threading.Thread(target=ran.set)
+    sys.settrace(tracer)
+    try:
+        t.start()
+    finally:
+        sys.settrace(None)
+    t.join()
+    assert seen and set(seen) == {None} and acked == [0] and ran.is_set()
+    with pytest.raises(Failure):
+        interrupts.on_signal(signal.SIGUSR1, sys._getframe())
+    assert acked == [1]
