@@ -141,19 +141,24 @@ _SKIP = {f.__code__ for f in (defer_enter, defer_leave, _due)} | {
 # Where an exception raised by the handler would break Python's own bookkeeping: inside
 # ``threading.Thread.start`` (its wait for the new thread), the new thread then failed on its own
 # "del _limbo[self]" with a KeyError traceback on stderr, its target never run (a stranger's step
-# starting a helper thread, twenty-fourth session)
+# starting a helper thread); inside asyncio (an event loop cut while ``asyncio.run`` built it
+# failed in its ``__del__``, "Exception ignored" and "coroutine ... was never awaited" on stderr:
+# a stranger's step fetching its inputs with ``asyncio.run``; both twenty-fourth session)
 _FRAGILE = {threading.Thread.start.__code__}
+_FRAGILE_PACKAGES = ("asyncio.",)
 
 
-def _in_finalizer(frame: Any) -> bool:
-    """Whether ``frame`` runs inside an object's ``__del__`` (called by the collector wherever the
-    program happened to be): an exception raised there is printed ("Exception ignored in") and
-    lost, so the interruption would be too (seen: a request dropped in a stranger's step); or
-    inside one of the ``_FRAGILE`` functions."""
+def _not_here(frame: Any) -> bool:
+    """Whether the handler must not raise in ``frame``: one inside an object's ``__del__``
+    (called by the collector wherever the program happened to be: an exception raised there is
+    printed, "Exception ignored in", and lost, so the interruption would be too; seen: a request
+    dropped in a stranger's step), or inside one of the ``_FRAGILE`` functions or packages."""
     for _ in range(64):
         if frame is None:
             return False
         if frame.f_code.co_name == "__del__" or frame.f_code in _FRAGILE:
+            return True
+        if str(getattr(frame, "f_globals", {}).get("__name__", "")).startswith(_FRAGILE_PACKAGES):
             return True
         frame = getattr(frame, "f_back", None)
     return False
@@ -161,7 +166,7 @@ def _in_finalizer(frame: Any) -> bool:
 
 def on_signal(signum: int, frame: Any) -> None:
     """The handler of the watcher's signal (installed by dpmpi.watcher in the main thread)."""
-    if _in_finalizer(frame):
+    if _not_here(frame):
         return  # not acknowledged: the watcher sends the signal again, which lands after it
     if _acked is not None:
         _acked[0] = 1  # a handler ran for the notice: from here on Python deals with it

@@ -391,3 +391,30 @@ def test_a_notice_handled_inside_thread_start_waits_for_the_next_signal(monkeypa
     with pytest.raises(Failure):
         interrupts.on_signal(signal.SIGUSR1, sys._getframe())
     assert acked == [1]
+
+
+def test_a_notice_handled_inside_asyncio_waits_for_the_next_signal(monkeypatch):
+    """A stranger's step fetched its inputs with asyncio.run: cut while the event loop was being
+    built, the loop failed in its __del__ ("Exception ignored", "coroutine ... was never
+    awaited" on stderr). Inside asyncio's frames the handler now leaves the notice for the next
+    signal, as inside a __del__."""
+    import signal
+    import sys
+    from types import SimpleNamespace
+
+    from dpmpi import interrupts
+
+    class Failure(Exception):
+        pass
+
+    acked = [0]
+    monkeypatch.setattr(interrupts, "_noticed", [1])
+    monkeypatch.setattr(interrupts, "_failure", lambda: Failure("peer died"))
+    monkeypatch.setattr(interrupts, "_acked", acked)
+    monkeypatch.setattr(interrupts, "_arm", 1)  # inside an armed region (a step)
+    step = sys._getframe()
+    inner = SimpleNamespace(f_code=step.f_code, f_globals={"__name__": "asyncio.base_events"}, f_back=step)
+    assert interrupts.on_signal(signal.SIGUSR1, inner) is None and acked == [0]
+    with pytest.raises(Failure):
+        interrupts.on_signal(signal.SIGUSR1, step)
+    assert acked == [1]
