@@ -333,6 +333,25 @@ def test_a_notice_handled_inside_a_finalizer_waits_for_the_next_signal(monkeypat
 
     from dpmpi import interrupts
 
+    Failure, acked = _notice_in_a_step(monkeypatch)
+    seen = []
+
+    class Dropped:
+        def __del__(self):
+            seen.append(interrupts.on_signal(signal.SIGUSR1, sys._getframe()))  # returns: no raise
+
+    Dropped()
+    assert seen == [None] and acked == [0]
+    with pytest.raises(Failure):
+        interrupts.on_signal(signal.SIGUSR1, sys._getframe())
+    assert acked == [1]
+
+
+def _notice_in_a_step(monkeypatch):
+    """A watcher's notice pending while the main thread is in an armed region (a step): the
+    exception class the handler raises, and the word it sets when it acknowledges."""
+    from dpmpi import interrupts
+
     class Failure(Exception):
         pass
 
@@ -340,18 +359,8 @@ def test_a_notice_handled_inside_a_finalizer_waits_for_the_next_signal(monkeypat
     monkeypatch.setattr(interrupts, "_noticed", [1])
     monkeypatch.setattr(interrupts, "_failure", lambda: Failure("peer died"))
     monkeypatch.setattr(interrupts, "_acked", acked)
-    seen = []
-
-    class Dropped:
-        def __del__(self):
-            seen.append(interrupts.on_signal(signal.SIGUSR1, sys._getframe()))  # returns: no raise
-
-    monkeypatch.setattr(interrupts, "_arm", 1)  # inside an armed region (a step)
-    Dropped()
-    assert seen == [None] and acked == [0]
-    with pytest.raises(Failure):
-        interrupts.on_signal(signal.SIGUSR1, sys._getframe())
-    assert acked == [1]
+    monkeypatch.setattr(interrupts, "_arm", 1)
+    return Failure, acked
 
 
 def test_a_notice_handled_inside_thread_start_waits_for_the_next_signal(monkeypatch):
@@ -365,14 +374,7 @@ def test_a_notice_handled_inside_thread_start_waits_for_the_next_signal(monkeypa
 
     from dpmpi import interrupts
 
-    class Failure(Exception):
-        pass
-
-    acked = [0]
-    monkeypatch.setattr(interrupts, "_noticed", [1])
-    monkeypatch.setattr(interrupts, "_failure", lambda: Failure("peer died"))
-    monkeypatch.setattr(interrupts, "_acked", acked)
-    monkeypatch.setattr(interrupts, "_arm", 1)  # inside an armed region (a step)
+    Failure, acked = _notice_in_a_step(monkeypatch)
     seen, ran = [], threading.Event()
 
     def tracer(frame, event, arg):  # (the handler, run at each line of Thread.start)
@@ -404,14 +406,7 @@ def test_a_notice_handled_inside_asyncio_waits_for_the_next_signal(monkeypatch):
 
     from dpmpi import interrupts
 
-    class Failure(Exception):
-        pass
-
-    acked = [0]
-    monkeypatch.setattr(interrupts, "_noticed", [1])
-    monkeypatch.setattr(interrupts, "_failure", lambda: Failure("peer died"))
-    monkeypatch.setattr(interrupts, "_acked", acked)
-    monkeypatch.setattr(interrupts, "_arm", 1)  # inside an armed region (a step)
+    Failure, acked = _notice_in_a_step(monkeypatch)
     step = sys._getframe()
     inner = SimpleNamespace(f_code=step.f_code, f_globals={"__name__": "asyncio.base_events"}, f_back=step)
     assert interrupts.on_signal(signal.SIGUSR1, inner) is None and acked == [0]
