@@ -464,6 +464,14 @@ def bad(rank, status=1, cause="x"):
         (3, {0: ok(0), 1: ok(1), 2: bad(2, 4)}, 0, 4),  # completed without repairing: rank 2's work is lost
         (3, {0: ok(0), 1: dict(ok(1), idle_spares=[2])}, 0, 0),  # rank 2 died as an idle spare: nothing lost
         (3, {0: ok(0), 1: dict(ok(1), idle_spares=[1])}, 0, 1),  # ... but not when another rank was the idle spare
+        # the same uncaught error ended rank 1 and its replacement (world rank 4): a program error, not
+        # a recovered fault (was 0: the job went on without them)
+        (5, {0: ok(0, [1, 4]), 2: ok(2, [1, 4]), 3: ok(3, [1, 4]), 1: bad(1, 1, "uncaught ValueError: bug at 50"),
+             4: bad(4, 1, "uncaught ValueError: bug at 50")}, 0, 1),
+        (5, {0: ok(0, [1, 4]), 2: ok(2, [1, 4]), 3: ok(3, [1, 4]), 1: bad(1, 1, "uncaught OSError: disk"),
+             4: bad(4, 1, "uncaught ValueError: bug at 50")}, 0, 0),  # two different errors, recovered
+        (5, {0: ok(0, [1, 4]), 2: ok(2, [1, 4]), 3: ok(3, [1, 4]), 1: bad(1, 3, "sys.exit(3)"),
+             4: bad(4, 3, "sys.exit(3)")}, 0, 0),  # (only uncaught errors count as the program's)
     ],
 )
 def test_job_exit_code(n, records, mpirun_rc, expected):
