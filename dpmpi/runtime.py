@@ -119,18 +119,20 @@ def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
                                repair=repair))
 
 
-def _no_alternation(rt: Runtime, runs: int, step_fn: Any, n_steps: Any) -> None:
-    """Check ``run``'s arguments; refuse a run of ``rt`` when another Runtime ran on its
-    communicator since ``rt``'s last run (``runs``: the runs of every Runtime so far, the same on
-    every rank, a replacement's too):
-    a recovery restores the arrays of the Runtime whose run is in progress, not the other's, and
-    a replacement took the other's epoch 0 while its survivors stepped (a stranger's program, two
-    models trained in alternate rounds, each with its own Runtime: the job hung at its first
-    failure, twenty-fourth session). Raised before any MPI call, on every rank alike."""
+def _run_args(step_fn: Any, n_steps: Any) -> None:
+    """Check ``Runtime.run``'s arguments."""
     if not callable(step_fn):
         raise TypeError(f"run() takes a callable step_fn(step), got {type(step_fn).__name__}")
     if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
         raise ValueError(f"n_steps must be an int >= 0, got {n_steps!r}")
+
+
+def _no_alternation(rt: Runtime, runs: int) -> None:
+    """Refuse a run of ``rt`` when another Runtime ran on its communicator since ``rt``'s last
+    run (``runs``: the runs of every Runtime so far, the same on every rank, a replacement's too):
+    a recovery restores the running Runtime's arrays only, and a replacement took the other's
+    epoch 0 while its survivors stepped (two models trained in alternate rounds, each with its own
+    Runtime, hung at their first failure: twenty-fourth session). Raised before any MPI call."""
     if rt._ran_at is not None and rt._ran_at != runs:
         raise RuntimeError("dpmpi.Runtime.run: another dpmpi.Runtime ran on this communicator since this one's "
                            "last run. Runs of two Runtimes cannot alternate: a recovery restores the arrays of "
@@ -247,8 +249,9 @@ class Runtime:
         survivors are in (those they had finished return at once). At the end the last snapshot
         is committed and replicated, and every rank passes a barrier before it returns
         (``commit_at_end=False`` leaves both to the next ``run``). Returns this process's recoveries."""
+        _run_args(step_fn, n_steps)
         record = self.comm.prologue  # (for a replacement: what the program does outside its runs)
-        _no_alternation(self, record.runs, step_fn, n_steps)
+        _no_alternation(self, record.runs)
         self._running = True
         self._aliases.watch_step(step_fn)
         try:
