@@ -333,20 +333,38 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
         return
     # (a replacement still catching up: what it has not been handed yet is held, so kept)
     state.replay = [(old.index(i), h) for i, h in state.replay if i in old]
+    waiting = {i for i, _ in state.replay}
     replaced = [raw for raw in state.derived if raw is not None]  # (kept and forgotten ones)
     refs = [state.handles[i] for i in old]
     for i, (ref, raw) in enumerate(zip(refs, made)):
         handle = ref() if ref is not None else None
         if handle is None:
+            if raw is not None and i not in waiting and lost(state.derived[old[i]]):
+                handle = Derived(raw, i, state)  # (given back at the program's next call that makes it)
+                refs[i] = weakref.ref(handle)
+                state.replay.append((i, handle))
             continue
         gone = rebind(handle, MPI.COMM_NULL if raw is None else raw)
         handle._index = i
         if handle.mpi is not raw:  # the program's mpi4py object took raw's handle; raw holds the old one
             replaced = [r for r in replaced if r is not handle.mpi] + [gone]
             made[i] = handle.mpi
+    state.replay.sort(key=lambda entry: entry[0])
     state.graveyard.extend(replaced)
     state.derived = made
     state.handles = [None if raw is None else ref for ref, raw in zip(refs, made)]
+
+
+def lost(raw: MPI.Comm | None) -> bool:
+    """Whether this process lost its handle of a derived communicator that some other active rank
+    still holds (a repair keeps it): ``raw``, its communicator before the repair, was made here
+    and not freed, yet the program let go of its handle. That happens when the failure's
+    exception reached this process between the call that made it and the program's store
+    (``kept = comm.Dup()``: a failure noticed during the call is raised as it returns, or the
+    watcher interrupts right after it), while the others stored theirs: they will not make it
+    again, and this process's next ``Dup`` would wait for them for ever (seen: twenty-fifth
+    session, ``tests/programs/lost_dup.py``). It is given back at that call instead. Pure."""
+    return raw is not None and raw != MPI.COMM_NULL
 
 
 def _translate(src: MPI.Comm, ranks: list[int], dst: MPI.Comm) -> list[int]:
