@@ -472,6 +472,10 @@ def bad(rank, status=1, cause="x"):
              4: bad(4, 1, "uncaught ValueError: bug at 50")}, 0, 0),  # two different errors, recovered
         (5, {0: ok(0, [1, 4]), 2: ok(2, [1, 4]), 3: ok(3, [1, 4]), 1: bad(1, 3, "sys.exit(3)"),
              4: bad(4, 3, "sys.exit(3)")}, 0, 0),  # (only uncaught errors count as the program's)
+        # rank 1 killed; ranks 0, 3 and the spare (4) left out of the repair by a split Shrink and ended
+        # by the repair deadline; rank 2 went on alone (was 0: "recovered and completed")
+        (5, {2: ok(2, [0, 1, 3, 4]), **{r: bad(r, 1, "Respawn did not complete within 60 s (DPMPI_REPAIR_TIMEOUT); "
+                                            "a further failure left it stuck") for r in (0, 3, 4)}}, 0, 1),
     ],
 )
 def test_job_exit_code(n, records, mpirun_rc, expected):

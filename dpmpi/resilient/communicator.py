@@ -8,7 +8,7 @@ from mpi4py import MPI
 
 from dpmpi import interrupts
 from dpmpi.comm import plain_method
-from dpmpi.resilient import derived, repair, spares
+from dpmpi.resilient import derived, holding, repair, spares
 from dpmpi.resilient.derived import Tracked
 from dpmpi.resilient.events import RepairEvent
 from dpmpi.resilient.state import Role, State
@@ -105,6 +105,6 @@ class ResilientComm(Tracked):
         Called while a failure is handled, it first clears the local variables of the frames that
         failure unwound (a communicator made in a failed step is then not in use)."""
         self._state.not_spare("Respawn")
-        derived.let_go_of_unwound()
+        holding.let_go_of_unwound()
         repair.run(self._state, time.time())
         return self

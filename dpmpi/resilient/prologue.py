@@ -355,7 +355,7 @@ def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, der
     ``__dict__``: once the prologue is over the plain method takes the wrapper's place again (a
     repair empties the cache). The wrapper holds its owner weakly: a handle in a reference cycle
     would outlive the program's last reference, and a repair would take it as still in use
-    (``derived.held``; seen: a communicator made and dropped in each step was rebuilt for a
+    (``holding.held``; seen: a communicator made and dropped in each step was rebuilt for a
     replacement, which then took it for its own next one and the job hung)."""
     me = weakref.ref(owner)
 

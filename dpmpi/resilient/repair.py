@@ -13,7 +13,7 @@ from dpmpi import _guard, ctxcomms, faults
 from dpmpi.comm import rebind
 from dpmpi.mpicall import exchange, retire, warm_up, warm_up_and
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
-from dpmpi.resilient import derived, settings
+from dpmpi.resilient import derived, holding, settings
 from dpmpi.resilient.affinity import adopt_cpus
 from dpmpi.eventlog import log_event
 from dpmpi.resilient.events import RepairEvent, SparesDepletedWarning
@@ -139,7 +139,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                     got = exchange(lambda: raw.bcast((recipes, handed) if me == root else None, root=root))
                     recipes, handed = (recipes, handed) if was_active else got
                 if with_recipes:  # which derived communicators are still in use somewhere (derived.py)
-                    keep = derived.agree_held(raw, derived.held(state) if was_active else [False] * len(recipes))
+                    keep = holding.agree_held(raw, holding.held(state) if was_active else [False] * len(recipes))
             phases["rebuild"] += time.perf_counter() - t
             faults.point("repair-agree")
             t = time.perf_counter()

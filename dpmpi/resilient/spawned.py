@@ -10,7 +10,7 @@ from mpi4py import MPI
 from dpmpi import _guard, watcher
 from dpmpi.mpicall import exchange, retire, warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
-from dpmpi.resilient import derived, repair
+from dpmpi.resilient import derived, holding, repair
 from dpmpi.resilient.affinity import adopt_cpus, my_place
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.eventlog import log_event
@@ -46,7 +46,7 @@ def join() -> State:
         raw = merged.Split(0, me)
         warm_up(raw, "Split")
         # the parents' agreement on which derived communicators are still in use (repair.attempts)
-        keep = derived.agree_held(raw, [False] * len(info.recipes)) if info.with_recipes else None
+        keep = holding.agree_held(raw, [False] * len(info.recipes)) if info.with_recipes else None
         merged.Agree(1)  # the parents' commit
     except MPI.Exception as exc:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:

@@ -9,7 +9,7 @@ import time
 from typing import Iterator
 
 from dpmpi import _guard
-from dpmpi.resilient.settings import ENV_REPAIR_TIMEOUT
+from dpmpi.exit_code import REPAIR_DEADLINE
 
 
 class Watchdog:
@@ -56,7 +56,8 @@ class Watchdog:
                 self._deadline, what = None, self._what
             # where each thread was stuck (the main thread: inside which MPI call of the repair)
             faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-            _guard.die(1, f"{what} ({ENV_REPAIR_TIMEOUT}); a further failure left it stuck")  # does not return
+            # (does not return; dpmpi-run's exit code reads the cause)
+            _guard.die(1, f"{what} {REPAIR_DEADLINE}; a further failure left it stuck")
 
 
 WATCHDOG = Watchdog()  # the process's one (repairs run one at a time, in the main thread)

@@ -1,0 +1,61 @@
+"""Which derived communicators the program still holds (``dpmpi.resilient.derived``): what a
+repair rebuilds, what a compaction forgets, and what a rank that lost its handle gets back.
+Owner: the main thread (repairs and the program's calls that make communicators run there)."""
+from __future__ import annotations
+
+import array
+import sys
+import traceback
+
+from mpi4py import MPI
+
+from dpmpi.resilient.state import State
+
+
+def held(state: State, places: list[int] | None = None) -> list[bool]:
+    """For each recipe (or those at ``places``): whether this process still uses its communicator
+    (its handle is alive, in the program or in a replacement's replay, and not freed). A
+    non-member holds none (nor one whose program holds only its ``.mpi``: docs/communicators.md)."""
+    out = []
+    for p in range(len(state.recipes)) if places is None else places:
+        raw, ref = state.derived[p], state.handles[p]
+        out.append(raw is not None and raw != MPI.COMM_NULL and ref is not None and ref() is not None)
+    return out
+
+
+def agree_held(comm: MPI.Intracomm, mine: list[bool]) -> list[bool]:
+    """Over ``comm`` (the new active communicator of a repair, before its commit: a failure here
+    fails the attempt on every process; raises the peer's failure): which recipes some process
+    still holds (the OR of ``mine``), for the recipes that every process has. A death during a
+    ``Split`` can leave the newest recipe on the ranks whose ``Split`` returned only; that one is
+    dropped (so this returns as many as the shortest list)."""
+    count = array.array("q", [len(mine)])
+    comm.Allreduce(MPI.IN_PLACE, count, MPI.MIN)
+    if count[0] == 0:
+        return []
+    buf = array.array("B", [1 if h else 0 for h in mine[: count[0]]])
+    comm.Allreduce(MPI.IN_PLACE, buf, MPI.BOR)
+    return [bool(b) for b in buf]
+
+
+def let_go_of_unwound() -> None:
+    """Clear the local variables of the frames that the exception being handled unwound (those
+    that finished: a step that failed), so that a communicator made there is no longer held and
+    the repair does not remake it. Called by ``Respawn`` (docs/spares.md)."""
+    exc, seen = sys.exc_info()[1], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)  # (skips frames still running)
+        exc = exc.__cause__ or exc.__context__
+
+
+def lost(raw: MPI.Comm | None) -> bool:
+    """Whether this process lost its handle of a derived communicator that some other active rank
+    still holds (a repair keeps it): ``raw``, its communicator before the repair, was made here
+    and not freed, yet the program let go of its handle. That happens when the failure's
+    exception reached this process between the call that made it and the program's store
+    (``kept = comm.Dup()``: a failure noticed during the call is raised as it returns, or the
+    watcher interrupts right after it), while the others stored theirs: they will not make it
+    again, and this process's next ``Dup`` would wait for them for ever (seen: twenty-fifth
+    session, ``tests/programs/lost_dup.py``). It is given back at that call instead. Pure."""
+    return raw is not None and raw != MPI.COMM_NULL
