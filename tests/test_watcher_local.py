@@ -251,6 +251,52 @@ def test_a_signal_inside_the_regions_bookkeeping_never_leaves_the_thread_armed(m
     interrupts.on_signal(signal.SIGUSR1, SimpleNamespace(f_code=test_a_signal_inside_the_regions_bookkeeping_never_leaves_the_thread_armed.__code__))  # not armed: no raise
 
 
+def test_a_signal_handled_inside_the_handler_itself_does_not_raise_there(monkeypatch):
+    """The watcher re-sends its signal until a handler acknowledges it, and CPython runs a
+    handler at a call inside another: the nested call's frame was the handler's own (inside
+    ``_not_here``, which makes calls), not skipped, so it raised while the outer call ran as
+    ``armed().__exit__`` began, and the thread stayed armed (the next dpmpi call of the runtime's
+    recovery then raised the failure inside it: one make test run, twenty-fifth session)."""
+    import signal
+    import sys
+    from types import SimpleNamespace
+
+    from dpmpi import interrupts
+
+    class Failure(Exception):
+        pass
+
+    real = interrupts._not_here
+    nested = []
+
+    def not_here_with_a_signal(frame):  # the re-sent signal, handled at a call in here
+        nested.append(interrupts.on_signal(signal.SIGUSR1, sys._getframe()))
+        return real(frame)
+
+    monkeypatch.setattr(interrupts, "_not_here", not_here_with_a_signal)
+    monkeypatch.setattr(interrupts, "_noticed", [0])
+    monkeypatch.setattr(interrupts, "_failure", lambda: Failure("peer died"))
+    region = interrupts.armed()
+    region.__enter__()
+    monkeypatch.setattr(interrupts, "_noticed", [1])  # noticed while the step ran; handled as __exit__ starts
+    interrupts.on_signal(signal.SIGUSR1, SimpleNamespace(f_code=type(region).__exit__.__code__))  # no raise
+    assert nested == [None]
+    region.__exit__(None, None, None)
+    assert interrupts._arm == 0
+    def step():
+        pass
+
+    monkeypatch.setattr(interrupts, "_not_here", real)
+    monkeypatch.setattr(interrupts, "_noticed", [0])
+    region = interrupts.armed()
+    region.__enter__()
+    monkeypatch.setattr(interrupts, "_noticed", [1])
+    with pytest.raises(Failure):  # the program's frame in an armed region: raised (the guard was released)
+        interrupts.on_signal(signal.SIGUSR1, SimpleNamespace(f_code=step.__code__))
+    region.__exit__(Failure, None, None)
+    assert interrupts._arm == 0 and interrupts._handling is False
+
+
 def test_a_notice_handled_at_any_call_inside_dpmpis_marks_is_raised_when_dpmpi_code_returns(monkeypatch):
     """CPython runs the watcher's signal handler where it checks for pending work: at a function's
     entry and right after a call. Inside dpmpi's own marks (the region's start, defer_enter,
