@@ -16,7 +16,7 @@ from mpi4py import MPI
 from dpmpi import _ft, _guard, _hooks, ctxcomms, persistent
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
-from dpmpi.mpicall import dropped_world_ranks, exchange_handles, sendrecv, warm_up, within_job
+from dpmpi.mpicall import dropped_world_ranks, exchange_handles, hold_context_id, sendrecv, warm_up, within_job
 from dpmpi.request import Request
 
 # Methods that create a communicator, collectively over its members, on which dpmpi sends one
@@ -44,7 +44,7 @@ def _convert(op: str, result: Any, raw: MPI.Comm | None = None) -> Any:
         if result == MPI.COMM_NULL:
             return result
         if op in _WARM_UP and within_job(result):
-            warm_up(result, op)
+            warm_up(result, op, watch=raw)
         return Comm(result)
     if isinstance(result, MPI.Request):
         return Request(result, raw)
@@ -64,9 +64,16 @@ def _wrapped(owner: Any, name: str, get: Callable[[], Any], raw: MPI.Comm | None
     attr = get()
     if not callable(attr):
         return attr
-    wrapped = translating(name, attr, raw, _convert)
+    wrapped = translating(name, attr, raw, _convert, _creation_failed if name in _WARM_UP else None)
     owner.__dict__[name] = wrapped
     return wrapped
+
+
+def _creation_failed(exc: MPI.Exception) -> MPI.Exception:
+    """A method that creates a communicator failed here: its context id is held
+    (``dpmpi.mpicall.hold_context_id``); ``exc`` is raised as it is."""
+    hold_context_id()
+    return exc
 
 
 def plain_method(comm: Comm, name: str) -> Callable[..., Any]:

@@ -101,6 +101,17 @@ def kill_in_activate(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def fail_after_activate(tmp_path_factory):
+    """tests/programs/c/fail_after_activate.c built as a library to preload (LD_PRELOAD, with
+    FAIL_AFTER_ACTIVATE=R:N): rank R's N-th communicator activation completes, then reports a
+    failure, so that creation fails on rank R only."""
+    out = tmp_path_factory.mktemp("preload") / "libfail_after_activate.so"
+    subprocess.run([str(Path(sys.executable).parent / "mpicc"), "-shared", "-fPIC", "-O2", "-o", str(out),
+                    str(PROGRAMS / "c" / "fail_after_activate.c"), "-ldl"], check=True)
+    return out
+
+
 @pytest.fixture
 def run_job(tmp_path):
     """Run any command (e.g. a plain mpirun) from a scratch directory, with a hard timeout."""

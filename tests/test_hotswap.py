@@ -388,6 +388,31 @@ def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmp
         assert bad not in job.stderr, job.stderr
 
 
+@pytest.mark.parametrize("nth", [40, 47])  # (a step's Split; rank 1's partner is rank 3)
+def test_a_communicator_made_on_some_ranks_only_does_not_hang_the_repair(dpmpi_run, fail_after_activate, nth):
+    """A creation that a death cut short completed on rank 0 and failed on its partner (Open
+    MPI's agreement on the parent is not uniform): rank 0 waited in dpmpi's warm-up of the new
+    communicator for ever and the others in the repair's Shrink (a stranger's program,
+    bench/strangers/lazy_comms.py, 5 of ~170 runs with a kill from outside; the job then split).
+    Here without a death: rank 1's Split is reported failed after its activation completed (a
+    preloaded fault). Rank 3, its partner, must leave the warm-up when the others' repair revokes
+    the active communicator; and rank 1 must not reuse the new communicator's context id for
+    the repair's own (rank 3's messages on it would reach that one: 4 of 30 runs without it)."""
+    n = 150
+    job = dpmpi_run(5, "derived_per_step.py", "runtime", n, launcher_args=["--spares", "1"], timeout=60,
+                    env={"LD_PRELOAD": str(fail_after_activate), "FAIL_AFTER_ACTIVATE": f"1:{nth}",
+                         "DPMPI_REPAIR_TIMEOUT": "20"})
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert f"[fail-after-activate] rank 1 at {nth}" in job.stderr, job.stderr
+    done = job.by_rank("done")
+    assert sorted(done) == [0, 1, 2, 3] and all(d["recoveries"] == 1 for d in done.values()), job.stdout
+    for r, d in done.items():
+        same_parity, even = (2 if r % 2 == 0 else 4), r % 2 == 0
+        assert d["x"] == [n * same_parity + 2 * sum(range(n)), 2 * sum(range(n)) if even else 0, 4 * (n - 2)], d
+    for bad in ("Segmentation", "OPAL ERROR", "Traceback"):
+        assert bad not in job.stderr, job.stderr
+
+
 @pytest.mark.long  # ~6 s (make test's budget; the launch again below goes through the same verdict)
 def test_a_rank_killed_before_its_mpi_init_returned_ends_the_job_instead_of_hanging_it(dpmpi_run):
     """Before the thirteenth session every such job hung (the others wait inside MPI_Init). The

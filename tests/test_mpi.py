@@ -171,7 +171,7 @@ def test_intercommunicators_made_through_dpmpi_are_warmed_up(comm, monkeypatch):
 
     warmed = []
     real = dcomm.warm_up
-    monkeypatch.setattr(dcomm, "warm_up", lambda c, op: (warmed.append((op, c.Is_inter())), real(c, op)))
+    monkeypatch.setattr(dcomm, "warm_up", lambda c, op, watch=None: (warmed.append((op, c.Is_inter())), real(c, op, watch)))
     inter, color = _intercomm(comm)
     assert isinstance(inter, dpmpi.Comm) and inter.Is_inter()
     half = comm.Get_size() // 2

@@ -20,7 +20,7 @@ from mpi4py import MPI
 
 from dpmpi import faults, interrupts
 from dpmpi.comm import Comm, plain_method, rebind
-from dpmpi.mpicall import exchange, warm_up
+from dpmpi.mpicall import exchange, hold_context_id, warm_up
 from dpmpi.errors import from_mpi
 from dpmpi.resilient import holding, prologue, topology
 from dpmpi.resilient.plan import Recipe, kept_recipes, with_parents
@@ -167,15 +167,23 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
         recipe = Recipe(op, parent._index, dict(table))
     else:
         recipe = Recipe(op, parent._index, {} if op == "Dup" and mine is None else {-1: mine})
-    made = _make(state, recipe, praw)
-    state.live.append(len(state.recipes))
+    # recorded before it is made: a creation that a death cut short can complete on some ranks
+    # and fail on others, and every rank that took part must keep the recipe (the repair agrees
+    # on it and gives the communicator back to those it failed on: holding.lost)
+    place = len(state.recipes)
+    state.live.append(place)
     state.recipes.append(recipe)
-    state.derived.append(made)
+    state.derived.append(None)
+    state.handles.append(None)
+    try:
+        made = _make(state, recipe, praw)
+    except BaseException:
+        state.unmade.add(place)
+        raise
     if made is None:
-        state.handles.append(None)
         return MPI.COMM_NULL
-    result = Derived(made, len(state.recipes) - 1, state)
-    state.handles.append(weakref.ref(result))
+    result = Derived(made, place, state)
+    state.derived[place], state.handles[place] = made, weakref.ref(result)
     return result
 
 
@@ -292,6 +300,7 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
         praw = _active(state) if recipe.parent < 0 else made[recipe.parent]
         made.append(None if praw is None else _make(state, recipe, praw))
     state.live, state.compact_at = list(range(len(made))), 2 * len(made) + COMPACT_MIN
+    unmade, state.unmade = state.unmade, set()
     if fresh:
         handles = [MPI.COMM_NULL if raw is None else Derived(raw, i, state) for i, raw in enumerate(made)]
         state.derived = made
@@ -306,7 +315,7 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
     for i, (ref, raw) in enumerate(zip(refs, made)):
         handle = ref() if ref is not None else None
         if handle is None:
-            if raw is not None and i not in waiting and holding.lost(state.derived[old[i]]):
+            if raw is not None and i not in waiting and holding.lost(state.derived[old[i]], old[i] in unmade):
                 handle = Derived(raw, i, state)  # (given back at the program's next call that makes it)
                 refs[i] = weakref.ref(handle)
                 state.replay.append((i, handle))
@@ -320,8 +329,6 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
     state.graveyard.extend(replaced)
     state.derived = made
     state.handles = [None if raw is None else ref for ref, raw in zip(refs, made)]
-
-
 
 
 def _translate(src: MPI.Comm, ranks: list[int], dst: MPI.Comm) -> list[int]:
@@ -367,8 +374,9 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
             for x in (g, pgroup):
                 x.Free()
     except MPI.Exception as exc:
+        hold_context_id()  # (mpicall.hold_context_id says why)
         raise from_mpi(exc, praw, recipe.op) from exc
     if raw == MPI.COMM_NULL:
         return None
-    warm_up(raw, recipe.op)
+    warm_up(raw, recipe.op, watch=_active(state))  # (mpicall.warm_up says why it watches)
     return raw

@@ -49,13 +49,15 @@ def let_go_of_unwound() -> None:
         exc = exc.__cause__ or exc.__context__
 
 
-def lost(raw: MPI.Comm | None) -> bool:
-    """Whether this process lost its handle of a derived communicator that some other active rank
-    still holds (a repair keeps it): ``raw``, its communicator before the repair, was made here
-    and not freed, yet the program let go of its handle. That happens when the failure's
-    exception reached this process between the call that made it and the program's store
-    (``kept = comm.Dup()``: a failure noticed during the call is raised as it returns, or the
-    watcher interrupts right after it), while the others stored theirs: they will not make it
-    again, and this process's next ``Dup`` would wait for them for ever (seen: twenty-fifth
-    session, ``tests/programs/lost_dup.py``). It is given back at that call instead. Pure."""
-    return raw is not None and raw != MPI.COMM_NULL
+def lost(raw: MPI.Comm | None, unmade: bool) -> bool:
+    """Whether this process lost a derived communicator that some other active rank still holds
+    (a repair keeps it), so that the repair gives it back at the program's next call that makes
+    it (``derived.rebuild``). ``raw``: its communicator here before the repair; ``unmade``: its
+    creation failed here. Either its creation failed here while it completed elsewhere (a death
+    during the creation; the others stored theirs), or it was made here and not freed, yet the
+    program let go of it: the failure's exception reached this process between the call that
+    made it and the program's store (``kept = comm.Dup()``: a failure noticed during the call is
+    raised as it returns). The others will not make it again, and this process's next ``Dup``
+    would wait for them for ever (seen: twenty-fifth session, ``tests/programs/lost_dup.py``).
+    Pure."""
+    return unmade or (raw is not None and raw != MPI.COMM_NULL)

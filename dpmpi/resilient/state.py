@@ -65,6 +65,7 @@ class State:
         # on a replacement: (index, handle) of those the repair made, handed out in creation order
         self.replay: list[tuple[int, Comm | MPI.Comm]] = []
         self.live: list[int] = []  # the places of those not forgotten (derived.compact), ascending
+        self.unmade: set[int] = set()  # places whose creation failed here (until the next repair)
         # -- the prologue (prologue.py): the collectives before the first snapshot, for a replacement --
         self.prologue = Prologue()
         self.compact_at = COMPACT_MIN  # forget the unused ones when len(live) reaches this
