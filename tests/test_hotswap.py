@@ -388,8 +388,14 @@ def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmp
         assert bad not in job.stderr, job.stderr
 
 
-@pytest.mark.parametrize("nth", [40, 47])  # (a step's Split; rank 1's partner is rank 3)
-def test_a_communicator_made_on_some_ranks_only_does_not_hang_the_repair(dpmpi_run, fail_after_activate, nth):
+@pytest.mark.parametrize("nth, kill", [
+    (40, ""), (47, ""),  # a step's Split (rank 1's partner is rank 3)
+    # rank 2 killed at step 10; rank 1's 16th activation is the repair's own Split of the shrunk
+    # job (14 made before, then the Shrink's): the others waited in its warm-up until the deadline
+    (16, "2:step@10:KILL"),
+])
+def test_a_communicator_made_on_some_ranks_only_does_not_hang_the_repair(dpmpi_run, fail_after_activate, nth, kill,
+                                                                          tmp_path):
     """A creation that a death cut short completed on rank 0 and failed on its partner (Open
     MPI's agreement on the parent is not uniform): rank 0 waited in dpmpi's warm-up of the new
     communicator for ever and the others in the repair's Shrink (a stranger's program,
@@ -399,13 +405,16 @@ def test_a_communicator_made_on_some_ranks_only_does_not_hang_the_repair(dpmpi_r
     the active communicator; and rank 1 must not reuse the new communicator's context id for
     the repair's own (rank 3's messages on it would reach that one: 4 of 30 runs without it)."""
     n = 150
-    job = dpmpi_run(5, "derived_per_step.py", "runtime", n, launcher_args=["--spares", "1"], timeout=60,
+    events = tmp_path / "events.jsonl"
+    job = dpmpi_run(5, "derived_per_step.py", "runtime", n, launcher_args=["--spares", "1"], timeout=60, faults=kill,
                     env={"LD_PRELOAD": str(fail_after_activate), "FAIL_AFTER_ACTIVATE": f"1:{nth}",
-                         "DPMPI_REPAIR_TIMEOUT": "20"})
+                         "DPMPI_REPAIR_TIMEOUT": "20", "DPMPI_EVENTS": str(events)})
     assert job.returncode == 0, job.stdout + job.stderr
     assert f"[fail-after-activate] rank 1 at {nth}" in job.stderr, job.stderr
     done = job.by_rank("done")
     assert sorted(done) == [0, 1, 2, 3] and all(d["recoveries"] == 1 for d in done.values()), job.stdout
+    repairs = [e for e in map(json.loads, events.read_text().splitlines()) if e["event"] == "repair"]
+    assert {e["attempts"] for e in repairs} == ({2} if kill else {1}), repairs  # (in the repair: a second attempt)
     for r, d in done.items():
         same_parity, even = (2 if r % 2 == 0 else 4), r % 2 == 0
         assert d["x"] == [n * same_parity + 2 * sum(range(n)), 2 * sum(range(n)) if even else 0, 4 * (n - 2)], d

@@ -11,7 +11,7 @@ from mpi4py import MPI
 
 from dpmpi import _guard, ctxcomms, faults
 from dpmpi.comm import rebind
-from dpmpi.mpicall import exchange, retire, warm_up, warm_up_and
+from dpmpi.mpicall import exchange, hold_context_id, retire, warm_up, warm_up_and
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.resilient import derived, holding, settings
 from dpmpi.resilient.affinity import adopt_cpus
@@ -132,7 +132,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             me = new_plan.logical(state.process_id)
             raw = new_world.Split(0 if me >= 0 else MPI.UNDEFINED, me)
             if raw != MPI.COMM_NULL:
-                warm_up(raw, "Split")
+                # (watched: a peer whose Split failed starts the next attempt by revoking new_world)
+                warm_up(raw, "Split", watch=new_world)
                 handing = with_recipes or agreed.prologue_kept
                 root = recipes_root(base, new_plan, filled) if quick and handing and not born else -1
                 if root >= 0:  # the spares that took a place need the recipes and the prologue's record
@@ -150,6 +151,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
         except MPI.Exception as exc:  # dpmpi's errors are MPI.Exceptions too
             if exc.Get_error_class() in PEER_FAILURE_CLASSES:
                 state.graveyard.append(raw)  # this attempt's communicator, if it got that far
+                hold_context_id()  # (its Shrink or Split may have completed elsewhere: mpicall says why)
                 continue  # another failure during the repair: start again
             raise from_mpi(exc, state.world, "Respawn") from exc
         break

@@ -44,7 +44,7 @@ def join() -> State:
     raw = MPI.COMM_NULL
     try:
         raw = merged.Split(0, me)
-        warm_up(raw, "Split")
+        warm_up(raw, "Split", watch=merged)  # (as the parents' repair.attempts does)
         # the parents' agreement on which derived communicators are still in use (repair.attempts)
         keep = holding.agree_held(raw, [False] * len(info.recipes)) if info.with_recipes else None
         merged.Agree(1)  # the parents' commit
