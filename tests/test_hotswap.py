@@ -339,6 +339,20 @@ def test_communicators_made_by_split_type_clone_create_and_create_cart_are_rebui
                and e["tag_ub"] >= 32767 for e in got.values()), job.stdout
 
 
+def test_a_cartesian_communicators_rows_and_columns_are_rebuilt(dpmpi_run):
+    """Row and column communicators from ``cart.Sub`` made before the loop (2D decompositions):
+    before the twenty-fifth session a repair rebuilt the grid but not them, and the job hung."""
+    n = 60
+    job = dpmpi_run(5, "cart_rows.py", n, launcher_args=["--spares", "1"], faults="1:step@30:KILL", timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    got = job.by_rank("done")
+    # grid 2 x 2 in row-major order: rank r is at (r // 2, r % 2); its row holds r // 2 * 2 and +1
+    expected = {r: [n * (4 * (r // 2) + 1), n * (2 + 2 * (r % 2))] for r in range(4)}
+    assert {r: e["x"] for r, e in got.items()} == expected, job.stdout
+    assert got[1]["role"] == "RECOVERED" and all(e["recoveries"] == 1 for e in got.values()), job.stdout
+    assert all(e["types"] == ["Derived", "Derived"] and e["refused"] for e in got.values()), job.stdout
+
+
 def test_a_repair_revokes_the_communicator_mpi4pys_pkl5_collectives_run_on(dpmpi_run):
     """Ranks blocked in a pkl5 allgather for a live peer that left for the repair (tests/programs/
     pkl5_hidden.py) hung the job: dpmpi now revokes mpi4py's hidden Dup with its communicator."""

@@ -1,6 +1,6 @@
 """Derived communicators: those the program makes from the active one (``Split``, ``Dup``,
 ``Create_group``, ``Clone``, ``Split_type``, ``Create``, ``Create_cart``, ``Create_graph``,
-``Create_dist_graph_adjacent``, and from those). Each
+``Create_dist_graph_adjacent``, and from those; a Cartesian one's ``Sub``). Each
 is recorded as a recipe keyed by *logical* rank. A repair remakes those still in use on some
 active rank (its handle alive and not freed: ``held``, ORed over the active ranks by
 ``agree_held``) and forgets the others, so a program that makes one in each step and frees it (or
@@ -106,6 +106,14 @@ class Tracked(Comm):
         return derive(self._state, "Create_cart", self, (dims, periods, reorder))
 
     @interrupts.uninterrupted
+    def Sub(self, remain_dims: Any) -> Comm:
+        """A Cartesian communicator's row, column, ... communicators (``Cartcomm.Sub``)."""
+        if not isinstance(self.mpi, MPI.Cartcomm):
+            raise AttributeError(f"'{type(self.mpi).__name__}' object has no attribute 'Sub' (a Create_cart one has)")
+        self._state.not_spare("Sub")
+        return derive(self._state, "Sub", self, (remain_dims,))
+
+    @interrupts.uninterrupted
     def Create_graph(self, index: Any, edges: Any, reorder: bool = False) -> Comm:
         self._state.not_spare("Create_graph")
         return derive(self._state, "Create_graph", self, (index, edges, reorder))
@@ -209,6 +217,8 @@ def _own_args(state: State, op: str, args: tuple, praw: MPI.Comm) -> Any:
         return (color, key) if hints is None else (color, key, hints)
     if op == "Dup":
         return topology.info_items(op, args[0])
+    if op == "Sub":
+        return tuple(bool(d) for d in args[0])
     if op == "Create_cart":
         dims, periods, reorder = args
         dims = tuple(int(d) for d in dims)
@@ -359,6 +369,8 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
         elif recipe.op == "Dup":
             hints = recipe.args.get(-1)
             raw = praw.Dup() if hints is None else topology.with_info(hints, praw.Dup)
+        elif recipe.op == "Sub":
+            raw = praw.Sub(list(recipe.args[-1]))
         elif recipe.op == "Create_cart":
             dims, periods, reorder = recipe.args[-1]
             if math.prod(dims) > praw.Get_size():  # (a repair that shrank the job: the grid no longer fits)
