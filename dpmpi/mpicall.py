@@ -81,7 +81,7 @@ def hold_context_id() -> None:
     released, Open MPI parks messages for an id that no communicator has and delivers them to
     the next communicator created with it (docs/mpi-facts.md), which would be the repair's own
     (``Shrink``). Seen: a creation reported failed on one rank only (a test's fault,
-    ``tests/programs/c/fail_after_activate.c``) ended the job in its repair in 4 of 30 runs
+    ``tests/programs/c/activate_faults.c``) ended the job in its repair in 4 of 30 runs
     without this, 0 of 32 with it."""
     try:
         keep_forever(MPI.COMM_SELF.Dup())

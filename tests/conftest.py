@@ -92,23 +92,14 @@ def dpmpi_run(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def kill_in_activate(tmp_path_factory):
-    """tests/programs/c/kill_in_activate.c built as a library to preload (LD_PRELOAD, with
-    KILL_IN_ACTIVATE=R:N): rank R dies inside Open MPI's N-th communicator activation."""
-    out = tmp_path_factory.mktemp("preload") / "libkill_in_activate.so"
+def activate_faults(tmp_path_factory):
+    """tests/programs/c/activate_faults.c built as a library to preload (LD_PRELOAD): with
+    KILL_IN_ACTIVATE=R:N rank R dies inside Open MPI's N-th communicator activation; with
+    FAIL_AFTER_ACTIVATE=R:N rank R's N-th activation completes, then reports a failure (that
+    creation fails on rank R only)."""
+    out = tmp_path_factory.mktemp("preload") / "libactivate_faults.so"
     subprocess.run([str(Path(sys.executable).parent / "mpicc"), "-shared", "-fPIC", "-O2", "-o", str(out),
-                    str(PROGRAMS / "c" / "kill_in_activate.c"), "-ldl"], check=True)
-    return out
-
-
-@pytest.fixture(scope="session")
-def fail_after_activate(tmp_path_factory):
-    """tests/programs/c/fail_after_activate.c built as a library to preload (LD_PRELOAD, with
-    FAIL_AFTER_ACTIVATE=R:N): rank R's N-th communicator activation completes, then reports a
-    failure, so that creation fails on rank R only."""
-    out = tmp_path_factory.mktemp("preload") / "libfail_after_activate.so"
-    subprocess.run([str(Path(sys.executable).parent / "mpicc"), "-shared", "-fPIC", "-O2", "-o", str(out),
-                    str(PROGRAMS / "c" / "fail_after_activate.c"), "-ldl"], check=True)
+                    str(PROGRAMS / "c" / "activate_faults.c"), "-ldl"], check=True)
     return out
 
 

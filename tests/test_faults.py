@@ -292,8 +292,8 @@ def test_revoking_a_fresh_intercommunicator_is_safe(dpmpi_run, how, who):
 # inside it (every run: 3-4 of the other ranks); dpmpi's guard lets that revoke through with a
 # stand-in for the collectives not yet selected (cext/dpmpi_revoke.c). A plain mpi4py program.
 @pytest.mark.parametrize("mode", ["revoke", "die"])
-def test_a_communicator_revoked_while_it_is_created_crashes_no_process(dpmpi_run, kill_in_activate, mode):
-    env = {"LD_PRELOAD": str(kill_in_activate), "KILL_IN_ACTIVATE": "1:5"} if mode == "die" else {}
+def test_a_communicator_revoked_while_it_is_created_crashes_no_process(dpmpi_run, activate_faults, mode):
+    env = {"LD_PRELOAD": str(activate_faults), "KILL_IN_ACTIVATE": "1:5"} if mode == "die" else {}
     job = dpmpi_run(N, "fresh_comms.py", mode, env=env, timeout=60)
     done = job.by_rank("done")
     for bad in ("Segmentation", "revoke_local", "OPAL ERROR"):

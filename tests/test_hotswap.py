@@ -91,13 +91,13 @@ def test_second_failure_inside_each_repair_phase(dpmpi_run, phase):
     assert all(e["epoch"] == 1 for e in done.values())  # one committed repair covers both deaths
 
 
-def test_second_failure_inside_the_repairs_shrink(dpmpi_run, kill_in_activate):
+def test_second_failure_inside_the_repairs_shrink(dpmpi_run, activate_faults):
     """Rank 3 dies inside Open MPI's activation of the repair's Shrink (the third communicator it
     makes: dpmpi.init made two) while the others are inside that Shrink: Open MPI 5.0.11
     segfaulted them there (every process, 2 of 2 runs: the job was lost) until dpmpi's stand-in
     (cext/dpmpi_revoke.c). The repair starts again and ends with both places taken by spares."""
     job = dpmpi_run(6, "hotswap.py", launcher_args=["--spares", "2"], faults="2:iteration@51:KILL",
-                    env={"LD_PRELOAD": str(kill_in_activate), "KILL_IN_ACTIVATE": "3:3"})
+                    env={"LD_PRELOAD": str(activate_faults), "KILL_IN_ACTIVATE": "3:3"})
     assert "[kill-in-activate] rank 3 at 3" in job.stderr, job.stderr
     check(job, 4, replaced={2: 4, 3: 5})
     assert "Segmentation" not in job.stderr and "revoke_local" not in job.stderr, job.stderr
@@ -381,14 +381,14 @@ def test_graph_communicators_made_once_are_rebuilt_by_a_repair(dpmpi_run):
     assert "is not rebuilt by a repair" not in job.stderr, job.stderr
 
 
-def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmpi_run, kill_in_activate):
+def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmpi_run, activate_faults):
     """Rank 1 dies inside Open MPI's activation of the 40th communicator it makes (a step's
     Split): rank 3, inside the same Split, segfaulted on the failure notice (Open MPI 5.0.11,
     2 of 2 runs before dpmpi's stand-in, cext/dpmpi_revoke.c) and a second spare took its place.
     Now only rank 1 dies and the result is the failure-free one, bit for bit."""
     n = 150
     job = dpmpi_run(6, "derived_per_step.py", "runtime", n, launcher_args=["--spares", "2"], timeout=60,
-                    env={"LD_PRELOAD": str(kill_in_activate), "KILL_IN_ACTIVATE": "1:40"})
+                    env={"LD_PRELOAD": str(activate_faults), "KILL_IN_ACTIVATE": "1:40"})
     assert job.returncode == 0, job.stdout + job.stderr
     assert "[kill-in-activate] rank 1 at 40" in job.stderr, job.stderr
     assert [a.split(";")[0] for a in job.accounts()] == ["dpmpi-run: rank 1 died (no status: killed by a signal)"], \
@@ -408,7 +408,7 @@ def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmp
     # job (14 made before, then the Shrink's): the others waited in its warm-up until the deadline
     (16, "2:step@10:KILL"),
 ])
-def test_a_communicator_made_on_some_ranks_only_does_not_hang_the_repair(dpmpi_run, fail_after_activate, nth, kill,
+def test_a_communicator_made_on_some_ranks_only_does_not_hang_the_repair(dpmpi_run, activate_faults, nth, kill,
                                                                           tmp_path):
     """A creation that a death cut short completed on rank 0 and failed on its partner (Open
     MPI's agreement on the parent is not uniform): rank 0 waited in dpmpi's warm-up of the new
@@ -421,7 +421,7 @@ def test_a_communicator_made_on_some_ranks_only_does_not_hang_the_repair(dpmpi_r
     n = 150
     events = tmp_path / "events.jsonl"
     job = dpmpi_run(5, "derived_per_step.py", "runtime", n, launcher_args=["--spares", "1"], timeout=60, faults=kill,
-                    env={"LD_PRELOAD": str(fail_after_activate), "FAIL_AFTER_ACTIVATE": f"1:{nth}",
+                    env={"LD_PRELOAD": str(activate_faults), "FAIL_AFTER_ACTIVATE": f"1:{nth}",
                          "DPMPI_REPAIR_TIMEOUT": "20", "DPMPI_EVENTS": str(events)})
     assert job.returncode == 0, job.stdout + job.stderr
     assert f"[fail-after-activate] rank 1 at {nth}" in job.stderr, job.stderr
