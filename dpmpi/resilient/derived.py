@@ -288,12 +288,6 @@ def communicators(state: State) -> list[MPI.Comm]:
     return [raw for raw in state.derived if raw is not None and raw != MPI.COMM_NULL]
 
 
-
-
-
-
-
-
 def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh: bool,
             keep: list[bool] | None) -> None:
     """Remake the derived communicators still held somewhere (``keep``: ``agree_held``'s result

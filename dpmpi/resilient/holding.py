@@ -26,9 +26,10 @@ def held(state: State, places: list[int] | None = None) -> list[bool]:
 def agree_held(comm: MPI.Intracomm, mine: list[bool]) -> list[bool]:
     """Over ``comm`` (the new active communicator of a repair, before its commit: a failure here
     fails the attempt on every process; raises the peer's failure): which recipes some process
-    still holds (the OR of ``mine``), for the recipes that every process has. A death during a
-    ``Split`` can leave the newest recipe on the ranks whose ``Split`` returned only; that one is
-    dropped (so this returns as many as the shortest list)."""
+    still holds (the OR of ``mine``), for the recipes that every process has. A recipe is kept
+    from the moment a rank begins to make its communicator (``derived.derive``), but a death can
+    stop some ranks before that (a ``Split``'s exchange of colours and keys); the newest recipe,
+    on the others only, is then dropped (so this returns as many as the shortest list)."""
     count = array.array("q", [len(mine)])
     comm.Allreduce(MPI.IN_PLACE, count, MPI.MIN)
     if count[0] == 0:
