@@ -353,6 +353,25 @@ def test_a_cartesian_communicators_rows_and_columns_are_rebuilt(dpmpi_run):
     assert all(e["types"] == ["Derived", "Derived"] and e["refused"] for e in got.values()), job.stdout
 
 
+@pytest.mark.parametrize("killed,spares,policy", [("1", 1, "shrink"), ("1,3", 2, "shrink"), ("1", 0, "respawn")])
+def test_communicators_split_from_derived_ones_are_rebuilt_for_the_replacement(dpmpi_run, killed, spares, policy):
+    """``half.Split(color, key)`` made before the loop (tests/programs/nested_split.py): before
+    the twenty-sixth session the replacement was handed a survivor's record holding only the
+    other half's colours and keys, died with a KeyError, and the job ended shrunk with another
+    result and exit code 0. When a half's both ranks die, its replacements make it together."""
+    n = 60
+    faults = ",".join(f"{v}:step@30:KILL" for v in killed.split(","))
+    job = dpmpi_run(4 + spares, "nested_split.py", n, launcher_args=["--spares", str(spares)], faults=faults,
+                    env={"DPMPI_ON_DEPLETED": policy}, timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    got = job.by_rank("done")
+    expected = {r: [n * (2 * (r % 2) + 2), n * (r % 2 + 2), n * ((r % 2) ** 2 + (r % 2 + 2) ** 2), n * (r < 2)]
+                for r in range(4)}
+    assert {r: e["x"] for r, e in got.items()} == expected, job.stdout + job.stderr
+    assert all(got[int(v)]["role"] == "RECOVERED" for v in killed.split(",")), job.stdout
+    assert "Traceback" not in job.stderr, job.stderr
+
+
 def test_a_repair_revokes_the_communicator_mpi4pys_pkl5_collectives_run_on(dpmpi_run):
     """Ranks blocked in a pkl5 allgather for a live peer that left for the repair (tests/programs/
     pkl5_hidden.py) hung the job: dpmpi now revokes mpi4py's hidden Dup with its communicator."""

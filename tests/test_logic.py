@@ -621,7 +621,7 @@ def test_a_repair_remakes_only_the_derived_communicators_still_in_use_and_their_
 
 
 def test_a_replacement_is_handed_a_kept_communicator_only_for_the_call_that_made_it():
-    from dpmpi.resilient.derived import replays
+    from dpmpi.resilient.plan import replays
     from dpmpi.resilient.plan import Recipe
 
     kept = Recipe("Dup", -1, {})  # made by a step once and kept
@@ -644,6 +644,30 @@ def test_a_replacement_is_handed_a_kept_communicator_only_for_the_call_that_made
     assert replays(hinted, "Dup", -1, 1, hinted.args[-1]) and not replays(hinted, "Dup", -1, 1, None)
     assert not replays(kept, "Dup", -1, 1, hinted.args[-1])
     assert node.renumbered({1: 0}).args == {0: (1, 3)} and cart.renumbered({0: 0}).args == cart.args
+
+
+def test_a_replacement_gets_its_entries_of_a_split_of_a_derived_communicator_from_whoever_holds_them():
+    from dpmpi.resilient.plan import (Filled, Recipe, entries_for, partial_places, replays, taken,
+                                      unknown_to_survivors, with_entries)
+
+    half = Recipe("Split", -1, {0: (0, 0), 1: (1, 1), 2: (0, 2), 3: (1, 3)})
+    evens = [half, Recipe("Split", 0, {0: (0, 4), 2: (0, 2)}), Recipe("Dup", 1, {})]  # rank 0's record
+    odds = [half, Recipe("Split", 0, {1: (0, 3), 3: (0, 1)}), Recipe("Dup", 1, {})]  # rank 3's
+    assert partial_places(evens, [True, True, True]) == [1]  # only a per-rank one over a derived parent
+    assert partial_places(evens, [True, False, True]) == []  # (not kept: not rebuilt)
+    filled = {1: Filled("spare", 4), 2: Filled("dropped", -1)}
+    assert taken(filled) == [1]
+    # the repair hands rank 0's record on; rank 3 brings rank 1's entry from its own
+    gathered = [entries_for(evens, own, [1], taken(filled)) for own in (evens, odds, [])]
+    assert gathered == [{}, {1: {1: (0, 3)}}, {}]
+    handed = with_entries(evens, gathered)
+    assert handed[1].args == {0: (0, 4), 2: (0, 2), 1: (0, 3)} and evens[1].args == {0: (0, 4), 2: (0, 2)}
+    assert not unknown_to_survivors(handed[1], 1) and replays(handed[1], "Split", 0, 1, (0, 3))
+    assert entries_for(evens, [half], [1], [1]) == {}  # a record without that place brings nothing
+    # both ranks of the odd half died: no survivor knows their entries; any such call matches
+    assert unknown_to_survivors(evens[1], 3) and replays(evens[1], "Split", 0, 3, (7, 7))
+    assert not unknown_to_survivors(half, 5) and not unknown_to_survivors(evens[2], 3)  # (not per-rank)
+    assert not replays(evens[1], "Dup", 0, 3, None)
 
 
 def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():

@@ -23,7 +23,7 @@ from dpmpi.comm import Comm, plain_method, rebind
 from dpmpi.mpicall import exchange, hold_context_id, warm_up
 from dpmpi.errors import from_mpi
 from dpmpi.resilient import holding, prologue, topology
-from dpmpi.resilient.plan import Recipe, kept_recipes, with_parents
+from dpmpi.resilient.plan import PER_RANK, Recipe, kept_recipes, replays, unknown_to_survivors, with_parents
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
@@ -163,7 +163,8 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     me = state.logical()
     mine = _own_args(state, op, args, parent.mpi)
     if state.replay and replays(state.recipes[state.replay[0][0]], op, parent._index, me, mine):
-        return state.replay.pop(0)[1]  # a replacement catching up: the survivors made this one already
+        place, handle = state.replay.pop(0)  # a replacement catching up: the survivors made this one already
+        return handle if handle is not None else _make_late(state, place, op, parent, mine)
     praw = parent.mpi
     if parent._index < 0 and op != "Create_group" and len(state.live) >= state.compact_at:
         compact(state, praw)  # (collective over every active rank, as Split and Dup are)
@@ -193,10 +194,6 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     result = Derived(made, place, state)
     state.derived[place], state.handles[place] = made, weakref.ref(result)
     return result
-
-
-# recipes whose arguments differ by rank (allgathered)
-PER_RANK = ("Split", "Split_type", "Create_dist_graph_adjacent")
 
 
 def _own_args(state: State, op: str, args: tuple, praw: MPI.Comm) -> Any:
@@ -233,18 +230,6 @@ def _own_args(state: State, op: str, args: tuple, praw: MPI.Comm) -> Any:
     members = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), agroup)
     agroup.Free()
     return (tuple(members), tag)
-
-
-def replays(recipe: Recipe, op: str, parent: int, me: int, mine: Any) -> bool:
-    """Whether a replacement's call is the one the survivors made for ``recipe``, the next one it
-    has not been handed: the same operation on the same parent, with what the survivors recorded
-    for this rank. Otherwise it is one the survivors make now too (one made in each step, while
-    the replacement has still to be handed one that a step made once and kept). Pure."""
-    if recipe.op != op or recipe.parent != parent:
-        return False
-    if op in PER_RANK:
-        return recipe.args.get(me) == mine
-    return recipe.args.get(-1) == mine  # (a Dup without info: {} and None)
 
 
 FORGOTTEN = Recipe("forgotten", -1, {})  # a recipe compact() dropped (in its place: positions are shared)
@@ -300,13 +285,17 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
     kept, old = kept_recipes(recipes[: len(keep)], keep)  # (agree_held says why it may be fewer)
     state.recipes = [r.renumbered(renumber) for r in kept]
     made: list[MPI.Comm | None] = []
-    for recipe in state.recipes:
+    later: set[int] = set()  # (made when the program asks: _make_late)
+    for i, recipe in enumerate(state.recipes):
         praw = _active(state) if recipe.parent < 0 else made[recipe.parent]
-        made.append(None if praw is None else _make(state, recipe, praw))
+        if recipe.parent in later or (praw is not None and unknown_to_survivors(recipe, state.logical())):
+            later.add(i)
+        made.append(None if praw is None or i in later else _make(state, recipe, praw))
     state.live, state.compact_at = list(range(len(made))), 2 * len(made) + COMPACT_MIN
     unmade, state.unmade = state.unmade, set()
     if fresh:
-        handles = [MPI.COMM_NULL if raw is None else Derived(raw, i, state) for i, raw in enumerate(made)]
+        handles = [None if i in later else MPI.COMM_NULL if raw is None else Derived(raw, i, state)
+                   for i, raw in enumerate(made)]
         state.derived = made
         state.handles = [None if raw is None else weakref.ref(h) for raw, h in zip(made, handles)]
         state.replay = list(enumerate(handles))
@@ -333,6 +322,25 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
     state.graveyard.extend(replaced)
     state.derived = made
     state.handles = [None if raw is None else ref for ref, raw in zip(refs, made)]
+
+
+def _make_late(state: State, place: int, op: str, parent: Tracked, mine: Any) -> Any:
+    """Make the derived communicator at ``place`` now that the program asks for it: every
+    process that knew its members' colours and keys died in the repair that gave this
+    replacement its place (``unknown_to_survivors``; or one derived from such), so its members,
+    all replacements, make it together here and record what each brought."""
+    if op in PER_RANK:
+        try:
+            table = exchange(lambda: parent.mpi.allgather((state.logical(), mine)))
+        except MPI.Exception as exc:
+            raise from_mpi(exc, parent.mpi, op) from exc
+        state.recipes[place] = Recipe(op, parent._index, dict(table))
+    made = _make(state, state.recipes[place], parent.mpi)
+    if made is None:
+        return MPI.COMM_NULL
+    result = Derived(made, place, state)
+    state.derived[place], state.handles[place] = made, weakref.ref(result)
+    return result
 
 
 def _translate(src: MPI.Comm, ranks: list[int], dst: MPI.Comm) -> list[int]:

@@ -9,6 +9,8 @@ import traceback
 
 from mpi4py import MPI
 
+from dpmpi.mpicall import exchange
+from dpmpi.resilient.plan import Recipe, entries_for, partial_places, with_entries
 from dpmpi.resilient.state import State
 
 
@@ -37,6 +39,23 @@ def agree_held(comm: MPI.Intracomm, mine: list[bool]) -> list[bool]:
     buf = array.array("B", [1 if h else 0 for h in mine[: count[0]]])
     comm.Allreduce(MPI.IN_PLACE, buf, MPI.BOR)
     return [bool(b) for b in buf]
+
+
+def handed_entries(comm: MPI.Intracomm, recipes: list[Recipe], own: list[Recipe], keep: list[bool],
+                   wanted: list[int]) -> list[Recipe]:
+    """Over ``comm`` (as ``agree_held``, right after it): ``recipes`` with, for each kept recipe
+    made over a derived parent with per-rank arguments (``half.Split(color, key)``), the
+    entries of the logical ranks ``wanted`` (those replacements take) that the survivors hold
+    in their own record ``own`` (``state.recipes``; empty on a process that was not active:
+    the recipes a repair hands on are one rank's).
+    Such a recipe holds only its parent's members' entries on each rank, so the one a
+    replacement is handed may lack its own (seen: a ``KeyError`` in the replacement's rebuild,
+    twenty-sixth session). No message when there is no such recipe or no replacement (the same
+    on every process)."""
+    places = partial_places(recipes, keep)
+    if not places or not wanted:
+        return recipes
+    return with_entries(recipes, exchange(lambda: comm.allgather(entries_for(recipes, own, places, wanted))))
 
 
 def let_go_of_unwound() -> None:

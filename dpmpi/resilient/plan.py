@@ -100,6 +100,67 @@ def kept_recipes(recipes: list[Recipe], held: list[bool]) -> tuple[list[Recipe],
     return [Recipe(r.op, index.get(r.parent, -1), r.args) for r in (recipes[i] for i in old)], old
 
 
+# recipes whose arguments differ by rank (allgathered over the parent when made: on a derived
+# parent, only its members' entries, so another rank's recipe may lack a replacement's)
+PER_RANK = ("Split", "Split_type", "Create_dist_graph_adjacent")
+
+
+def replays(recipe: Recipe, op: str, parent: int, me: int, mine: Any) -> bool:
+    """Whether a replacement's call is the one the survivors made for ``recipe``, the next one it
+    has not been handed: the same operation on the same parent, with what the survivors recorded
+    for this rank. Otherwise it is one the survivors make now too (one made in each step, while
+    the replacement has still to be handed one that a step made once and kept). Pure."""
+    if recipe.op != op or recipe.parent != parent:
+        return False
+    if op in PER_RANK:  # (an entry no survivor knew: any such call, made with the other replacements)
+        return recipe.args.get(me) == mine or unknown_to_survivors(recipe, me)
+    return recipe.args.get(-1) == mine  # (a Dup without info: {} and None)
+
+
+def unknown_to_survivors(recipe: Recipe, me: int) -> bool:
+    """Whether ``recipe`` (handed to logical rank ``me`` in a repair) lacks ``me``'s per-rank
+    arguments: every process of its derived parent died together, so no survivor knew them
+    (``handed_entries``). Pure."""
+    return recipe.op in PER_RANK and recipe.parent >= 0 and me not in recipe.args
+
+
+def partial_places(recipes: list[Recipe], keep: list[bool]) -> list[int]:
+    """The kept recipes (``keep``: ``agree_held``'s result for the first ``len(keep)``) whose
+    per-rank arguments were allgathered over a derived parent, so that each rank holds only its
+    parent's members' entries. The same on every process (ops and parents are). Pure."""
+    return [p for p, k in enumerate(keep) if k and recipes[p].op in PER_RANK and recipes[p].parent >= 0]
+
+
+def entries_for(recipes: list[Recipe], own: list[Recipe], places: list[int],
+                wanted: Iterable[int]) -> dict[int, dict[int, Any]]:
+    """The entries for the logical ranks ``wanted`` (those replacements take) that this process's
+    own record ``own`` holds at ``places`` (where it has the same recipe as ``recipes``, the
+    ones handed on: positions are shared), as ``{place: {logical rank: args}}``. Pure."""
+    out: dict[int, dict[int, Any]] = {}
+    for p in places:
+        if p >= len(own) or own[p].op != recipes[p].op or own[p].parent != recipes[p].parent:
+            continue
+        got = {lr: own[p].args[lr] for lr in wanted if lr in own[p].args}
+        if got:
+            out[p] = got
+    return out
+
+
+def taken(filled: dict[int, Filled]) -> list[int]:
+    """The logical ranks that processes which were not active take in a repair (spares, spawned
+    ones), from ``plan_repair``'s ``filled``. Pure."""
+    return sorted(lr for lr, f in filled.items() if f.how != "dropped")
+
+
+def with_entries(recipes: list[Recipe], gathered: list[dict[int, dict[int, Any]]]) -> list[Recipe]:
+    """``recipes`` with the entries every process brought (``entries_for``) added. Pure."""
+    out = list(recipes)
+    for entries in gathered:
+        for p, got in entries.items():
+            out[p] = Recipe(out[p].op, out[p].parent, {**out[p].args, **got})
+    return out
+
+
 class View(NamedTuple):
     """What one live process brings to a repair (allgathered after the shrink)."""
 

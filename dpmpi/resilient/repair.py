@@ -32,6 +32,7 @@ from dpmpi.resilient.plan import (
     reassign_agreed,
     reassign_words,
     recipes_root,
+    taken,
 )
 from dpmpi.resilient.spawn import SpawnInfo, spawn
 from dpmpi.resilient.state import Role, State
@@ -141,6 +142,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                     recipes, handed = (recipes, handed) if was_active else got
                 if with_recipes:  # which derived communicators are still in use somewhere (derived.py)
                     keep = holding.agree_held(raw, holding.held(state) if was_active else [False] * len(recipes))
+                    recipes = holding.handed_entries(raw, recipes, state.recipes if was_active else [], keep,
+                                                       taken(filled))
             phases["rebuild"] += time.perf_counter() - t
             faults.point("repair-agree")
             t = time.perf_counter()

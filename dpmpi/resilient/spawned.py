@@ -15,7 +15,7 @@ from dpmpi.resilient.affinity import adopt_cpus, my_place
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.eventlog import log_event
 from dpmpi.resilient.events import RepairEvent
-from dpmpi.resilient.plan import cpus_of_place, inherit_places
+from dpmpi.resilient.plan import cpus_of_place, inherit_places, taken
 from dpmpi.resilient.spawn import SpawnInfo
 from dpmpi.resilient.state import Role, State
 
@@ -47,6 +47,7 @@ def join() -> State:
         warm_up(raw, "Split", watch=merged)  # (as the parents' repair.attempts does)
         # the parents' agreement on which derived communicators are still in use (repair.attempts)
         keep = holding.agree_held(raw, [False] * len(info.recipes)) if info.with_recipes else None
+        recipes = holding.handed_entries(raw, info.recipes, [], keep, taken(info.filled)) if keep else info.recipes
         merged.Agree(1)  # the parents' commit
     except MPI.Exception as exc:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
@@ -64,7 +65,7 @@ def join() -> State:
     adopt_cpus(cpus_of_place(state.places, info.base, info.filled, process_id))
     state.places = inherit_places(state.places, info.base, info.filled)
     state.active = ResilientComm(raw, state)
-    derived.rebuild(state, info.recipes, info.renumber, fresh=True, keep=keep)
+    derived.rebuild(state, recipes, info.renumber, fresh=True, keep=keep)
     state.prologue.adopt(info.prologue)  # (its prologue is answered from the parents' record)
     state.role = Role.RECOVERED
     if state.watcher is not None:  # as the parents do in their commit
