@@ -664,6 +664,7 @@ def test_a_replacement_gets_its_entries_of_a_split_of_a_derived_communicator_fro
     assert handed[1].args == {0: (0, 4), 2: (0, 2), 1: (0, 3)} and evens[1].args == {0: (0, 4), 2: (0, 2)}
     assert not unknown_to_survivors(handed[1], 1) and replays(handed[1], "Split", 0, 1, (0, 3))
     assert entries_for(evens, [half], [1], [1]) == {}  # a record without that place brings nothing
+    assert entries_for(evens, odds, [1], [1, 3]) == {1: {1: (0, 3), 3: (0, 1)}}  # (and its own: rank 3's)
     # both ranks of the odd half died: no survivor knows their entries; any such call matches
     assert unknown_to_survivors(evens[1], 3) and replays(evens[1], "Split", 0, 3, (7, 7))
     assert not unknown_to_survivors(half, 5) and not unknown_to_survivors(evens[2], 3)  # (not per-rank)

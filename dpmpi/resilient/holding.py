@@ -41,13 +41,17 @@ def agree_held(comm: MPI.Intracomm, mine: list[bool]) -> list[bool]:
     return [bool(b) for b in buf]
 
 
-def handed_entries(comm: MPI.Intracomm, recipes: list[Recipe], own: list[Recipe], keep: list[bool],
+def handed_entries(comm: MPI.Intracomm, recipes: list[Recipe], own: list[Recipe], me: int, keep: list[bool],
                    wanted: list[int]) -> list[Recipe]:
     """Over ``comm`` (as ``agree_held``, right after it): ``recipes`` with, for each kept recipe
     made over a derived parent with per-rank arguments (``half.Split(color, key)``), the
     entries of the logical ranks ``wanted`` (those replacements take) that the survivors hold
     in their own record ``own`` (``state.recipes``; empty on a process that was not active:
-    the recipes a repair hands on are one rank's).
+    the recipes a repair hands on are one rank's), and each survivor's own (``me``: its logical
+    rank in the plan it recorded them under; -1 on a spare), so that every process leaves with
+    the whole table: a replacement that a second death finds still catching up knows its new
+    partner's (seen: two kills 0.05 s apart, two repairs, the second replacement's Split
+    deferred while the first made it, ``MPI_ERR_ARG``).
     Such a recipe holds only its parent's members' entries on each rank, so the one a
     replacement is handed may lack its own (seen: a ``KeyError`` in the replacement's rebuild,
     twenty-sixth session). No message when there is no such recipe or no replacement (the same
@@ -55,7 +59,8 @@ def handed_entries(comm: MPI.Intracomm, recipes: list[Recipe], own: list[Recipe]
     places = partial_places(recipes, keep)
     if not places or not wanted:
         return recipes
-    return with_entries(recipes, exchange(lambda: comm.allgather(entries_for(recipes, own, places, wanted))))
+    mine = entries_for(recipes, own, places, [*wanted, me] if me >= 0 else wanted)
+    return with_entries(recipes, exchange(lambda: comm.allgather(mine)))
 
 
 def let_go_of_unwound() -> None:

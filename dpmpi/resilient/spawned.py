@@ -47,7 +47,7 @@ def join() -> State:
         warm_up(raw, "Split", watch=merged)  # (as the parents' repair.attempts does)
         # the parents' agreement on which derived communicators are still in use (repair.attempts)
         keep = holding.agree_held(raw, [False] * len(info.recipes)) if info.with_recipes else None
-        recipes = holding.handed_entries(raw, info.recipes, [], keep, taken(info.filled)) if keep else info.recipes
+        recipes = holding.handed_entries(raw, info.recipes, [], -1, keep, taken(info.filled)) if keep else info.recipes
         merged.Agree(1)  # the parents' commit
     except MPI.Exception as exc:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
