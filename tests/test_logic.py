@@ -646,29 +646,40 @@ def test_a_replacement_is_handed_a_kept_communicator_only_for_the_call_that_made
     assert node.renumbered({1: 0}).args == {0: (1, 3)} and cart.renumbered({0: 0}).args == cart.args
 
 
-def test_a_replacement_gets_its_entries_of_a_split_of_a_derived_communicator_from_whoever_holds_them():
-    from dpmpi.resilient.plan import (Filled, Recipe, entries_for, partial_places, replays, taken,
-                                      unknown_to_survivors, with_entries)
+def test_a_replacement_gets_how_its_half_made_a_communicator_derived_from_a_derived_one():
+    from dpmpi.resilient.plan import UNKNOWN, Filled, Recipe, replays, unknown_to_survivors
+    from dpmpi.resilient.recipe_entries import (derived_places, entries_for, own_records, place_taken, taken,
+                                                with_entries)
 
     half = Recipe("Split", -1, {0: (0, 0), 1: (1, 1), 2: (0, 2), 3: (1, 3)})
-    evens = [half, Recipe("Split", 0, {0: (0, 4), 2: (0, 2)}), Recipe("Dup", 1, {})]  # rank 0's record
-    odds = [half, Recipe("Split", 0, {1: (0, 3), 3: (0, 1)}), Recipe("Dup", 1, {})]  # rank 3's
-    assert partial_places(evens, [True, True, True]) == [1]  # only a per-rank one over a derived parent
-    assert partial_places(evens, [True, False, True]) == []  # (not kept: not rebuilt)
+    # rank 0's record (the even half) and rank 3's (the odd one): the same places, other contents
+    evens = [half, Recipe("Split", 0, {0: (0, 4), 2: (0, 2)}), Recipe("Create", 0, {-1: ((0, 2), None)})]
+    odds = [half, Recipe("Split", 0, {1: (0, 3), 3: (0, 1)}), Recipe("Create", 0, {-1: ((1, 3), None)})]
+    assert derived_places(evens, [True, True, True]) == [1, 2]
+    assert derived_places(evens, [True, False, True]) == [2]  # (not kept: not rebuilt)
     filled = {1: Filled("spare", 4), 2: Filled("dropped", -1)}
-    assert taken(filled) == [1]
-    # the repair hands rank 0's record on; rank 3 brings rank 1's entry from its own
-    gathered = [entries_for(evens, own, [1], taken(filled)) for own in (evens, odds, [])]
-    assert gathered == [{}, {1: {1: (0, 3)}}, {}]
-    handed = with_entries(evens, gathered)
-    assert handed[1].args == {0: (0, 4), 2: (0, 2), 1: (0, 3)} and evens[1].args == {0: (0, 4), 2: (0, 2)}
-    assert not unknown_to_survivors(handed[1], 1) and replays(handed[1], "Split", 0, 1, (0, 3))
-    assert entries_for(evens, [half], [1], [1]) == {}  # a record without that place brings nothing
-    assert entries_for(evens, odds, [1], [1, 3]) == {1: {1: (0, 3), 3: (0, 1)}}  # (and its own: rank 3's)
-    # both ranks of the odd half died: no survivor knows their entries; any such call matches
-    assert unknown_to_survivors(evens[1], 3) and replays(evens[1], "Split", 0, 3, (7, 7))
-    assert not unknown_to_survivors(half, 5) and not unknown_to_survivors(evens[2], 3)  # (not per-rank)
-    assert not replays(evens[1], "Dup", 0, 3, None)
+    assert taken(filled) == [1] and place_taken(filled, 4) == 1 and place_taken(filled, 0) == -1
+    # the repair hands rank 0's record on; each active process brings its own and the replaced
+    # rank's that it knows: rank 3 (whose half is 1 and 3) for rank 1
+    places, inst = [1, 2], {0: {2: frozenset({0, 2})}, 3: {2: frozenset({1, 3})}}
+    brought = [entries_for(own, places, [1, lr], inst[lr]) for own, lr in ((evens, 0), (odds, 3))] + [{}]
+    assert brought[0] == {1: {0: (0, 4)}, 2: {0: evens[2].args}}
+    assert brought[1] == {1: {1: (0, 3), 3: (0, 1)}, 2: {1: odds[2].args, 3: odds[2].args}}
+    spare = with_entries(evens, places, brought, 1, fresh=True)  # the spare taking rank 1
+    assert spare[1].args == {0: (0, 4), 2: (0, 2), 1: (0, 3), 3: (0, 1)} and spare[2] == odds[2]
+    assert not unknown_to_survivors(spare[1], 1) and replays(spare[1], "Split", 0, 1, (0, 3))
+    assert evens[1].args == {0: (0, 4), 2: (0, 2)}  # (not changed in place)
+    # a survivor in the allgather way gets the even half's record: it keeps its own
+    assert own_records(evens, odds, places) == odds and own_records(evens, [half], places) == evens
+    assert with_entries(odds, places, brought, 3, fresh=False)[2] == odds[2]
+    # both ranks of the odd half died: nobody brings theirs; the Create is marked, the Split lacks the entry
+    lone = with_entries(evens, places, [brought[0], {}], 3, fresh=True)
+    assert lone[2].args == {UNKNOWN: True} and unknown_to_survivors(lone[2], 3)
+    assert unknown_to_survivors(lone[1], 3) and replays(lone[1], "Split", 0, 3, (7, 7))
+    assert replays(lone[2], "Create", 0, 3, ((1, 3), None)) and not replays(lone[2], "Dup", 0, 3, None)
+    assert lone[2].renumbered({0: 0, 3: 1}) == lone[2]
+    assert not unknown_to_survivors(half, 5)  # (over the active communicator: every rank's entry)
+    assert entries_for(lone, [2], [3], {2: frozenset({3})}) == {}  # an unknown one brings nothing
 
 
 def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():

@@ -326,15 +326,17 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
 
 def _make_late(state: State, place: int, op: str, parent: Tracked, mine: Any) -> Any:
     """Make the derived communicator at ``place`` now that the program asks for it: every
-    process that knew its members' colours and keys died in the repair that gave this
+    process that knew how this rank's instance of it was made died in the repair that gave this
     replacement its place (``unknown_to_survivors``; or one derived from such), so its members,
-    all replacements, make it together here and record what each brought."""
+    all replacements, make it together here and record what they brought."""
     if op in PER_RANK:
         try:
             table = exchange(lambda: parent.mpi.allgather((state.logical(), mine)))
         except MPI.Exception as exc:
             raise from_mpi(exc, parent.mpi, op) from exc
         state.recipes[place] = Recipe(op, parent._index, dict(table))
+    else:
+        state.recipes[place] = Recipe(op, parent._index, {} if op == "Dup" and mine is None else {-1: mine})
     made = _make(state, state.recipes[place], parent.mpi)
     if made is None:
         return MPI.COMM_NULL

@@ -10,7 +10,8 @@ import traceback
 from mpi4py import MPI
 
 from dpmpi.mpicall import exchange
-from dpmpi.resilient.plan import Recipe, entries_for, partial_places, with_entries
+from dpmpi.resilient.plan import PER_RANK, Recipe
+from dpmpi.resilient.recipe_entries import derived_places, entries_for, own_records, with_entries
 from dpmpi.resilient.state import State
 
 
@@ -41,26 +42,49 @@ def agree_held(comm: MPI.Intracomm, mine: list[bool]) -> list[bool]:
     return [bool(b) for b in buf]
 
 
-def handed_entries(comm: MPI.Intracomm, recipes: list[Recipe], own: list[Recipe], me: int, keep: list[bool],
-                   wanted: list[int]) -> list[Recipe]:
-    """Over ``comm`` (as ``agree_held``, right after it): ``recipes`` with, for each kept recipe
-    made over a derived parent with per-rank arguments (``half.Split(color, key)``), the
-    entries of the logical ranks ``wanted`` (those replacements take) that the survivors hold
-    in their own record ``own`` (``state.recipes``; empty on a process that was not active:
-    the recipes a repair hands on are one rank's), and each survivor's own (``me``: its logical
-    rank in the plan it recorded them under; -1 on a spare), so that every process leaves with
-    the whole table: a replacement that a second death finds still catching up knows its new
-    partner's (seen: two kills 0.05 s apart, two repairs, the second replacement's Split
-    deferred while the first made it, ``MPI_ERR_ARG``).
-    Such a recipe holds only its parent's members' entries on each rank, so the one a
-    replacement is handed may lack its own (seen: a ``KeyError`` in the replacement's rebuild,
-    twenty-sixth session). No message when there is no such recipe or no replacement (the same
-    on every process)."""
-    places = partial_places(recipes, keep)
-    if not places or not wanted:
+def handed_entries(comm: MPI.Intracomm, state: State, recipes: list[Recipe], was_active: bool, me: int,
+                   keep: list[bool], wanted: list[int]) -> list[Recipe]:
+    """Over ``comm`` (as ``agree_held``, right after it): the recipes this process rebuilds, for
+    those made over a derived parent, as its own instance of the parent made them
+    (``recipe_entries`` says why): on a process that was active (``was_active``) its own record,
+    with the per-rank entries the others bring; on one that takes the logical rank ``me`` (before
+    the repair's renumbering), what the survivors of that instance recorded. The survivors bring
+    their own entries too, so that every process leaves with the whole table of a per-rank one
+    (two kills 0.05 s apart in one half made two repairs; the first replacement, handed only its
+    own entry, could not give the second its partner's: ``MPI_ERR_ARG``, twenty-sixth session).
+    One ``allgather`` when there are such recipes and a replacement (the same on every process)."""
+    places = derived_places(recipes, keep)
+    if not places:
         return recipes
-    mine = entries_for(recipes, own, places, [*wanted, me] if me >= 0 else wanted)
-    return with_entries(recipes, exchange(lambda: comm.allgather(mine)))
+    if was_active:
+        recipes = own_records(recipes, state.recipes, places)
+    if not wanted:
+        return recipes
+    mine = entries_for(recipes, places, [*wanted, me], _instances(state, recipes, places)) if was_active else {}
+    return with_entries(recipes, places, exchange(lambda: comm.allgather(mine)), me, fresh=not was_active)
+
+
+def _instances(state: State, recipes: list[Recipe], places: list[int]) -> dict[int, frozenset[int]]:
+    """For each recipe at ``places`` that is not per-rank: the logical ranks (before the repair)
+    of this process's instance of its parent, from the parent communicator it holds (local
+    group calls; none where it holds no usable one)."""
+    assert state.active is not None
+    out: dict[int, frozenset[int]] = {}
+    for p in places:
+        parent = recipes[p].parent
+        raw = state.derived[parent] if recipes[p].op not in PER_RANK and parent < len(state.derived) else None
+        if raw is None or raw == MPI.COMM_NULL:
+            continue
+        try:
+            group, active = raw.Get_group(), state.active.mpi.Get_group()
+        except MPI.Exception:  # (freed by the program; its children kept elsewhere)
+            continue
+        try:
+            out[p] = frozenset(MPI.Group.Translate_ranks(group, list(range(group.Get_size())), active))
+        finally:
+            group.Free()
+            active.Free()
+    return out
 
 
 def let_go_of_unwound() -> None:

@@ -66,6 +66,8 @@ class Recipe:
     def renumbered(self, renumber: dict[int, int]) -> Recipe:
         """The recipe after a repair that renumbered the logical ranks (dropping those not in
         ``renumber``)."""
+        if UNKNOWN in self.args:
+            return self
         if self.op in ("Split", "Split_type"):
             args = {renumber[lr]: v for lr, v in self.args.items() if lr in renumber}
         elif self.op == "Create_dist_graph_adjacent":  # (its neighbours are logical ranks too)
@@ -112,53 +114,21 @@ def replays(recipe: Recipe, op: str, parent: int, me: int, mine: Any) -> bool:
     the replacement has still to be handed one that a step made once and kept). Pure."""
     if recipe.op != op or recipe.parent != parent:
         return False
-    if op in PER_RANK:  # (an entry no survivor knew: any such call, made with the other replacements)
-        return recipe.args.get(me) == mine or unknown_to_survivors(recipe, me)
+    if unknown_to_survivors(recipe, me):  # (any such call: made with the other replacements)
+        return True
+    if op in PER_RANK:
+        return recipe.args.get(me) == mine
     return recipe.args.get(-1) == mine  # (a Dup without info: {} and None)
 
 
+UNKNOWN = -2  # an arguments key: no survivor knew a replacement's (recipe_entries.with_entries)
+
+
 def unknown_to_survivors(recipe: Recipe, me: int) -> bool:
-    """Whether ``recipe`` (handed to logical rank ``me`` in a repair) lacks ``me``'s per-rank
-    arguments: every process of its derived parent died together, so no survivor knew them
-    (``handed_entries``). Pure."""
-    return recipe.op in PER_RANK and recipe.parent >= 0 and me not in recipe.args
-
-
-def partial_places(recipes: list[Recipe], keep: list[bool]) -> list[int]:
-    """The kept recipes (``keep``: ``agree_held``'s result for the first ``len(keep)``) whose
-    per-rank arguments were allgathered over a derived parent, so that each rank holds only its
-    parent's members' entries. The same on every process (ops and parents are). Pure."""
-    return [p for p, k in enumerate(keep) if k and recipes[p].op in PER_RANK and recipes[p].parent >= 0]
-
-
-def entries_for(recipes: list[Recipe], own: list[Recipe], places: list[int],
-                wanted: Iterable[int]) -> dict[int, dict[int, Any]]:
-    """The entries for the logical ranks ``wanted`` (those replacements take) that this process's
-    own record ``own`` holds at ``places`` (where it has the same recipe as ``recipes``, the
-    ones handed on: positions are shared), as ``{place: {logical rank: args}}``. Pure."""
-    out: dict[int, dict[int, Any]] = {}
-    for p in places:
-        if p >= len(own) or own[p].op != recipes[p].op or own[p].parent != recipes[p].parent:
-            continue
-        got = {lr: own[p].args[lr] for lr in wanted if lr in own[p].args}
-        if got:
-            out[p] = got
-    return out
-
-
-def taken(filled: dict[int, Filled]) -> list[int]:
-    """The logical ranks that processes which were not active take in a repair (spares, spawned
-    ones), from ``plan_repair``'s ``filled``. Pure."""
-    return sorted(lr for lr, f in filled.items() if f.how != "dropped")
-
-
-def with_entries(recipes: list[Recipe], gathered: list[dict[int, dict[int, Any]]]) -> list[Recipe]:
-    """``recipes`` with the entries every process brought (``entries_for``) added. Pure."""
-    out = list(recipes)
-    for entries in gathered:
-        for p, got in entries.items():
-            out[p] = Recipe(out[p].op, out[p].parent, {**out[p].args, **got})
-    return out
+    """Whether ``recipe`` (handed to logical rank ``me`` in a repair) lacks what ``me`` made it
+    with: every process of its derived parent's instance died together, so no survivor knew
+    (``recipe_entries``). Pure."""
+    return recipe.parent >= 0 and (me not in recipe.args if recipe.op in PER_RANK else UNKNOWN in recipe.args)
 
 
 class View(NamedTuple):

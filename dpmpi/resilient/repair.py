@@ -32,8 +32,8 @@ from dpmpi.resilient.plan import (
     reassign_agreed,
     reassign_words,
     recipes_root,
-    taken,
 )
+from dpmpi.resilient.recipe_entries import place_taken, taken
 from dpmpi.resilient.spawn import SpawnInfo, spawn
 from dpmpi.resilient.state import Role, State
 from dpmpi.resilient.watchdog import WATCHDOG
@@ -142,8 +142,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                     recipes, handed = (recipes, handed) if was_active else got
                 if with_recipes:  # which derived communicators are still in use somewhere (derived.py)
                     keep = holding.agree_held(raw, holding.held(state) if was_active else [False] * len(recipes))
-                    recipes = holding.handed_entries(raw, recipes, state.recipes if was_active else [],
-                                                       state.logical() if was_active else -1, keep, taken(filled))
+                    recipes = holding.handed_entries(raw, state, recipes, was_active, state.logical() if was_active
+                                                       else place_taken(filled, state.process_id), keep, taken(filled))
             phases["rebuild"] += time.perf_counter() - t
             faults.point("repair-agree")
             t = time.perf_counter()

@@ -15,7 +15,8 @@ from dpmpi.resilient.affinity import adopt_cpus, my_place
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.eventlog import log_event
 from dpmpi.resilient.events import RepairEvent
-from dpmpi.resilient.plan import cpus_of_place, inherit_places, taken
+from dpmpi.resilient.plan import cpus_of_place, inherit_places
+from dpmpi.resilient.recipe_entries import place_taken, taken
 from dpmpi.resilient.spawn import SpawnInfo
 from dpmpi.resilient.state import Role, State
 
@@ -47,7 +48,8 @@ def join() -> State:
         warm_up(raw, "Split", watch=merged)  # (as the parents' repair.attempts does)
         # the parents' agreement on which derived communicators are still in use (repair.attempts)
         keep = holding.agree_held(raw, [False] * len(info.recipes)) if info.with_recipes else None
-        recipes = holding.handed_entries(raw, info.recipes, [], -1, keep, taken(info.filled)) if keep else info.recipes
+        recipes = holding.handed_entries(raw, state, info.recipes, False, place_taken(info.filled, process_id), keep,
+                                         taken(info.filled)) if keep else info.recipes
         merged.Agree(1)  # the parents' commit
     except MPI.Exception as exc:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:

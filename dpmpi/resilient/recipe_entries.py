@@ -1,0 +1,89 @@
+"""What each process of a repair makes its derived communicators with, where that differs by
+rank: pure decisions for ``holding.handed_entries``.
+
+A recipe made over a *derived* parent is recorded by each rank as its own instance of that
+parent made it: ``half.Split(color, key)`` holds only the members of this rank's half (the
+colours and keys allgathered over it), ``half.Create(group)`` or ``half.Create_cart(dims)`` this
+half's group or grid. Positions are shared by every rank, contents are not, so the recipes a
+repair hands on (one rank's) fit only that rank's half (twenty-sixth session: a replacement in
+the other half died with a ``KeyError``, or made its ``Create`` with the other half's members,
+and the job went on shrunk with another result). Each process that was active therefore keeps
+its own record, and the survivors bring, for the logical ranks that replacements take, what
+they recorded when it was the same instance. What nobody brings (every member of that instance
+died together) is marked unknown: the replacements make it together when their program asks."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from dpmpi.resilient.plan import PER_RANK, UNKNOWN, Filled, Recipe
+
+
+def derived_places(recipes: list[Recipe], keep: list[bool]) -> list[int]:
+    """The kept recipes (``keep``: ``agree_held``'s result for the first ``len(keep)``) made over
+    a derived parent. The same on every process (ops and parents are)."""
+    return [p for p, k in enumerate(keep) if k and recipes[p].parent >= 0]
+
+
+def taken(filled: dict[int, Filled]) -> list[int]:
+    """The logical ranks that processes which were not active take in a repair (spares, spawned
+    ones), from ``plan_repair``'s ``filled``."""
+    return sorted(lr for lr, f in filled.items() if f.how != "dropped")
+
+
+def place_taken(filled: dict[int, Filled], process_id: int) -> int:
+    """The logical rank (before the repair's renumbering) that ``process_id`` takes; -1: none."""
+    return next((lr for lr, f in filled.items() if f.how != "dropped" and f.process_id == process_id), -1)
+
+
+def own_records(recipes: list[Recipe], own: list[Recipe], places: list[int]) -> list[Recipe]:
+    """``recipes`` (handed on) with this process's own record at ``places`` where it holds the
+    same operation on the same parent (a process that was active: what its instance made)."""
+    out = list(recipes)
+    for p in places:
+        if p < len(own) and own[p].op == out[p].op and own[p].parent == out[p].parent:
+            out[p] = own[p]
+    return out
+
+
+def entries_for(recipes: list[Recipe], places: list[int], ranks: Iterable[int],
+                instances: dict[int, frozenset[int]]) -> dict[int, dict[int, Any]]:
+    """What this process (one that was active, ``recipes`` its own record at ``places``) brings
+    for the logical ranks ``ranks``, as ``{place: {logical rank: what}}``: a per-rank recipe's
+    entry for each it holds; another recipe's whole arguments for each that is a member of this
+    process's instance of its parent (``instances``: those members, by place)."""
+    ranks = list(ranks)
+    out: dict[int, dict[int, Any]] = {}
+    for p in places:
+        r = recipes[p]
+        if UNKNOWN in r.args:
+            continue
+        if r.op in PER_RANK:
+            got = {lr: r.args[lr] for lr in ranks if lr in r.args}
+        else:
+            got = {lr: r.args for lr in ranks if lr in instances.get(p, ())}
+        if got:
+            out[p] = got
+    return out
+
+
+def with_entries(recipes: list[Recipe], places: list[int], gathered: list[dict[int, dict[int, Any]]], me: int,
+                 fresh: bool) -> list[Recipe]:
+    """``recipes`` with what every process brought (``entries_for``): per-rank entries added;
+    another recipe's arguments taken where brought for ``me`` (this process's logical rank
+    before the repair's renumbering, or the one it takes). On a process that was not active
+    (``fresh``), a recipe at ``places`` that nobody brought its arguments for is marked
+    ``UNKNOWN`` (a per-rank one lacks its entry already)."""
+    out, brought = list(recipes), set()
+    for entries in gathered:
+        for p, got in entries.items():
+            r = out[p]
+            if r.op in PER_RANK:
+                out[p] = Recipe(r.op, r.parent, {**r.args, **got})
+            elif me in got:
+                out[p] = Recipe(r.op, r.parent, got[me])
+                brought.add(p)
+    if fresh:
+        for p in places:
+            if out[p].op not in PER_RANK and p not in brought:
+                out[p] = Recipe(out[p].op, out[p].parent, {UNKNOWN: True})
+    return out
