@@ -361,8 +361,8 @@ def test_communicators_split_from_derived_ones_are_rebuilt_for_the_replacement(d
     """``half.Split(color, key)`` made before the loop (tests/programs/nested_split.py): before
     the twenty-sixth session the replacement was handed a survivor's record holding only the
     other half's colours and keys, died with a KeyError, and the job ended shrunk with another
-    result and exit code 0; a ``Create``/``Create_group`` of ``half`` was made with the other
-    half's members. When a half's both ranks die together (the second inside the first's repair:
+    result and exit code 0; a ``Create``/``Create_group`` of ``half``, or a ``Create_group`` of
+    ``comm`` with each rank's parity group, was made with the other half's members. When a half's both ranks die together (the second inside the first's repair:
     one repair), its replacements make them together; one after the other, the first replacement
     hands the second its partner's entry."""
     n = 60
@@ -372,7 +372,7 @@ def test_communicators_split_from_derived_ones_are_rebuilt_for_the_replacement(d
     assert job.returncode == 0, job.stdout + job.stderr
     got = job.by_rank("done")
     expected = {r: [n * (2 * (r % 2) + 2), n * (r % 2 + 2), n * ((r % 2) ** 2 + (r % 2 + 2) ** 2), n * (r < 2),
-                    n * (2 * (r % 2) + 2), n * (r if r < 2 else -1)] for r in range(4)}
+                    n * (2 * (r % 2) + 2), n * (r if r < 2 else -1), n * (2 * (r % 2) + 2)] for r in range(4)}
     assert {r: e["x"] for r, e in got.items()} == expected, job.stdout + job.stderr
     assert got[int(killed[-1])]["role"] == "RECOVERED", job.stdout  # (the first, a SURVIVOR of a second repair)
     assert got[0]["recoveries"] == got[2]["recoveries"] == 1 + ("40" in faults), job.stdout  # (one repair or two)

@@ -72,7 +72,7 @@ def _instances(state: State, recipes: list[Recipe], places: list[int]) -> dict[i
     out: dict[int, frozenset[int]] = {}
     for p in places:
         parent = recipes[p].parent
-        raw = state.derived[parent] if recipes[p].op not in PER_RANK and parent < len(state.derived) else None
+        raw = state.derived[parent] if recipes[p].op not in PER_RANK and 0 <= parent < len(state.derived) else None
         if raw is None or raw == MPI.COMM_NULL:
             continue
         try:

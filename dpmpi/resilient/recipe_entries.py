@@ -18,10 +18,15 @@ from typing import Any, Iterable
 from dpmpi.resilient.plan import PER_RANK, UNKNOWN, Filled, Recipe
 
 
+GROUPS = ("Create_group", "Create")  # (their groups may differ by rank on any parent: disjoint ones)
+
+
 def derived_places(recipes: list[Recipe], keep: list[bool]) -> list[int]:
-    """The kept recipes (``keep``: ``agree_held``'s result for the first ``len(keep)``) made over
-    a derived parent. The same on every process (ops and parents are)."""
-    return [p for p, k in enumerate(keep) if k and recipes[p].parent >= 0]
+    """The kept recipes (``keep``: ``agree_held``'s result for the first ``len(keep)``) whose
+    arguments may differ by rank: those made over a derived parent, and ``Create_group`` and
+    ``Create`` ones (each rank may name its own group). The same on every process (ops and
+    parents are)."""
+    return [p for p, k in enumerate(keep) if k and (recipes[p].parent >= 0 or recipes[p].op in GROUPS)]
 
 
 def taken(filled: dict[int, Filled]) -> list[int]:
@@ -49,8 +54,11 @@ def entries_for(recipes: list[Recipe], places: list[int], ranks: Iterable[int],
                 instances: dict[int, frozenset[int]]) -> dict[int, dict[int, Any]]:
     """What this process (one that was active, ``recipes`` its own record at ``places``) brings
     for the logical ranks ``ranks``, as ``{place: {logical rank: what}}``: a per-rank recipe's
-    entry for each it holds; another recipe's whole arguments for each that is a member of this
-    process's instance of its parent (``instances``: those members, by place)."""
+    entry for each it holds; a ``Create_group``'s arguments for each member of its group (a
+    rank outside every group gets none: its call makes nothing); another recipe's arguments for
+    each member of this process's instance of its parent (``instances``: those members, by
+    place; every rank for the active communicator), and a ``Create``'s for each member of its
+    group too (``with_entries`` prefers those)."""
     ranks = list(ranks)
     out: dict[int, dict[int, Any]] = {}
     for p in places:
@@ -60,7 +68,10 @@ def entries_for(recipes: list[Recipe], places: list[int], ranks: Iterable[int],
         if r.op in PER_RANK:
             got = {lr: r.args[lr] for lr in ranks if lr in r.args}
         else:
-            got = {lr: r.args for lr in ranks if lr in instances.get(p, ())}
+            inside = set(r.args[-1][0]) if r.op in GROUPS else set()
+            if r.op != "Create_group":
+                inside |= set(ranks) if r.parent < 0 else instances.get(p, frozenset())
+            got = {lr: r.args for lr in ranks if lr in inside}
         if got:
             out[p] = got
     return out
@@ -70,7 +81,8 @@ def with_entries(recipes: list[Recipe], places: list[int], gathered: list[dict[i
                  fresh: bool) -> list[Recipe]:
     """``recipes`` with what every process brought (``entries_for``): per-rank entries added;
     another recipe's arguments taken where brought for ``me`` (this process's logical rank
-    before the repair's renumbering, or the one it takes). On a process that was not active
+    before the repair's renumbering, or the one it takes; a ``Create``'s naming ``me`` over
+    one that does not). On a process that was not active
     (``fresh``), a recipe at ``places`` that nobody brought its arguments for is marked
     ``UNKNOWN`` (a per-rank one lacks its entry already)."""
     out, brought = list(recipes), set()
@@ -79,8 +91,8 @@ def with_entries(recipes: list[Recipe], places: list[int], gathered: list[dict[i
             r = out[p]
             if r.op in PER_RANK:
                 out[p] = Recipe(r.op, r.parent, {**r.args, **got})
-            elif me in got:
-                out[p] = Recipe(r.op, r.parent, got[me])
+            elif me in got and (p not in brought or (r.op in GROUPS and me in got[me][-1][0])):
+                out[p] = Recipe(r.op, r.parent, got[me])  # (a Create's: its own group's first)
                 brought.add(p)
     if fresh:
         for p in places:
