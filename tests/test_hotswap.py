@@ -354,7 +354,7 @@ def test_a_cartesian_communicators_rows_and_columns_are_rebuilt(dpmpi_run):
 
 
 @pytest.mark.parametrize("faults,spares,policy", [
-    ("1:step@30:KILL", 1, "shrink"), ("1:step@30:KILL,3:repair@1:KILL", 2, "shrink"),
+    ("1:step@30:KILL,3:repair@1:KILL", 2, "shrink"),  # (the next: the first repair is a lone kill's)
     ("1:step@20:KILL,3:step@40:KILL", 2, "shrink"), ("1:step@30:KILL", 0, "respawn"),
     ("1:step@30:KILL,3:repair@1:KILL", 0, "respawn")])
 def test_communicators_split_from_derived_ones_are_rebuilt_for_the_replacement(dpmpi_run, faults, spares, policy):
@@ -362,7 +362,7 @@ def test_communicators_split_from_derived_ones_are_rebuilt_for_the_replacement(d
     the twenty-sixth session the replacement was handed a survivor's record holding only the
     other half's colours and keys, died with a KeyError, and the job ended shrunk with another
     result and exit code 0; a ``Create``/``Create_group`` of ``half``, or a ``Create_group`` of
-    ``comm`` with each rank's parity group, was made with the other half's members. When a half's both ranks die together (the second inside the first's repair:
+    ``comm`` with each rank's own group, was made with another group's members. When a half's both ranks die together (the second inside the first's repair:
     one repair), its replacements make them together; one after the other, the first replacement
     hands the second its partner's entry."""
     n = 60
@@ -372,10 +372,24 @@ def test_communicators_split_from_derived_ones_are_rebuilt_for_the_replacement(d
     assert job.returncode == 0, job.stdout + job.stderr
     got = job.by_rank("done")
     expected = {r: [n * (2 * (r % 2) + 2), n * (r % 2 + 2), n * ((r % 2) ** 2 + (r % 2 + 2) ** 2), n * (r < 2),
-                    n * (2 * (r % 2) + 2), n * (r if r < 2 else -1), n * (2 * (r % 2) + 2)] for r in range(4)}
+                    n * (2 * (r % 2) + 2), n * (r if r < 2 else -1), n * (1 if r < 2 else 5)] for r in range(4)}
     assert {r: e["x"] for r, e in got.items()} == expected, job.stdout + job.stderr
     assert got[int(killed[-1])]["role"] == "RECOVERED", job.stdout  # (the first, a SURVIVOR of a second repair)
     assert got[0]["recoveries"] == got[2]["recoveries"] == 1 + ("40" in faults), job.stdout  # (one repair or two)
+    assert "Traceback" not in job.stderr, job.stderr
+
+
+def test_a_member_dying_before_it_joins_a_create_group_does_not_hang_the_others(dpmpi_run, victim=1):
+    """Open MPI's Create_group left the other members of the group inside it for ever when one
+    died before joining (tests/programs/group_join.py, one made in every step; the job hung):
+    dpmpi makes it as a Split of the parent, which fails there, and the step is repaired."""
+    n = 40
+    job = dpmpi_run(5, "group_join.py", n, launcher_args=["--spares", "1"], faults=f"{victim}:join@10:KILL",
+                    timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    got = job.by_rank("done")
+    assert {r: e["x"] for r, e in got.items()} == {r: [n * (2 * (r % 2) + 2), 6 * n, n * (r // 2)] for r in range(4)}
+    assert got[victim]["role"] == "RECOVERED", job.stdout
     assert "Traceback" not in job.stderr, job.stderr
 
 

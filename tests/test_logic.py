@@ -680,18 +680,17 @@ def test_a_replacement_gets_how_its_half_made_a_communicator_derived_from_a_deri
     assert lone[2].renumbered({0: 0, 3: 1}) == lone[2]
     assert not unknown_to_survivors(half, 5)  # (over the active communicator: every rank's entry)
     assert entries_for(lone, [2], [3], {2: frozenset({3})}) == {}  # an unknown one brings nothing
-    # disjoint groups on the active communicator (each rank its parity's): members only, and a
-    # Create's own group over another's; a Create_group nobody brings for is made at the call
+    # disjoint groups on the active communicator (each rank its parity's): its own group's over
+    # another's; when every member of a group died, another's (the rank is outside it: COMM_NULL)
     pair = {0: [Recipe("Create_group", -1, {-1: ((0, 2), 3)}), Recipe("Create", -1, {-1: ((0, 2), None)})],
             3: [Recipe("Create_group", -1, {-1: ((1, 3), 3)}), Recipe("Create", -1, {-1: ((1, 3), None)})]}
     assert derived_places(pair[0], [True, True]) == [0, 1]
     got = {lr: entries_for(own, [0, 1], [1, lr], {}) for lr, own in pair.items()}
-    assert got[0] == {0: {0: pair[0][0].args}, 1: {0: pair[0][1].args, 1: pair[0][1].args}}
-    assert got[3][0] == {1: pair[3][0].args, 3: pair[3][0].args}
+    assert got[0] == {p: {0: pair[0][p].args, 1: pair[0][p].args} for p in (0, 1)}
+    assert got[3] == {p: {1: pair[3][p].args, 3: pair[3][p].args} for p in (0, 1)}
     for order in ([got[0], got[3]], [got[3], got[0]]):
         assert with_entries(pair[0], [0, 1], order, 1, fresh=True) == pair[3]
-    alone = with_entries(pair[0], [0, 1], [got[0]], 1, fresh=True)  # rank 3 died too
-    assert alone[0].args == {UNKNOWN: True} and alone[1] == pair[0][1]
+    assert with_entries(pair[0], [0, 1], [got[0]], 1, fresh=True) == pair[0]  # rank 3 died too
 
 
 def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():

@@ -380,13 +380,14 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
             if math.prod(dims) > praw.Get_size():  # (a repair that shrank the job: the grid no longer fits)
                 return None
             raw = praw.Create_cart(list(dims), list(periods), reorder)
-        else:  # Create_group (its members only), Create (every rank of the parent)
-            members, tag = recipe.args[-1]
-            if recipe.op == "Create_group" and me not in members:
-                return None
+        elif recipe.op == "Create_group":  # as a Split, every rank of the parent (the contract): fault tolerant
+            members, _tag = recipe.args[-1]  # (Open MPI's Create_group is not: limitations.md)
+            raw = praw.Split(min(members), members.index(me)) if me in members else praw.Split(MPI.UNDEFINED, 0)
+        else:  # Create (every rank of the parent)
+            members, _tag = recipe.args[-1]
             pgroup = praw.Get_group()
             g = pgroup.Incl(_translate(_active(state), list(members), praw))
-            raw = praw.Create_group(g, tag) if recipe.op == "Create_group" else praw.Create(g)
+            raw = praw.Create(g)
             for x in (g, pgroup):
                 x.Free()
     except MPI.Exception as exc:

@@ -126,8 +126,8 @@ UNKNOWN = -2  # an arguments key: no survivor knew a replacement's (recipe_entri
 
 def unknown_to_survivors(recipe: Recipe, me: int) -> bool:
     """Whether ``recipe`` (handed to logical rank ``me`` in a repair) lacks what ``me`` made it
-    with: every process of its derived parent's instance (or of its ``Create_group``'s group)
-    died together, so no survivor knew (``recipe_entries``). Pure."""
+    with: every process of its derived parent's instance died together, so no survivor knew
+    (``recipe_entries``). Pure."""
     return me not in recipe.args and recipe.parent >= 0 if recipe.op in PER_RANK else UNKNOWN in recipe.args
 
 

@@ -54,11 +54,10 @@ def entries_for(recipes: list[Recipe], places: list[int], ranks: Iterable[int],
                 instances: dict[int, frozenset[int]]) -> dict[int, dict[int, Any]]:
     """What this process (one that was active, ``recipes`` its own record at ``places``) brings
     for the logical ranks ``ranks``, as ``{place: {logical rank: what}}``: a per-rank recipe's
-    entry for each it holds; a ``Create_group``'s arguments for each member of its group (a
-    rank outside every group gets none: its call makes nothing); another recipe's arguments for
-    each member of this process's instance of its parent (``instances``: those members, by
-    place; every rank for the active communicator), and a ``Create``'s for each member of its
-    group too (``with_entries`` prefers those)."""
+    entry for each it holds; another recipe's arguments for each member of this process's
+    instance of its parent (``instances``: those members, by place; every rank for the active
+    communicator), and a ``Create_group``'s or ``Create``'s for each member of its group too
+    (``with_entries`` prefers those)."""
     ranks = list(ranks)
     out: dict[int, dict[int, Any]] = {}
     for p in places:
@@ -69,8 +68,7 @@ def entries_for(recipes: list[Recipe], places: list[int], ranks: Iterable[int],
             got = {lr: r.args[lr] for lr in ranks if lr in r.args}
         else:
             inside = set(r.args[-1][0]) if r.op in GROUPS else set()
-            if r.op != "Create_group":
-                inside |= set(ranks) if r.parent < 0 else instances.get(p, frozenset())
+            inside |= set(ranks) if r.parent < 0 else instances.get(p, frozenset())
             got = {lr: r.args for lr in ranks if lr in inside}
         if got:
             out[p] = got
@@ -81,8 +79,8 @@ def with_entries(recipes: list[Recipe], places: list[int], gathered: list[dict[i
                  fresh: bool) -> list[Recipe]:
     """``recipes`` with what every process brought (``entries_for``): per-rank entries added;
     another recipe's arguments taken where brought for ``me`` (this process's logical rank
-    before the repair's renumbering, or the one it takes; a ``Create``'s naming ``me`` over
-    one that does not). On a process that was not active
+    before the repair's renumbering, or the one it takes; a ``Create_group``'s or ``Create``'s
+    naming ``me`` over one that does not). On a process that was not active
     (``fresh``), a recipe at ``places`` that nobody brought its arguments for is marked
     ``UNKNOWN`` (a per-rank one lacks its entry already)."""
     out, brought = list(recipes), set()
@@ -92,7 +90,7 @@ def with_entries(recipes: list[Recipe], places: list[int], gathered: list[dict[i
             if r.op in PER_RANK:
                 out[p] = Recipe(r.op, r.parent, {**r.args, **got})
             elif me in got and (p not in brought or (r.op in GROUPS and me in got[me][-1][0])):
-                out[p] = Recipe(r.op, r.parent, got[me])  # (a Create's: its own group's first)
+                out[p] = Recipe(r.op, r.parent, got[me])  # (its own group's first)
                 brought.add(p)
     if fresh:
         for p in places:

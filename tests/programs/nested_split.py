@@ -1,14 +1,14 @@
 """Communicators derived from derived ones, made before the loop: ``half`` splits the job by
 parity, ``sub`` splits ``half`` again with keys per rank (reversed order), ``twin`` is a Dup of
 ``sub``, ``whole`` is ``half`` again from its group (``Create``) and ``lead`` its first rank
-alone (``Create_group``); ``pair`` is the parity's group again, from ``comm`` (``Create_group``,
+alone (``Create_group``); ``pair`` is ranks {0, 1} or {2, 3}, from ``comm`` (``Create_group``,
 each rank naming its own: disjoint groups). Each rank holds only its own half's colours and keys for ``sub``, so a replacement
 handed another half's record lacked its own (twenty-sixth session: a ``KeyError`` killed the
 replacement and the job went on shrunk with another result, exit 0); when both ranks of a half
 die together, no survivor knows them at all. Every step adds, for rank r of half h = r % 2 (ranks
 h and h + 2): half's sum of ranks, sub's rank-0 rank (h + 2, the larger key's reverse), twin's
 sum of squares, sub's rank of this rank, whole's sum of ranks, lead's (h) or -1 outside it, and
-pair's sum of ranks.
+pair's sum of ranks (1 or 5).
 Each rank's ``Create``/``Create_group`` record names its own half's members: a replacement handed
 the other half's made them with those."""
 import json
@@ -29,10 +29,10 @@ whole = half.Create(group)
 lead = half.Create_group(group.Incl([0]))
 group.Free()
 world = comm.Get_group()
-parity = world.Incl([q for q in range(size) if q % 2 == r % 2])
-pair = comm.Create_group(parity, tag=3)
+pairs = world.Incl([q for q in range(size) if q // 2 == r // 2])
+pair = comm.Create_group(pairs, tag=3)
 world.Free()
-parity.Free()
+pairs.Free()
 x = np.zeros(7, dtype=np.int64)
 rt = dpmpi.Runtime(comm, {"x": x})
 
