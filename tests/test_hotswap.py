@@ -379,6 +379,21 @@ def test_communicators_split_from_derived_ones_are_rebuilt_for_the_replacement(d
     assert "Traceback" not in job.stderr, job.stderr
 
 
+@pytest.mark.parametrize("faults", ["1:nested@6:KILL", "2:nested@40:KILL"])
+def test_a_kept_child_of_a_freed_parent_is_rebuilt_with_the_replacement(dpmpi_run, faults):
+    """tests/programs/kept_child.py: before the fix of the twenty-sixth session's own hand-over
+    (members of an instance found from the freed parent only), every kill hung the job."""
+    n = 60
+    job = dpmpi_run(6, "kept_child.py", n, launcher_args=["--spares", "2"], faults=faults, timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    s = n * (n - 1) // 2
+    expected = {r: [n * (1 if r < 2 else 5) + 2 * s, 2 * (n - 3), 2 * s] for r in range(4)}
+    got = job.by_rank("done")
+    assert {r: e["x"] for r, e in got.items()} == expected, job.stdout + job.stderr
+    assert got[int(faults[0])]["role"] == "RECOVERED", job.stdout
+    assert "Traceback" not in job.stderr, job.stderr
+
+
 def test_a_member_dying_before_it_joins_a_create_group_does_not_hang_the_others(dpmpi_run, victim=1):
     """Open MPI's Create_group left the other members of the group inside it for ever when one
     died before joining (tests/programs/group_join.py, one made in every step; the job hung):

@@ -691,6 +691,16 @@ def test_a_replacement_gets_how_its_half_made_a_communicator_derived_from_a_deri
     for order in ([got[0], got[3]], [got[3], got[0]]):
         assert with_entries(pair[0], [0, 1], order, 1, fresh=True) == pair[3]
     assert with_entries(pair[0], [0, 1], [got[0]], 1, fresh=True) == pair[0]  # rank 3 died too
+    # a survivor that holds neither the parent nor the communicator cannot tell its instance: it
+    # brings its arguments for anyone, taken where nothing better came (never left to the call)
+    from dpmpi.resilient.recipe_entries import ANYONE
+    dups = [half, Recipe("Dup", 0, {-1: (("hint", "odd"),)})]
+    blind = entries_for(dups, [1], [1, 3], {})
+    assert blind == {1: {ANYONE: dups[1].args}}
+    assert with_entries(dups, [1], [{}, blind], 1, fresh=True) == dups
+    assert with_entries(dups, [1], [{}, {}], 1, fresh=True)[1].args == {UNKNOWN: True}
+    sighted = {1: {1: {-1: (("hint", "seen"),)}}}  # (one that could tell its instance comes first)
+    assert with_entries(dups, [1], [blind, sighted], 1, fresh=True)[1].args == sighted[1][1]
 
 
 def test_a_repair_starts_from_the_newest_plan_any_live_process_holds():

@@ -66,18 +66,22 @@ def handed_entries(comm: MPI.Intracomm, state: State, recipes: list[Recipe], was
 
 def _instances(state: State, recipes: list[Recipe], places: list[int]) -> dict[int, frozenset[int]]:
     """For each recipe at ``places`` that is not per-rank: the logical ranks (before the repair)
-    of this process's instance of its parent, from the parent communicator it holds (local
-    group calls; none where it holds no usable one)."""
+    of this process's instance of its parent, from the parent communicator it holds, or, where
+    the program freed that one, from the communicator itself (a ``Dup``'s is the parent's group;
+    a ``Sub``'s or ``Create_group``'s the part of it this process shares); local group calls;
+    none where it holds neither."""
     assert state.active is not None
     out: dict[int, frozenset[int]] = {}
     for p in places:
         parent = recipes[p].parent
-        raw = state.derived[parent] if recipes[p].op not in PER_RANK and 0 <= parent < len(state.derived) else None
-        if raw is None or raw == MPI.COMM_NULL:
+        if recipes[p].op in PER_RANK or not 0 <= parent < len(state.derived) or p >= len(state.derived):
+            continue
+        raw = next((c for c in (state.derived[parent], state.derived[p]) if c is not None and c != MPI.COMM_NULL), None)
+        if raw is None:
             continue
         try:
             group, active = raw.Get_group(), state.active.mpi.Get_group()
-        except MPI.Exception:  # (freed by the program; its children kept elsewhere)
+        except MPI.Exception:
             continue
         try:
             out[p] = frozenset(MPI.Group.Translate_ranks(group, list(range(group.Get_size())), active))

@@ -19,6 +19,7 @@ from dpmpi.resilient.plan import PER_RANK, UNKNOWN, Filled, Recipe
 
 
 GROUPS = ("Create_group", "Create")  # (their groups may differ by rank on any parent: disjoint ones)
+ANYONE = -3  # an entries key (never a logical rank): arguments from a survivor that could not tell its instance
 
 
 def derived_places(recipes: list[Recipe], keep: list[bool]) -> list[int]:
@@ -57,7 +58,8 @@ def entries_for(recipes: list[Recipe], places: list[int], ranks: Iterable[int],
     entry for each it holds; another recipe's arguments for each member of this process's
     instance of its parent (``instances``: those members, by place; every rank for the active
     communicator), and a ``Create_group``'s or ``Create``'s for each member of its group too
-    (``with_entries`` prefers those)."""
+    (``with_entries`` prefers those); under ``ANYONE`` where it could not tell its instance (it
+    holds neither the parent nor the communicator)."""
     ranks = list(ranks)
     out: dict[int, dict[int, Any]] = {}
     for p in places:
@@ -70,6 +72,8 @@ def entries_for(recipes: list[Recipe], places: list[int], ranks: Iterable[int],
             inside = set(r.args[-1][0]) if r.op in GROUPS else set()
             inside |= set(ranks) if r.parent < 0 else instances.get(p, frozenset())
             got = {lr: r.args for lr in ranks if lr in inside}
+            if r.parent >= 0 and p not in instances:
+                got[ANYONE] = r.args  # (its instance unknown here: it may be a replacement's)
         if got:
             out[p] = got
     return out
@@ -81,19 +85,24 @@ def with_entries(recipes: list[Recipe], places: list[int], gathered: list[dict[i
     another recipe's arguments taken where brought for ``me`` (this process's logical rank
     before the repair's renumbering, or the one it takes; a ``Create_group``'s or ``Create``'s
     naming ``me`` over one that does not). On a process that was not active
-    (``fresh``), a recipe at ``places`` that nobody brought its arguments for is marked
-    ``UNKNOWN`` (a per-rank one lacks its entry already)."""
-    out, brought = list(recipes), set()
+    (``fresh``), a recipe at ``places`` that nobody brought its arguments for takes those of a
+    survivor that could not tell its instance (it may share this one's, and would make it in
+    the repair), or else is marked ``UNKNOWN`` (a per-rank one lacks its entry already)."""
+    out, brought, anyone = list(recipes), set(), {}
     for entries in gathered:
         for p, got in entries.items():
             r = out[p]
             if r.op in PER_RANK:
                 out[p] = Recipe(r.op, r.parent, {**r.args, **got})
-            elif me in got and (p not in brought or (r.op in GROUPS and me in got[me][-1][0])):
+                continue
+            if me in got and (p not in brought or (r.op in GROUPS and me in got[me][-1][0])):
                 out[p] = Recipe(r.op, r.parent, got[me])  # (its own group's first)
                 brought.add(p)
+            if ANYONE in got:
+                anyone.setdefault(p, got[ANYONE])
     if fresh:
         for p in places:
             if out[p].op not in PER_RANK and p not in brought:
-                out[p] = Recipe(out[p].op, out[p].parent, {UNKNOWN: True})
+                args = anyone.get(p)  # (some survivor may share its instance: never left to the program then)
+                out[p] = Recipe(out[p].op, out[p].parent, {UNKNOWN: True} if args is None else args)
     return out
