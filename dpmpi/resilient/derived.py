@@ -168,14 +168,7 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     praw = parent.mpi
     if parent._index < 0 and op != "Create_group" and len(state.live) >= state.compact_at:
         compact(state, praw)  # (collective over every active rank, as Split and Dup are)
-    if op in PER_RANK:
-        try:
-            table = exchange(lambda: praw.allgather((me, mine)))
-        except MPI.Exception as exc:
-            raise from_mpi(exc, praw, op) from exc
-        recipe = Recipe(op, parent._index, dict(table))
-    else:
-        recipe = Recipe(op, parent._index, {} if op == "Dup" and mine is None else {-1: mine})
+    recipe = _recorded(state, op, parent, mine)
     # recorded before it is made: a creation that a death cut short can complete on some ranks
     # and fail on others, and every rank that took part must keep the recipe (the repair agrees
     # on it and gives the communicator back to those it failed on: holding.lost)
@@ -189,6 +182,22 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     except BaseException:
         state.unmade.add(place)
         raise
+    return _handle(state, place, made)
+
+
+def _recorded(state: State, op: str, parent: Tracked, mine: Any) -> Recipe:
+    """The recipe of this call: a per-rank one's arguments allgathered over ``parent``."""
+    if op in PER_RANK:
+        try:
+            table = exchange(lambda: parent.mpi.allgather((state.logical(), mine)))
+        except MPI.Exception as exc:
+            raise from_mpi(exc, parent.mpi, op) from exc
+        return Recipe(op, parent._index, dict(table))
+    return Recipe(op, parent._index, {} if op == "Dup" and mine is None else {-1: mine})
+
+
+def _handle(state: State, place: int, made: MPI.Comm | None) -> Any:
+    """The program's handle of the communicator made at ``place`` (``MPI.COMM_NULL``: none)."""
     if made is None:
         return MPI.COMM_NULL
     result = Derived(made, place, state)
@@ -329,20 +338,8 @@ def _make_late(state: State, place: int, op: str, parent: Tracked, mine: Any) ->
     process that knew how this rank's instance of it was made died in the repair that gave this
     replacement its place (``unknown_to_survivors``; or one derived from such), so its members,
     all replacements, make it together here and record what they brought."""
-    if op in PER_RANK:
-        try:
-            table = exchange(lambda: parent.mpi.allgather((state.logical(), mine)))
-        except MPI.Exception as exc:
-            raise from_mpi(exc, parent.mpi, op) from exc
-        state.recipes[place] = Recipe(op, parent._index, dict(table))
-    else:
-        state.recipes[place] = Recipe(op, parent._index, {} if op == "Dup" and mine is None else {-1: mine})
-    made = _make(state, state.recipes[place], parent.mpi)
-    if made is None:
-        return MPI.COMM_NULL
-    result = Derived(made, place, state)
-    state.derived[place], state.handles[place] = made, weakref.ref(result)
-    return result
+    state.recipes[place] = _recorded(state, op, parent, mine)
+    return _handle(state, place, _make(state, state.recipes[place], parent.mpi))
 
 
 def _translate(src: MPI.Comm, ranks: list[int], dst: MPI.Comm) -> list[int]:
@@ -381,10 +378,10 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
                 return None
             raw = praw.Create_cart(list(dims), list(periods), reorder)
         elif recipe.op == "Create_group":  # as a Split, every rank of the parent (the contract): fault tolerant
-            members, _tag = recipe.args[-1]  # (Open MPI's Create_group is not: limitations.md)
+            members = recipe.args[-1][0]  # (Open MPI's Create_group is not: limitations.md)
             raw = praw.Split(min(members), members.index(me)) if me in members else praw.Split(MPI.UNDEFINED, 0)
         else:  # Create (every rank of the parent)
-            members, _tag = recipe.args[-1]
+            members = recipe.args[-1][0]
             pgroup = praw.Get_group()
             g = pgroup.Incl(_translate(_active(state), list(members), praw))
             raw = praw.Create(g)

@@ -72,22 +72,23 @@ def _instances(state: State, recipes: list[Recipe], places: list[int]) -> dict[i
     none where it holds neither."""
     assert state.active is not None
     out: dict[int, frozenset[int]] = {}
-    for p in places:
-        parent = recipes[p].parent
-        if recipes[p].op in PER_RANK or not 0 <= parent < len(state.derived) or p >= len(state.derived):
-            continue
-        raw = next((c for c in (state.derived[parent], state.derived[p]) if c is not None and c != MPI.COMM_NULL), None)
-        if raw is None:
-            continue
-        try:
-            group, active = raw.Get_group(), state.active.mpi.Get_group()
-        except MPI.Exception:
-            continue
-        try:
-            out[p] = frozenset(MPI.Group.Translate_ranks(group, list(range(group.Get_size())), active))
-        finally:
-            group.Free()
-            active.Free()
+    active = state.active.mpi.Get_group()
+    try:
+        for p in places:
+            parent = recipes[p].parent
+            if recipes[p].op in PER_RANK or not 0 <= parent < len(state.derived) or p >= len(state.derived):
+                continue
+            raw = next((c for c in (state.derived[parent], state.derived[p]) if c is not None and c != MPI.COMM_NULL),
+                       None)
+            try:
+                group = raw.Get_group() if raw is not None else None
+            except MPI.Exception:
+                group = None
+            if group is not None:
+                out[p] = frozenset(MPI.Group.Translate_ranks(group, list(range(group.Get_size())), active))
+                group.Free()
+    finally:
+        active.Free()
     return out
 
 
