@@ -159,6 +159,7 @@ def snapshot_stage(backend: str) -> dict:
             a.fill(0)
         snap.restore()
         t3 = time.perf_counter()
+        res["restore_detail"] = json.loads(json.dumps(snap.last_restore, default=str))
     same = all(bool((arrays[k] == keep[k]).all()) for k in arrays)
     res.update(snapshot_stage_ms=round(1e3 * (t1 - t), 3), snapshot_commit_ms=round(1e3 * (t2 - t1), 3),
                snapshot_restore_ms=round(1e3 * (t3 - t2), 3), restored_bit_exact=same)
@@ -179,8 +180,74 @@ def nccl_times() -> dict:
         t3 = time.perf_counter()
         out[round_] = {"unique_id_ms": round(1e3 * (t1 - t), 3), "init_ms": round(1e3 * (t2 - t1), 3),
                        "abort_ms": round(1e3 * (t3 - t2), 3)}
+    out["used"] = _abort_after_use()
+    out["behind"] = _abort_behind_init()
     out["note"] = "one rank; the 2-rank bootstrap/abort times are in recovery.*.nccl_ms"
     return out
+
+
+def _one_rank(nccl):
+    return nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
+
+
+def _allreduce(nccl, comm) -> float:
+    """One allreduce of 1 MiB on a fresh stream, waited for by polling its event (ms)."""
+    import cupy
+
+    x = cupy.ones(MiB // 4, cupy.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    t = time.perf_counter()
+    comm.allReduce(x.data.ptr, x.data.ptr, x.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream.ptr)
+    ev = cupy.cuda.Event()
+    ev.record(stream)
+    while not ev.done:
+        time.sleep(1e-5)
+    return 1e3 * (time.perf_counter() - t)
+
+
+def _abort_after_use() -> dict:
+    """Abort and destroy of a communicator that ran a collective: is the abort's second its own?"""
+    from cupy.cuda import nccl
+
+    res = {}
+    for how in ("abort", "destroy"):
+        comm = _one_rank(nccl)
+        res[f"allreduce_ms_{how}"] = round(_allreduce(nccl, comm), 3)
+        t = time.perf_counter()
+        getattr(comm, how)()
+        res[f"{how}_ms"] = round(1e3 * (time.perf_counter() - t), 3)
+    return res
+
+
+def _abort_behind_init() -> dict:
+    """The old communicator aborted by a thread while the main thread makes the new one and runs a
+    collective on it: can the abort leave the critical path of a rebuild?"""
+    import threading
+
+    from cupy.cuda import nccl
+
+    old = _one_rank(nccl)
+    _allreduce(nccl, old)
+    done = {}
+
+    def abort() -> None:
+        t = time.perf_counter()
+        old.abort()
+        done["abort_ms"] = round(1e3 * (time.perf_counter() - t), 3)
+
+    th = threading.Thread(target=abort, name="gpu-check-abort")
+    t = time.perf_counter()
+    th.start()
+    new = _one_rank(nccl)
+    t1 = time.perf_counter()
+    ar = _allreduce(nccl, new)
+    t2 = time.perf_counter()
+    th.join()
+    t3 = time.perf_counter()
+    new.abort()
+    return {"new_init_ms": round(1e3 * (t1 - t), 3), "new_allreduce_ms": round(ar, 3),
+            "new_ready_ms": round(1e3 * (t2 - t), 3), "abort_thread_ms": done.get("abort_ms"),
+            "all_done_ms": round(1e3 * (t3 - t), 3)}
 
 
 # ---- jobs ---------------------------------------------------------------------------------------
@@ -210,16 +277,24 @@ def _gpu_env(backend: str) -> dict:
     return env
 
 
-def recovery(repo: str, backend: str) -> dict:
-    if backend == "cupy":
-        from cupy.cuda import nccl
+def recovery(repo: str, backend: str, transport: str) -> dict:
+    """``transport`` auto: NCCL where it can run two ranks on the one GPU (>= 2.30.3), else MPI
+    through host memory (the device state, its snapshots and the restore are on the GPU either way)."""
+    note = ""
+    if transport == "auto":
+        transport = "nccl"
+        if backend == "cupy":
+            from cupy.cuda import nccl
 
-        if nccl.get_version() < 23003:
-            return {"skipped": f"NCCL {nccl.get_version()} refuses two ranks on one GPU (needs >= 2.30.3)"}
+            if nccl.get_version() < 23003:
+                transport = "mpi"
+                note = (f"NCCL {nccl.get_version()} refuses two ranks on one GPU (needs >= 2.30.3): the gradients "
+                        f"went through MPI and host memory; NCCL was not part of this recovery")
     example = os.path.join(repo, "examples", "train_mlp_cupy.py")
-    args = [example, "--steps", "30", "--hidden", "1024", "--batch", "256"]
-    out = {}
-    for name, faults in (("failure_free", ""), ("killed", "1:nccl-Allreduce-enqueued@15:KILL")):
+    args = [example, "--steps", "30", "--hidden", "1024", "--batch", "256", "--allreduce", transport]
+    kill = "1:nccl-Allreduce-enqueued@15:KILL" if transport == "nccl" else "1:step@15:KILL"
+    out = {"transport": transport, "note": note, "kill": kill}
+    for name, faults in (("failure_free", ""), ("killed", kill)):
         env = {**_gpu_env(backend), **({"DPMPI_FAULTS": faults} if faults else {})}
         job = _job(repo, 3, 1, args, env, 150)
         finals = {e["rank"]: e for e in job.pop("events", []) if e.get("event") == "final"}
@@ -247,7 +322,8 @@ def overhead(repo: str, backend: str) -> dict:
 
 
 def overhead_child(mib: int) -> None:
-    """One rank: a ~20 ms device step, 30 steps plain, then 30 under Runtime (snapshot every step)."""
+    """One rank: a ~20 ms device step, 30 steps plain, then 40 under Runtime (snapshot every step);
+    medians, the Runtime's over its last 30 steps (step start to step start)."""
     import dpmpi
     from dpmpi.gpu import get_backend
 
@@ -263,31 +339,52 @@ def overhead_child(mib: int) -> None:
         for _ in range(k):
             x = xp.tanh(x @ a) * 0.01
 
-    def timed(fn, steps: int) -> float:
-        t = time.perf_counter()
-        for i in range(steps):
-            fn(i)
-            be.to_numpy(state["w"][:1])  # end of step: the host learns the step is done
-        return 1e3 * (time.perf_counter() - t) / steps
+    def end_of_step() -> None:
+        be.to_numpy(state["w"][:1])  # the host learns the step is done
 
+    def timed(k: int, steps: int) -> float:
+        """The median wall time of one step (ms)."""
+        times = []
+        for _ in range(steps):
+            t = time.perf_counter()
+            work(k)
+            end_of_step()
+            times.append(1e3 * (time.perf_counter() - t))
+        return float(np.median(times))
+
+    timed(1, 5)  # warm-up (cuBLAS handles, kernel compilation) before calibrating
     k = 1
-    while timed(lambda i: work(k), 3) < 20.0 and k < 4096:
+    while timed(k, 3) < 20.0 and k < 1 << 16:
         k *= 2
-    plain = timed(lambda i: work(k), 30)
+    plain = timed(k, 30)
     rt = dpmpi.Runtime(comm, state)
+    starts: list[float] = []
+
+    parts: dict[str, list[float]] = {"enqueue": [], "commit": [], "stage": [], "end": []}
 
     def step(i: int) -> None:
+        t0 = time.perf_counter()
+        starts.append(t0)  # step to step: the work plus the runtime's own part
         work(k)
+        t1 = time.perf_counter()
         with rt.update():
+            t2 = time.perf_counter()  # the previous epoch's commit is behind
             state["w"][:1] += 1
+            t3 = time.perf_counter()
+        t4 = time.perf_counter()  # staged: the device work of the step and the copy are done
+        end_of_step()
+        for name, ms in zip(parts, (t1 - t0, t2 - t1, t4 - t3, time.perf_counter() - t4)):
+            parts[name].append(1e3 * ms)
 
-    t = time.perf_counter()
-    rt.run(step, 30)
-    with_rt = 1e3 * (time.perf_counter() - t) / 30
+    rt.run(step, 40)
+    intervals = np.diff(starts)[10:] * 1e3  # steady state: the first steps set up the replication
+    with_rt = float(np.median(intervals))
+    stats = {key: round(v, 3) for key, v in rt.snapshot.stats.items() if key.endswith("_ms")}
+    stats.update({f"median_{name}_ms": round(float(np.median(v[10:])), 3) for name, v in parts.items()})
     rt.close()
     print(json.dumps({"state_mib": mib, "matmuls_per_step": k, "plain_step_ms": round(plain, 3),
-                      "runtime_step_ms": round(with_rt, 3),
-                      "overhead_pct": round(100 * (with_rt - plain) / plain, 3)}), flush=True)
+                      "runtime_step_ms": round(with_rt, 3), "runtime_step_ms_max": round(float(intervals.max()), 3),
+                      "snapshot_stats": stats, "overhead_pct": round(100 * (with_rt - plain) / plain, 3)}), flush=True)
 
 
 def main() -> int:
@@ -295,6 +392,8 @@ def main() -> int:
     parser.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     parser.add_argument("--out", default=None)
     parser.add_argument("--backend", choices=("cupy", "fake"), default="cupy")
+    parser.add_argument("--transport", choices=("auto", "nccl", "mpi"), default="auto",
+                        help="the recovery's gradient transport (auto: NCCL where two ranks may share the GPU)")
     parser.add_argument("--overhead-child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ["DPMPI_GPU_BACKEND"] = args.backend
@@ -308,7 +407,7 @@ def main() -> int:
         section(summary, "bandwidth", 20, bandwidth)
         section(summary, "nccl", 20, nccl_times)
     section(summary, "snapshot", 40, snapshot_stage, args.backend)
-    section(summary, "recovery", 120, recovery, args.repo, args.backend)
+    section(summary, "recovery", 120, recovery, args.repo, args.backend, args.transport)
     section(summary, "overhead", 60, overhead, args.repo, args.backend)
     rec = summary["sections"].get("recovery", {})
     snap = summary["sections"].get("snapshot", {})

