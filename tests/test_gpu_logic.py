@@ -24,6 +24,10 @@ def test_naps_grow_to_a_millisecond():
         nap = poll.next_nap(nap)
         naps.append(nap)
     assert naps[0] == 20e-6 and naps == sorted(naps) and naps[-1] == 1e-3
+    nap = 0.0
+    for _ in range(12):  # a copy's wait: capped lower (it ends with the program's step)
+        nap = poll.next_nap(nap, poll.COPY_NAP_MAX)
+    assert nap == 100e-6
 
 
 def test_unique_id_round_trip_as_cupy_signed_chars():
