@@ -79,15 +79,6 @@ def initial_state():
     return {"params": be.asarray(params), "m": be.zeros(N, "float64"), "v": be.zeros(N, "float64")}
 
 
-state = initial_state()  # a replacement makes the same arrays; the runtime restores their values
-rt = dpmpi.Runtime(comm, state, interrupt=not args.no_interrupt)
-rt.on_event(report)
-comm.Await()  # a spare: returns once called in (an active rank: at once)
-# NCCL over the same ranks, rebuilt after every repair; a replacement makes it here, after it
-# joined and before the restore: the collectives of the survivors' rebuild
-nc = NcclComm(comm) if args.allreduce == "nccl" else None
-
-
 def gradient(params, step, rank):
     rng = np.random.default_rng([1, step, rank])
     xh = rng.standard_normal((args.batch, D_IN))
@@ -114,6 +105,17 @@ def adam(grad, step, lr=1e-3):
     v *= b2
     v += (1 - b2) * grad * grad
     params -= lr * (m / (1 - b1 ** t)) / (xp.sqrt(v / (1 - b2 ** t)) + eps)
+
+
+state = initial_state()  # a replacement makes the same arrays; the runtime restores their values
+rt = dpmpi.Runtime(comm, state, interrupt=not args.no_interrupt)
+rt.on_event(report)
+if comm.role is dpmpi.Role.SPARE:  # one step's compute on the spare's own copy: cuBLAS handles and
+    gradient(state["params"], 0, 0)  # kernels are loaded now, not in the replacement's first step
+comm.Await()  # a spare: returns once called in (an active rank: at once)
+# NCCL over the same ranks, rebuilt after every repair; a replacement makes it here, after it
+# joined and before the restore: the collectives of the survivors' rebuild
+nc = NcclComm(comm) if args.allreduce == "nccl" else None
 
 
 def train_step(k):

@@ -14,8 +14,10 @@ snapshot's buffers call (``dpmpi/snapshot/buffers.py``, marked "device" there).
   never with a stream synchronize. Only then does the snapshot's C engine read those bytes of the
   slot for the checksum (and copy the host arrays), so the double buffer flips after the device
   copy's event completed.
-- ``from_slot(slot, entries)`` (a restore, after the checksum of the slot was checked): slot ->
-  device on the same stream, polled the same way.
+- ``start(slot, entries, to_slot=False)`` + ``finish(event)`` (a restore): slot -> device on the
+  same stream, polled the same way; the restore checks the slot's checksum on the CPU while the
+  copy engine moves the bytes (a failed checksum fails the restore on every rank, as for host
+  arrays, whose copy back also checks on the way).
 
 What it does not do: overlap the device copy with the next step (``stage`` returns once the
 device copy is done). ``Snapshot.load`` (files) takes host arrays only.
@@ -68,7 +70,9 @@ class DeviceSlots:
         if slot.nbytes:
             self._registered.append((slot, self.backend.register_host(slot.buffer())))
 
-    def _copy(self, slot: Any, entries: tuple, to_slot: bool, what: str) -> None:
+    def start(self, slot: Any, entries: tuple, to_slot: bool) -> Any:
+        """Enqueue the copies between the device arrays and ``slot`` (after the work already
+        enqueued on the program's current stream); return the event to ``finish`` on."""
         be = self.backend
         be.wait_event(self.stream, be.record(be.stream(None)))  # after the program's enqueued work
         for e in entries:
@@ -80,15 +84,15 @@ class DeviceSlots:
                 be.to_host_async(dev, host, self.stream)
             else:
                 be.to_device_async(host, dev, self.stream)
-        poll.wait(be, be.record(self.stream), None, None, settings.op_timeout(), what)
+        return be.record(self.stream)
+
+    def finish(self, event: Any, what: str) -> None:
+        """Return once ``event`` (of ``start``) completed (polled; ``DPMPI_GPU_TIMEOUT``)."""
+        poll.wait(self.backend, event, None, None, settings.op_timeout(), what)
 
     def to_slot(self, slot: Any, entries: tuple) -> None:
         """Device -> slot; returns when the copies' event completed (polled)."""
-        self._copy(slot, entries, True, "device snapshot (device -> host)")
-
-    def from_slot(self, slot: Any, entries: tuple) -> None:
-        """Slot -> device; returns when the copies' event completed (polled)."""
-        self._copy(slot, entries, False, "device snapshot restore (host -> device)")
+        self.finish(self.start(slot, entries, True), "device snapshot (device -> host)")
 
     def close(self) -> None:
         """Unregister the slots (before the snapshot frees them)."""

@@ -181,22 +181,22 @@ class Buffers:
     def write_back(self, slot: Slot, epoch: int) -> bool:
         """Copy ``slot`` into the arrays, checking its checksum on the way (one pass over the bytes,
         not a verify and then a copy); whether the bytes matched. False: the host arrays now hold
-        a corrupt copy (the restore fails on every rank). Device arrays are written from the slot
-        once its checksum matched."""
+        a corrupt copy (the restore fails on every rank). Device arrays likewise: the copy
+        engine writes them from the slot while the C engine checks the checksum."""
         if slot.epoch != epoch:
             return False
         ptrs, views = self.sources()
         prefault(ptrs, views)  # (at once when the pages are there)
         in_slot, host, lens = self._pairs(slot, ptrs)
+        to_device = self.device.start(slot, self.entries, False) if self.device is not None else None
         self.engine.start(host, in_slot, lens)  # (None: a device array's bytes, checksummed only)
         rc, digest = self.engine.wait()
+        if to_device is not None:  # (the slot is read by both until here: nothing writes it)
+            assert self.device is not None
+            self.device.finish(to_device, "device snapshot restore (host -> device)")
         if rc != 0:
             raise SnapshotCopyError(f"copying the snapshot back into the arrays failed (code {rc})")
-        if digest != slot.digest:
-            return False
-        if self.device is not None:
-            self.device.from_slot(slot, self.entries)
-        return True
+        return digest == slot.digest
 
     def _unmoved(self, ptrs: list) -> list[bool]:
         """Per entry: whether its array may exchange pages (``swappable``, still at that address)."""
