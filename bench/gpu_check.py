@@ -255,8 +255,9 @@ def _abort_behind_init() -> dict:
 
 
 # ---- jobs ---------------------------------------------------------------------------------------
-def _job(repo: str, n: int, spares: int, args: list, env: dict, timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(spares), "--", sys.executable, *args]
+def _job(repo: str, n: int, spares: int, args: list, env: dict, timeout: float, launcher: tuple = ()) -> dict:
+    cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(spares), *launcher, "--", sys.executable,
+           *args]
     t = time.time()
     try:
         p = subprocess.run(cmd, cwd="/tmp", env={**os.environ, **env}, capture_output=True, text=True,
@@ -321,11 +322,14 @@ def recovery(repo: str, backend: str, transport: str) -> dict:
 
 def overhead(repo: str, backend: str) -> dict:
     out = {}
-    for mib, threads in ((8, 1), (64, 1), (64, 4)):
-        job = _job(repo, 1, 0, [os.path.abspath(__file__), "--overhead-child", str(mib), "--backend", backend],
-                   {**_gpu_env(backend), "DPMPI_COPY_THREADS": str(threads)}, 90)
-        res = [e for e in job.pop("events", []) if "overhead_pct" in e]
-        out[f"{mib}MiB_threads{threads}"] = res[0] if res else job
+    # dpmpi-run binds each rank to one core by default: the snapshot's copy thread then shares the
+    # step's core; with --map-by slot:PE=2 the rank has two
+    for cores, launcher in (("1core", ()), ("2cores", ("--map-by", "slot:PE=2"))):
+        for mib, threads in ((8, 1), (64, 1), (64, 4)):
+            job = _job(repo, 1, 0, [os.path.abspath(__file__), "--overhead-child", str(mib), "--backend", backend],
+                       {**_gpu_env(backend), "DPMPI_COPY_THREADS": str(threads)}, 90, launcher)
+            res = [e for e in job.pop("events", []) if "overhead_pct" in e]
+            out[f"{mib}MiB_threads{threads}_{cores}"] = res[0] if res else job
     return out
 
 
@@ -416,7 +420,7 @@ def main() -> int:
         section(summary, "nccl", 20, nccl_times)
     section(summary, "snapshot", 40, snapshot_stage, args.backend)
     section(summary, "recovery", 120, recovery, args.repo, args.backend, args.transport)
-    section(summary, "overhead", 60, overhead, args.repo, args.backend)
+    section(summary, "overhead", 90, overhead, args.repo, args.backend)
     rec = summary["sections"].get("recovery", {})
     snap = summary["sections"].get("snapshot", {})
     summary["ok"] = bool(rec.get("ok")) and bool(snap.get("restored_bit_exact"))
