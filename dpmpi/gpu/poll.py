@@ -36,9 +36,9 @@ from dpmpi.errors import DpmpiError, ProcFailedError, from_mpi
 _PROBE_TAG = 31_401
 _NAP_MIN, _NAP_MAX = 20e-6, 1e-3
 # a copy's wait (the snapshot's stage and restore) ends with the program's step on the device, so
-# it overshoots by up to a nap: with 1 ms naps the Runtime's overhead on a 25 ms H200 step with 8
-# MiB of device state was 1.27 ms, with these 0.8-1.0 ms (1.5 % of the step less). It has no
-# probe to test between naps
+# it overshoots by up to a nap (1 ms naps: 0.5 ms a step on average). On a 25 ms H200 step with 8
+# MiB of device state the Runtime's overhead was 1.27 ms with 1 ms naps (one run) and 0.8-1.5 ms
+# with these (four runs): within that machine's noise. It has no probe to test between naps
 COPY_NAP_MAX = 100e-6
 
 
