@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import faults, interrupts, resilient
+from dpmpi import faults, interrupts, resilient, runtime_checks as checks
 from dpmpi.aliases import Aliases
 from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, failure_since, failures_made, peer_failure
 from dpmpi.eventlog import log_event
@@ -119,14 +119,6 @@ def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
                                repair=repair))
 
 
-def _run_args(step_fn: Any, n_steps: Any) -> None:
-    """Check ``Runtime.run``'s arguments."""
-    if not callable(step_fn):
-        raise TypeError(f"run() takes a callable step_fn(step), got {type(step_fn).__name__}")
-    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
-        raise ValueError(f"n_steps must be an int >= 0, got {n_steps!r}")
-
-
 def _no_alternation(rt: Runtime, runs: int) -> None:
     """Refuse a run of ``rt`` when another Runtime ran on its communicator since ``rt``'s last
     run (``runs``: the runs of every Runtime so far, the same on every rank, a replacement's too):
@@ -164,11 +156,15 @@ class Runtime:
     each step's update with an agreement (``comm.Agree``) before its state is snapshotted, so a
     step during which a peer died is redone even where a collective reported success without the
     dead peer's data (seen across nodes over TCP: docs/cluster.md); default: on when the job's
-    processes run on more than one node. The other keyword arguments go to ``dpmpi.Snapshot``."""
+    processes run on more than one node. ``same_start`` (default False): every rank builds the same
+    starting arrays (one seed), so a warm spare's are the starting state of any rank and a rank that
+    dies before its first snapshot reached a buddy loses nothing (checked at the first snapshot).
+    The other keyword arguments go to ``dpmpi.Snapshot``."""
 
     def __init__(self, comm: Any, state: Mapping[str, Any], *, snapshot_every: int = 1, replicas: int = 1,
                  threads: int | None = None, persist_dir: Any = None, persist_every: int = 0,
-                 bounded_loss: bool = True, interrupt: bool = True, confirm_steps: bool | None = None) -> None:
+                 bounded_loss: bool = True, interrupt: bool = True, confirm_steps: bool | None = None,
+                 same_start: bool = False) -> None:
         if not isinstance(comm, resilient.ResilientComm):
             raise TypeError("Runtime needs the communicator returned by dpmpi.init() (it repairs it with "
                             f"Respawn); got {type(comm).__name__}")
@@ -189,8 +185,10 @@ class Runtime:
         self._pending: int | None = None  # epoch staged and not yet committed
         self._arrays_hold: int | None = None  # the epoch the arrays hold unchanged since its stage (None: modified)
         # the arrays as the program built them for this rank (not on a warm spare: built for
-        # another rank, overwritten by its first restore), until the first update
-        self._as_built = comm.role is not resilient.Role.SPARE
+        # another rank, overwritten by its first restore, unless every rank's are the same), until
+        # the first update
+        self.same_start = bool(same_start)
+        self._as_built = self.same_start or comm.role is not resilient.Role.SPARE
         self._updates, self._running, self._ran_at = 0, False, None  # update()s this step; in run(); _no_alternation
         self._catching_up: Recovery | None = None
         self.closed, self._between = False, None  # close() was called; the hook _recover_between_runs sets
@@ -249,7 +247,7 @@ class Runtime:
         survivors are in (those they had finished return at once). At the end the last snapshot
         is committed and replicated, and every rank passes a barrier before it returns
         (``commit_at_end=False`` leaves both to the next ``run``). Returns this process's recoveries."""
-        _run_args(step_fn, n_steps)
+        checks.run_args(step_fn, n_steps)
         record = self.comm.prologue  # (for a replacement: what the program does outside its runs)
         _no_alternation(self, record.runs)
         self._running = True
@@ -313,6 +311,8 @@ class Runtime:
             self.snapshot.stage(0)
             self.snapshot.commit(0)
             self.snapshot.wait()
+            if self.same_start:  # (a ValueError on every rank alike: the same digests everywhere)
+                checks.same_start(self.comm.allgather(self.snapshot.holdings()[self.comm.Get_rank()].get(0)))
         except _RECOVERABLE:
             done = 0  # (still in the agreement: the others wait there)
             # end the replication here and revoke its communicator: a peer whose replication

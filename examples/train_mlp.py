@@ -18,8 +18,10 @@ args = parse(__doc__, "mlp")
 comm = dpmpi.init(wait=False)
 model = MLP(args.state_mib, args.batch, wait_ms=args.wait_ms)
 weights = model.initial_state()  # {"params", "m", "v"}; a replacement gets the snapshot's values
+# same_start: every rank (and spare) builds these same starting weights, so a warm spare can take
+# the place of a rank that dies before its first snapshot reached a buddy
 rt = dpmpi.Runtime(comm, weights, snapshot_every=args.snapshot_every, replicas=args.replicas,
-                   confirm_steps=args.confirm_steps)
+                   confirm_steps=args.confirm_steps, same_start=True)
 rt.on_event(report)
 
 

@@ -108,7 +108,7 @@ def adam(grad, step, lr=1e-3):
 
 
 state = initial_state()  # a replacement makes the same arrays; the runtime restores their values
-rt = dpmpi.Runtime(comm, state, interrupt=not args.no_interrupt)
+rt = dpmpi.Runtime(comm, state, interrupt=not args.no_interrupt, same_start=True)  # (every rank: the same start)
 rt.on_event(report)
 if comm.role is dpmpi.Role.SPARE:  # one step's compute on the spare's own copy: cuBLAS handles and
     gradient(state["params"], 0, 0)  # kernels are loaded now, not in the replacement's first step

@@ -1719,3 +1719,13 @@ def test_a_step_drawing_from_a_global_generator_not_in_the_state_is_warned_of_on
         py.after_update(5)
     said = str(got[0].message) if got else ""
     assert len(got) == 1 and "the random module's functions" in said and "random._inst" in said
+
+
+def test_same_start_names_the_ranks_whose_starting_arrays_differ():
+    from dpmpi import runtime_checks
+
+    runtime_checks.same_start([5, 5, 5])
+    with pytest.raises(ValueError, match=r"rank\(s\) \[1, 3\] differ from rank 0's"):
+        runtime_checks.same_start([5, 6, 5, 7])
+    with pytest.raises(ValueError, match=r"rank\(s\) \[0, 1\]"):  # (no epoch 0 held: never the same)
+        runtime_checks.same_start([None, None])

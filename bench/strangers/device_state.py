@@ -20,7 +20,7 @@ comm = dpmpi.init(wait=False)
 be = get_backend()
 n = 1 << 18
 state = {"x": be.zeros(n, "float64"), "v": be.zeros(n, "float64"), "seen": np.zeros(1024)}
-rt = dpmpi.Runtime(comm, state)
+rt = dpmpi.Runtime(comm, state, same_start=True)  # every rank starts from zeros
 comm.Await()
 
 

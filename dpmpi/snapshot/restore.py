@@ -134,7 +134,8 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             f"the starting state of rank(s) {list(foreign)} is lost: the rank(s) died before their first "
             f"snapshot reached a buddy, and the processes that replace them hold arrays built for other ranks "
             f"(warm spares, dpmpi.init(wait=False)). With spares that build their arrays after they are "
-            f"called in (dpmpi.init()), dpmpi.Runtime takes its first snapshot again.", MPI.ERR_PROC_FAILED, foreign)
+            f"called in (dpmpi.init()), or dpmpi.Runtime(..., same_start=True) when every rank builds the same "
+            f"starting arrays, dpmpi.Runtime takes its first snapshot again.", MPI.ERR_PROC_FAILED, foreign)
     if epoch < 0 and not lost:
         raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
                          "snap.stage() and snap.commit(epoch) first")
