@@ -51,6 +51,7 @@ def test_same_start_is_checked_at_the_first_snapshot(dpmpi_run):
     assert same.returncode == 0, same.stderr
     assert [e["w"] for e in same.by_rank("final").values()] == [[7.0] * 8] * 2
     differ = dpmpi_run(3, "same_start.py", "--differ")
+    assert differ.returncode == 0 and "Traceback" not in differ.stderr, differ.stderr  # (each rank caught it)
     refused = differ.by_rank("refused")
     assert sorted(refused) == [0, 1, 2], differ.stdout + differ.stderr[-2000:]
     assert all("same_start=True): the starting arrays of rank(s) [1, 2] differ" in e["error"]
@@ -160,6 +161,7 @@ def test_same_start_is_checked_at_the_first_snapshot(dpmpi_run):
     assert same.returncode == 0, same.stderr
     assert [e["w"] for e in same.by_rank("final").values()] == [[7.0] * 8] * 2
     differ = dpmpi_run(3, "same_start.py", "--differ")
+    assert differ.returncode == 0 and "Traceback" not in differ.stderr, differ.stderr  # (each rank caught it)
     refused = differ.by_rank("refused")
     assert sorted(refused) == [0, 1, 2], differ.stdout + differ.stderr[-2000:]
     assert all("same_start=True): the starting arrays of rank(s) [1, 2] differ" in e["error"]
