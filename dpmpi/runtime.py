@@ -141,6 +141,19 @@ def _caught_up(rt: Runtime) -> None:
              steps_recomputed=record.steps_recomputed)
 
 
+def _end(rt: Runtime) -> None:
+    """The final commit, then a barrier on the communicator: without it, ranks whose part of
+    the final replication was done before a peer died (the background commit had sent it)
+    left ``run`` and went on to exit while the others repaired without them (1 run in ~20).
+    No rank passes the barrier while another is missing: a rank whose commit failed goes to
+    the repair, whose revoke fails the barrier for the others, who join it. (An ``Agree``
+    instead, as in ``_start``, made Open MPI's next ``Shrink`` leave live processes out in 4
+    of 8 runs of that test: docs/mpi-facts.md.)"""
+    rt._commit_pending()
+    rt.snapshot.wait()
+    rt.comm.Barrier()
+
+
 class Runtime:
     """Runs a step function over a resilient communicator, with snapshots and recovery.
 
@@ -184,9 +197,8 @@ class Runtime:
         self._callbacks: list[Callable[[dict], None]] = []
         self._pending: int | None = None  # epoch staged and not yet committed
         self._arrays_hold: int | None = None  # the epoch the arrays hold unchanged since its stage (None: modified)
-        # the arrays as the program built them for this rank (not on a warm spare: built for
-        # another rank, overwritten by its first restore, unless every rank's are the same), until
-        # the first update
+        # the arrays as built for this rank, until the first update (not on a warm spare, built
+        # for no rank in particular and overwritten by its first restore, unless same_start)
         self.same_start = bool(same_start)
         self._as_built = self.same_start or comm.role is not resilient.Role.SPARE
         self._updates, self._running, self._ran_at = 0, False, None  # update()s this step; in run(); _no_alternation
@@ -283,7 +295,7 @@ class Runtime:
                         _caught_up(self)
                     if commit_at_end:  # the final state is a committed epoch too (a failure here is
                         faults.point("run-end")  # recovered like one inside a step)
-                        self._end()
+                        _end(self)
                     break
                 except _RECOVERABLE as exc:
                     self._recover(caught=exc)
@@ -322,18 +334,6 @@ class Runtime:
         if not self.comm.Agree(done):
             raise ProcFailedError("a rank failed while the first snapshot was taken", MPI.ERR_PROC_FAILED)
         self.step = 0
-
-    def _end(self) -> None:
-        """The final commit, then a barrier on the communicator: without it, ranks whose part of
-        the final replication was done before a peer died (the background commit had sent it)
-        left ``run`` and went on to exit while the others repaired without them (1 run in ~20).
-        No rank passes the barrier while another is missing: a rank whose commit failed goes to
-        the repair, whose revoke fails the barrier for the others, who join it. (An ``Agree``
-        instead, as in ``_start``, made Open MPI's next ``Shrink`` leave live processes out in 4
-        of 8 runs of that test: docs/mpi-facts.md.)"""
-        self._commit_pending()
-        self.snapshot.wait()
-        self.comm.Barrier()
 
     def _recover(self, caught: BaseException | None, starting: bool = False) -> None:
         """Repair, restore, and go on from the restored epoch. ``starting``: the failure came in
