@@ -19,7 +19,7 @@ def step(k):
 
 try:
     rt.run(step, 4)
-    out = {"event": "final", "w": w.tolist()}
+    out = {"event": "final", "w": w.tolist(), "wid": comm.process_id, "role": comm.role.value}
 except ValueError as exc:
     out = {"event": "refused", "error": str(exc)}
 print(json.dumps({"rank": comm.Get_rank(), **out}), flush=True)
