@@ -37,29 +37,6 @@ def reference(dpmpi_run, workload):
     return _reference[workload]
 
 
-def test_a_warm_spare_replaces_a_rank_dying_before_the_first_snapshot_when_every_rank_starts_the_same(dpmpi_run):
-    # Runtime(same_start=True) (the MLP examples declare it: one seed for every rank's weights):
-    # the warm spare's arrays are the dead rank's starting state, so epoch 0 is taken again with
-    # them (without it: the SnapshotLostError of the test above)
-    job = dpmpi_run(4, "same_start.py", launcher_args=["--spares", "1"], faults="1:run-start@1:KILL", timeout=60)
-    assert job.returncode == 0 and "Traceback" not in job.stderr, job.stderr
-    final = job.by_rank("final")
-    assert [e["w"] for e in final.values()] == [[7.0] * 8] * 3, job.stdout
-    assert (final[1]["wid"], final[1]["role"]) == (3, "RECOVERED")
-
-
-def test_same_start_is_checked_at_the_first_snapshot(dpmpi_run):
-    same = dpmpi_run(2, "same_start.py")
-    assert same.returncode == 0, same.stderr
-    assert [e["w"] for e in same.by_rank("final").values()] == [[7.0] * 8] * 2
-    differ = dpmpi_run(3, "same_start.py", "--differ")
-    assert differ.returncode == 0 and "Traceback" not in differ.stderr, differ.stderr  # (each rank caught it)
-    refused = differ.by_rank("refused")
-    assert sorted(refused) == [0, 1, 2], differ.stdout + differ.stderr[-2000:]
-    assert all("same_start=True): the starting arrays of rank(s) [1, 2] differ" in e["error"]
-               for e in refused.values())
-
-
 # (make test-long: a check of the benches' twin, left out of make test's budget)
 @pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.long) for w in ("mlp", "jacobi")])
 def test_the_plain_mpi4py_twin_computes_the_same_state(workload, dpmpi_run, run_job, mpirun):
@@ -147,15 +124,6 @@ def test_a_warm_spare_cannot_replace_a_rank_whose_starting_state_was_never_repli
     assert job.returncode != 0, job.stderr
     lost = [line for line in job.stderr.splitlines() if line.startswith("dpmpi.snapshot.errors.SnapshotLostError")]
     assert len(lost) == 4 and all("starting state of rank(s) [1] is lost" in line for line in lost), job.stderr
-
-
-def test_a_warm_spare_replaces_a_rank_dying_before_the_first_snapshot_when_every_rank_starts_the_same(dpmpi_run):
-    # the MLP example declares same_start=True (one seed for every rank's weights): the warm
-    # spare's arrays are the dead rank's starting state, so epoch 0 is taken again with them
-    job = launch(dpmpi_run, "mlp", 1, "1:run-start@1:KILL")
-    assert finals(job) == reference(dpmpi_run, "mlp")
-    final = {e["rank"]: e for e in job.events if e["event"] == "final"}
-    assert (final[1]["wid"], final[1]["role"]) == (4, "RECOVERED")
 
 
 def test_a_warm_spare_replaces_a_rank_dying_before_the_first_snapshot_when_every_rank_starts_the_same(dpmpi_run):
