@@ -7,6 +7,10 @@ def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_recor
     """The job's exit code, and a one-line account when something failed. ``expect_records``:
     every rank runs the exit guard, so a rank without a record was killed by a signal."""
     if not records:
+        if expect_records and n > 0 and mpirun_rc != 0:  # (mpirun --with-ft says 0 when ranks die)
+            return mpirun_rc, (f"mpirun ended with exit code {mpirun_rc} and no rank left a status: mpirun's own "
+                               f"error, its message above (e.g. a placement it could not map), unless every rank "
+                               f"was killed; no rank completed")
         if expect_records and n > 0:  # every rank died by a signal (mpirun --with-ft still says 0)
             return 1, "every rank died without a status (killed by a signal); no rank completed"
         return mpirun_rc, ""

@@ -489,6 +489,19 @@ def test_python_ranks_that_all_died_by_signal_fail_the_job():
     assert code == 1 and "every rank died" in account
 
 
+def test_a_placement_mpirun_refuses_is_not_called_ranks_killed_by_a_signal():
+    # `dpmpi-run -n 1 --map-by core:PE=2`: mpirun maps nothing and ends with 1; the account said
+    # "every rank died without a status (killed by a signal)"
+    code, account = run.job_exit_code(2, {}, 1, expect_records=True)
+    assert code == 1 and "mpirun ended with exit code 1 and no rank left a status" in account
+    assert "killed by a signal" not in account
+    proc = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", "1", "--map-by", "core:PE=2", "--", "true"],
+                          capture_output=True, text=True, cwd="/", timeout=60)
+    assert proc.returncode != 0 and f"mpirun ended with exit code {proc.returncode} and no rank left a " \
+        f"status" in proc.stderr, proc.stderr  # (mpirun's own code: 213 here)
+    assert "cpus-per-proc" in proc.stderr  # (mpirun's own message, above dpmpi-run's)
+
+
 def test_a_record_of_a_process_without_mpi_never_replaces_a_rank_record():
     # e.g. `sh -c "prog; true"`: the shell (no MPI) ends after the rank it started
     out = run.Outcome()
