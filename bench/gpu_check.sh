@@ -44,4 +44,9 @@ echo "setup done in $(( $(date +%s) - DPMPI_CHECK_T0 )) s" >>"$LOG"
 cd /tmp && PATH=$V:$PATH PYTHONUNBUFFERED=1 timeout 380 $V/python "$REPO/bench/gpu_check.py" --repo "$REPO" --out "$OUT" --backend "$BACKEND" --transport "${GPU_CHECK_TRANSPORT:-auto}"
 rc=$?
 [ $rc -eq 124 ] && fail check "bench/gpu_check.py ran past its 380 s limit"
+# then the tests marked gpu (skipped where they cannot run), from outside the repository so that
+# the installed dpmpi is the one imported: $OUT/pytest_gpu.log, its last line in the setup log
+timeout 120 $V/python -m pytest -q -p no:cacheprovider -c "$REPO/setup.cfg" -m gpu -rs "$REPO/tests/test_gpu_fake.py" \
+  >"$OUT/pytest_gpu.log" 2>&1
+echo "pytest -m gpu: exit $?, $(tail -n 1 "$OUT/pytest_gpu.log")" | tee -a "$LOG"
 exit $rc
