@@ -49,9 +49,9 @@ if comm.Get_rank() == 0:
                 outcome = "completed"
         except MPI.Exception as exc:
             outcome = MPI.Get_error_string(exc.Get_error_code()).split(":")[0]
+    fd = os.pidfd_open(pids[1])  # (before rank 1 is released: it may be gone by the next line)
     with open(pipe, "w") as go:  # rank 1 may receive now
         go.write("go")
-    fd = os.pidfd_open(pids[1])
     select.select([fd], [], [], 60)  # rank 1 received the data, queued its FIN and died
     for _ in range(200):  # progress: the FIN is handled
         MPI.COMM_SELF.Iprobe(source=0, tag=99)
