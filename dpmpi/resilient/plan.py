@@ -128,7 +128,9 @@ def unknown_to_survivors(recipe: Recipe, me: int) -> bool:
     """Whether ``recipe`` (handed to logical rank ``me`` in a repair) lacks what ``me`` made it
     with: every process of its derived parent's instance died together, so no survivor knew
     (``recipe_entries``). Pure."""
-    return me not in recipe.args and recipe.parent >= 0 if recipe.op in PER_RANK else UNKNOWN in recipe.args
+    if recipe.op in PER_RANK:  # (allgathered over the parent: a replacement's entry is missing)
+        return me not in recipe.args and recipe.parent >= 0
+    return UNKNOWN in recipe.args
 
 
 class View(NamedTuple):

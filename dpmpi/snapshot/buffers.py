@@ -188,12 +188,12 @@ class Buffers:
         ptrs, views = self.sources()
         prefault(ptrs, views)  # (at once when the pages are there)
         in_slot, host, lens = self._pairs(slot, ptrs)
-        to_device = self.device.start(slot, self.entries, False) if self.device is not None else None
+        device = self.device
+        to_device = device.start(slot, self.entries, False) if device is not None else None
         self.engine.start(host, in_slot, lens)  # (None: a device array's bytes, checksummed only)
         rc, digest = self.engine.wait()
-        if to_device is not None:  # (the slot is read by both until here: nothing writes it)
-            assert self.device is not None
-            self.device.finish(to_device, "device snapshot restore (host -> device)")
+        if device is not None:  # (the slot is read by both until here: nothing writes it)
+            device.finish(to_device, "device snapshot restore (host -> device)")
         if rc != 0:
             raise SnapshotCopyError(f"copying the snapshot back into the arrays failed (code {rc})")
         return digest == slot.digest
