@@ -49,4 +49,9 @@ rc=$?
 timeout 120 $V/python -m pytest -q -p no:cacheprovider -c "$REPO/setup.cfg" -m gpu -rs "$REPO/tests/test_gpu_fake.py" \
   >"$OUT/pytest_gpu.log" 2>&1
 echo "pytest -m gpu: exit $?, $(tail -n 1 "$OUT/pytest_gpu.log")" | tee -a "$LOG"
+# then a stranger's program on the device with warm spares (same_start), an active rank SIGKILLed at a
+# random time 0.3-1.3 s in (CUDA start-up included), 8 runs: $OUT/stranger_gpu.log, its last line here
+( cd "$REPO" && PY=$V/python RUN=$V/dpmpi-run DPMPI_GPU_BACKEND=$BACKEND ACTIVE=1 LO=0.3 HI=1.3 \
+  timeout 150 bash bench/strangers/loop.sh device_state.py 200 8 ) >"$OUT/stranger_gpu.log" 2>&1
+echo "stranger device_state.py: exit $?, $(tail -n 1 "$OUT/stranger_gpu.log")" | tee -a "$LOG"
 exit $rc
