@@ -28,7 +28,7 @@ import traceback
 import numpy as np
 
 MiB, GiB = 1 << 20, 1 << 30
-T0 = float(os.environ.get("DPMPI_CHECK_T0") or time.time())
+T0 = float(os.environ.get("GPU_CHECK_T0") or time.time())
 BUDGET_S = 390.0  # of the 7 minutes, from the start of bench/gpu_check.sh (setup included)
 
 

