@@ -1,0 +1,34 @@
+#!/bin/bash
+# Issue 13's benches where every process has a core of its own (the lent device machine's 16 CPU
+# cores; no GPU is used): this 2-core VM runs 4+1 and 8+2 oversubscribed, so its figures there
+# mix the repair with the scheduler. One call, each bench under its own time limit so that what
+# finished comes back: $OUT/e2e, $OUT/repair44, $OUT/repair82, $OUT/killat (dpmpi-bench JSON)
+# and $OUT/issue13_cores.log.
+#   run: bash bench/issue13_cores.sh   (carry ["bench/gpu_wheels"]: the venv is the GPU check's)
+# Sizes: KILLS (e2e, default 8), RKILLS (repair, 20), BATCH (the kill-at MLP batch, 64).
+set -u
+REPO=$(pwd)
+OUT=${OUT:-$REPO/bench/results}
+mkdir -p "$OUT"
+LOG=$OUT/issue13_cores.log
+B=${BENCH_BIN:-}  # a venv's bin with dpmpi installed (a dry run here: BENCH_BIN=$REPO/.venv/bin)
+if [ -z "$B" ]; then
+  GPU_CHECK_SETUP_ONLY=1 GPU_CHECK_BACKEND=fake OUT=$OUT bash "$REPO/bench/gpu_check.sh" || { cat "$OUT/gpu_check.json"; exit 1; }
+  B=$REPO/.venv-gpu/bin
+fi
+# one thread per rank for BLAS (dpmpi-run binds each rank to one core)
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+{ nproc; uptime; } >"$LOG"
+cd /tmp || exit 1
+bench() {  # NAME LIMIT ARGS...
+  local name=$1 limit=$2; shift 2
+  local t=$(date +%s)
+  timeout "$limit" "$B/dpmpi-bench" "$@" --source "$REPO" --out "$OUT/$name" >"$OUT/$name.log" 2>&1
+  echo "== $name: exit $?, $(( $(date +%s) - t )) s" | tee -a "$LOG"
+  grep -v '^\[' "$OUT/$name.log" | tail -n 12 | tee -a "$LOG"
+}
+bench e2e 240 e2e --ranks 4 --workloads jacobi,mlp-batch16,accel250 --state-mib 64 --kills "${KILLS:-8}" --baseline-kills 1
+bench repair82 110 repair --ranks 8 --spares 2 --kills "${RKILLS:-20}" --respawn-ranks ''
+bench repair41 60 repair --ranks 4 --spares 1 --kills "${RKILLS:-20}" --respawn-ranks ''
+bench killat 90 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
+uptime >>"$LOG"
