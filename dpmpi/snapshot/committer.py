@@ -27,6 +27,11 @@ class Committer:
     def started(self) -> bool:
         return self._thread is not None
 
+    def running(self) -> bool:
+        """Whether a submitted job has not ended yet (does not block)."""
+        pending = self.pending
+        return pending is not None and not pending[1].is_set()
+
     def submit(self, epoch: int, job: Callable[[int], None]) -> None:
         """Run ``job(epoch)`` in the background. The thread, started by the first call, keeps that
         first job (and what it belongs to: the Snapshot, for a commit) alive until ``close``."""

@@ -201,10 +201,10 @@ class Snapshot:
             self._committer.submit(epoch, self._commit_now)
 
     def busy(self) -> bool:
-        """Whether a staging copy or a replication is still running (local, does not block)."""
+        """Whether a copy, a background commit or refill, or a replication still runs (local)."""
         if self._closed:
             return False
-        return self._buffers.engine.busy() or self._replication.busy()
+        return self._committer.running() or self._buffers.engine.busy() or self._replication.busy()
 
     @uninterrupted
     def wait(self) -> None:
