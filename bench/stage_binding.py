@@ -1,7 +1,9 @@
 """How long ``Snapshot.stage()`` blocks its caller when the rank is bound to one core (dpmpi-run's
-default placement) and when it has more: the snapshot's copy/checksum thread and the background
-commit share the rank's cores with the caller. One rank, host arrays, one stage + commit per
-~20 ms "step"; the median of 30 stages, per placement, saved as JSON.
+default placement) and when it has more: bound, with the snapshot's threads kept on the rank's
+core (``DPMPI_HELPER_CPUS=none``) they share it with the caller; by default (``auto``) they run
+on the cores no process of the job is bound to, here the other core. One rank (``dpmpi.init``),
+host arrays, one stage + commit per ~20 ms "step"; the median of 30 stages, per placement,
+saved as JSON.
 
     cd /tmp && REPO/.venv/bin/python REPO/bench/stage_binding.py [--mib 8,64] [--out FILE.json]
 
@@ -14,17 +16,21 @@ import subprocess
 import sys
 import time
 
-PLACEMENTS = {"one core (default)": [], "unbound (--bind-to none)": ["--bind-to", "none"]}
+PLACEMENTS = {  # name: (dpmpi-run's arguments, DPMPI_HELPER_CPUS)
+    "one core, snapshot threads on it (DPMPI_HELPER_CPUS=none)": ([], "none"),
+    "one core, snapshot threads on the free core (default)": ([], "auto"),
+    "unbound (--bind-to none)": (["--bind-to", "none"], "auto"),
+}
 
 
 def child(mib: int) -> None:
     import numpy as np
-    from mpi4py import MPI
 
     import dpmpi
 
+    comm = dpmpi.init()
     w = np.ones(mib << 18, np.float32)
-    snap = dpmpi.Snapshot(MPI.COMM_SELF, {"w": w}, replicas=0)
+    snap = dpmpi.Snapshot(comm, {"w": w}, replicas=0)
     stages = []
     for epoch in range(1, 34):
         w[:1] += 1
@@ -49,11 +55,12 @@ def main() -> int:
         child(args.child)
         return 0
     rows = []
-    for name, launcher in PLACEMENTS.items():
+    for name, (launcher, helpers) in PLACEMENTS.items():
         for mib in (int(m) for m in args.mib.split(",")):
             cmd = [sys.executable, "-m", "dpmpi.run", "-n", "1", *launcher, "--", sys.executable,
                    os.path.abspath(__file__), "--child", str(mib)]
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            env = dict(os.environ, DPMPI_HELPER_CPUS=helpers)
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
             got = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
             if out.returncode or not got:
                 raise SystemExit(f"{name}, {mib} MiB: exit {out.returncode}\n{out.stderr[-2000:]}")

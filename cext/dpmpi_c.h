@@ -75,6 +75,10 @@ typedef struct {
  * running describes itself on stderr (<= 0: never); huge_pages 0 or 1: slots of 4 MiB or more
  * are advised as transparent huge pages. */
 void dpmpi_snap_configure(int nice_value, int simd, double report_after, int huge_pages);
+/* The CPUs (n of them; n = 0: none) that the copy and replication threads move to before their
+ * next job instead of staying on their rank's CPUs (DPMPI_HELPER_CPUS; set by dpmpi.init).
+ * Returns how many were valid. */
+int dpmpi_snap_helper_cpus(const int *cpus, int n);
 /* Page-aligned memory (2 MiB-aligned huge pages from 4 MiB, see huge_pages), locked when allowed
  * (*locked = 1), else pre-faulted (*err = errno of mlock). */
 void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err);

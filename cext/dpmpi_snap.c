@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -281,6 +282,38 @@ static int snapshot_nice(void) {
 static void lower_priority(void) {
     int nice_value = snapshot_nice();
     if (nice_value > 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
+}
+
+/* The CPUs the snapshot's threads run on instead of their rank's own (dpmpi_snap_helper_cpus):
+ * on a node with cores that no process of the job is bound to, copies and replications then take
+ * no time from the program's core. Set by dpmpi.init (the main thread); read by each copy thread
+ * before each job and by the replication thread before each job (a spare that takes over moves
+ * every thread of it to the failed rank's CPUs: the next job moves them back). Guarded by
+ * helper_mu: init may run while the threads of an earlier Snapshot exist. */
+static pthread_mutex_t helper_mu = PTHREAD_MUTEX_INITIALIZER;
+static cpu_set_t helper_set;
+static int helper_count = 0;
+
+int dpmpi_snap_helper_cpus(const int *cpus, int n) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < n; i++)
+        if (cpus[i] >= 0 && cpus[i] < CPU_SETSIZE) CPU_SET(cpus[i], &set);
+    pthread_mutex_lock(&helper_mu);
+    helper_set = set;
+    helper_count = CPU_COUNT(&set);
+    pthread_mutex_unlock(&helper_mu);
+    return CPU_COUNT(&set);
+}
+
+/* The calling thread onto the helper CPUs, if there are any (else, or if the OS refuses, it
+ * stays where it is). */
+static void to_helper_cpus(void) {
+    pthread_mutex_lock(&helper_mu);
+    cpu_set_t set = helper_set;
+    int count = helper_count;
+    pthread_mutex_unlock(&helper_mu);
+    if (count > 0) pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
 /* Naps of a few microseconds between MPI tests are only that short with a small timer slack:
@@ -703,6 +736,7 @@ static void *repl_main(void *arg) {
         if (r->stop) break;
         r->seen = r->gen;
         pthread_mutex_unlock(&r->mu);
+        to_helper_cpus();
         run_job(r);
         pthread_mutex_lock(&r->mu);
     }
@@ -906,6 +940,7 @@ static void *engine_main(void *arg) {
         seen = e->gen;
         dpmpi_repl *gate = e->gate;
         pthread_mutex_unlock(&e->mu);
+        to_helper_cpus();
         if (gate) { /* the previous epoch must be safe everywhere before its older slot is overwritten */
             int rc = repl_wait_quiet(gate);
             if (rc < 0) {

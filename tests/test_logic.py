@@ -414,6 +414,24 @@ def test_a_spare_called_in_takes_the_failed_ranks_cpus(monkeypatch):
     assert not calls
 
 
+def test_the_snapshot_threads_run_on_the_cpus_no_process_of_the_node_is_bound_to():
+    from dpmpi.resilient.affinity import cpu_list, helper_cpus
+
+    assert cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11} and cpu_list("5") == {5} and cpu_list("") == set()
+    with pytest.raises(ValueError):
+        cpu_list("0-x")
+    allowed = set(range(16))
+    # 4 ranks and a spare bound one core each on node a, two processes on node b
+    places = {p: ("a", (p,)) for p in range(5)} | {5: ("b", (0,)), 6: ("b", (1,))}
+    assert helper_cpus(places, "a", allowed) == tuple(range(5, 16))
+    assert helper_cpus(places, "b", allowed) == tuple(range(2, 16))
+    assert helper_cpus(places, "a", set(range(5))) == ()  # every core of the job's share has a rank
+    # an unbound process (its CPUs: the whole share) or unknown CPUs: no helper CPUs
+    assert helper_cpus({**places, 7: ("a", tuple(range(16)))}, "a", allowed) == ()
+    assert helper_cpus({**places, 7: ("a", ())}, "a", allowed) == ()
+    assert helper_cpus(places, "a", set()) == ()  # the launcher's CPUs unknown
+
+
 @pytest.mark.parametrize(
     "argv, words",
     [

@@ -1,6 +1,8 @@
 """dpmpi.Snapshot across ranks with real failures: each test is a dpmpi-run job (4 active ranks
 plus spares) of tests/programs/snap.py, judged from its JSON lines: every restored array must
 equal, bit for bit, what that logical rank held at the restored epoch."""
+import os
+
 import pytest
 
 EPOCHS = 8
@@ -194,3 +196,17 @@ def test_a_rank_dying_in_the_first_commit_of_a_primitives_program_is_recovered(d
         digests.append({r: e["digest"] for r, e in final.items()})
     assert digests[1] == digests[0]
     assert final[2]["role"] == "RECOVERED" and final[2]["restored"] == [0], final[2]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs: a rank bound to one, one left free")
+@pytest.mark.parametrize("setting", ["auto", "none"])
+def test_the_copy_thread_runs_on_the_cores_no_rank_is_bound_to(dpmpi_run, setting):
+    # dpmpi-run binds a rank to one core; the snapshot's copy thread ran there too and took the
+    # step's core (stage() of 64 MiB blocked its caller 3.6 ms, bench/stage_binding.py). With
+    # DPMPI_HELPER_CPUS=auto (the default) it runs on the cores no process of the job is bound to
+    job = dpmpi_run(1, "helper_cpus.py", env={"DPMPI_HELPER_CPUS": setting})
+    assert job.returncode == 0, job.stderr
+    (cpus,) = [e for e in job.events if e["event"] == "cpus"]
+    free = sorted(os.sched_getaffinity(0) - set(cpus["main"]))
+    assert len(cpus["main"]) == 1 and free, cpus  # (dpmpi-run bound the rank to one core)
+    assert cpus["copy"] == (free if setting == "auto" else cpus["main"]), cpus

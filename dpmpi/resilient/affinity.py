@@ -9,6 +9,52 @@ from mpi4py import MPI
 from dpmpi.resilient.plan import Place
 
 
+def cpu_list(text: str) -> set[int]:
+    """CPUs from a kernel CPU list such as ``0-3,8,10-11`` (pure; ValueError if malformed)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def helper_cpus(places: dict[int, Place], node: str, allowed: set[int]) -> tuple[int, ...]:
+    """The CPUs of ``node`` among ``allowed`` (the job's share of it) that no process of the job
+    on that node is bound to (pure): where the snapshot's copy and replication threads can run
+    without taking time from any rank. None when a process there has no known CPUs."""
+    bound: set[int] = set()
+    for where, cpus in places.values():
+        if where != node:
+            continue
+        if not cpus:
+            return ()
+        bound.update(cpus)
+    return tuple(sorted(allowed - bound))
+
+
+def launcher_cpus() -> set[int]:
+    """The CPUs the process that started this one may run on (Open MPI's launcher or daemon on
+    this node: the job's share of the node); empty when unknown."""
+    try:
+        with open(f"/proc/{os.getppid()}/status") as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    return cpu_list(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return set()
+
+
+def use_helper_cpus(cpus: tuple[int, ...]) -> int:
+    """Run the copy and replication threads of this process's Snapshots on ``cpus`` from their
+    next job on (``()``: on the process's own CPUs); how many CPUs that is."""
+    from dpmpi import _cext
+
+    return int(_cext.lib.dpmpi_snap_helper_cpus(_cext.ffi.new("int[]", list(cpus) or [0]), len(cpus)))
+
+
 def my_place() -> Place:
     """This process's node and the CPUs it may run on."""
     cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
