@@ -322,12 +322,15 @@ def recovery(repo: str, backend: str, transport: str) -> dict:
 
 def overhead(repo: str, backend: str) -> dict:
     out = {}
-    # dpmpi-run binds each rank to one core by default: the snapshot's copy thread then shares the
-    # step's core; with --map-by slot:PE=2 the rank has two
-    for cores, launcher in (("1core", ()), ("2cores", ("--map-by", "slot:PE=2"))):
+    # dpmpi-run binds each rank to one core by default: with DPMPI_HELPER_CPUS=none the snapshot's
+    # copy and replication threads share the step's core; by default they run on the cores no
+    # process is bound to (here 15 of 16); with --map-by slot:PE=2 the rank has two
+    variants = (("1core_helpers_none", (), "none"), ("1core", (), "auto"), ("2cores", ("--map-by", "slot:PE=2"), "auto"))
+    for cores, launcher, helpers in variants:
         for mib, threads in ((8, 1), (64, 1), (64, 4)):
             job = _job(repo, 1, 0, [os.path.abspath(__file__), "--overhead-child", str(mib), "--backend", backend],
-                       {**_gpu_env(backend), "DPMPI_COPY_THREADS": str(threads)}, 90, launcher)
+                       {**_gpu_env(backend), "DPMPI_COPY_THREADS": str(threads), "DPMPI_HELPER_CPUS": helpers},
+                       90, launcher)
             res = [e for e in job.pop("events", []) if "overhead_pct" in e]
             out[f"{mib}MiB_threads{threads}_{cores}"] = res[0] if res else job
     return out

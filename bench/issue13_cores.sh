@@ -27,8 +27,8 @@ bench() {  # NAME LIMIT ARGS...
   echo "== $name: exit $?, $(( $(date +%s) - t )) s" | tee -a "$LOG"
   grep -v '^\[' "$OUT/$name.log" | tail -n 12 | tee -a "$LOG"
 }
-bench e2e 240 e2e --ranks 4 --workloads jacobi,mlp-batch16,accel250 --state-mib 64 --kills "${KILLS:-8}" --baseline-kills 1
-bench repair82 110 repair --ranks 8 --spares 2 --kills "${RKILLS:-20}" --respawn-ranks ''
-bench repair41 60 repair --ranks 4 --spares 1 --kills "${RKILLS:-20}" --respawn-ranks ''
-bench killat 90 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
+bench e2e 320 e2e --ranks 4 --workloads jacobi,mlp-batch16,accel250 --state-mib 64 --kills "${KILLS:-8}" --baseline-kills 1
+bench repair82 45 repair --ranks 8 --spares 2 --kills "${RKILLS:-20}" --respawn-ranks ''
+bench repair41 35 repair --ranks 4 --spares 1 --kills "${RKILLS:-20}" --respawn-ranks ''
+bench killat 70 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
 uptime >>"$LOG"
