@@ -1,11 +1,14 @@
 #!/bin/bash
 # Issue 13's benches where every process has a core of its own (the lent device machine's 16 CPU
 # cores; no GPU is used): this 2-core VM runs 4+1 and 8+2 oversubscribed, so its figures there
-# mix the repair with the scheduler. One call, each bench under its own time limit so that what
-# finished comes back: $OUT/e2e, $OUT/repair44, $OUT/repair82, $OUT/killat (dpmpi-bench JSON)
-# and $OUT/issue13_cores.log.
+# mix the repair with the scheduler. One call (under 10 minutes), each bench under its own time
+# limit so that what finished comes back: $OUT/e2e, $OUT/repair41, $OUT/repair82, $OUT/killat,
+# $OUT/killat_none (dpmpi-bench JSON), $OUT/ranks_{auto,none}.jsonl (bench/restore_ranks.py) and
+# $OUT/issue13_cores.log. The _none runs keep the snapshot threads on their rank's core
+# (DPMPI_HELPER_CPUS=none, the placement before a86d940): the same kills with and without free
+# cores for them.
 #   run: bash bench/issue13_cores.sh   (carry ["bench/gpu_wheels"]: the venv is the GPU check's)
-# Sizes: KILLS (e2e, default 8), RKILLS (repair, 20), BATCH (the kill-at MLP batch, 64).
+# Sizes: KILLS (e2e, default 6), RKILLS (repair, 20), BATCH (the kill-at MLP batch, 64).
 set -u
 REPO=$(pwd)
 OUT=${OUT:-$REPO/bench/results}
@@ -18,7 +21,7 @@ if [ -z "$B" ]; then
 fi
 # one thread per rank for BLAS (dpmpi-run binds each rank to one core)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-{ nproc; uptime; } >"$LOG"
+{ nproc --all; uptime; } >"$LOG"
 cd /tmp || exit 1
 bench() {  # NAME LIMIT ARGS...
   local name=$1 limit=$2; shift 2
@@ -27,8 +30,13 @@ bench() {  # NAME LIMIT ARGS...
   echo "== $name: exit $?, $(( $(date +%s) - t )) s" | tee -a "$LOG"
   grep -v '^\[' "$OUT/$name.log" | tail -n 12 | tee -a "$LOG"
 }
-bench e2e 320 e2e --ranks 4 --workloads jacobi,mlp-batch16,accel250 --state-mib 64 --kills "${KILLS:-8}" --baseline-kills 1
+bench e2e 250 e2e --ranks 4 --workloads jacobi,mlp-batch16,accel250 --state-mib 64 --kills "${KILLS:-6}" --baseline-kills 1
 bench repair82 45 repair --ranks 8 --spares 2 --kills "${RKILLS:-20}" --respawn-ranks ''
 bench repair41 35 repair --ranks 4 --spares 1 --kills "${RKILLS:-20}" --respawn-ranks ''
 bench killat 70 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
+DPMPI_HELPER_CPUS=none bench killat_none 70 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
+for h in auto none; do
+  DPMPI_HELPER_CPUS=$h timeout 45 "$B/python" "$REPO/bench/restore_ranks.py" jacobi 4 4 >"$OUT/ranks_$h.jsonl" 2>&1
+  echo "== restore_ranks, DPMPI_HELPER_CPUS=$h: exit $?, $(wc -l <"$OUT/ranks_$h.jsonl") jobs" | tee -a "$LOG"
+done
 uptime >>"$LOG"
