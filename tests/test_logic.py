@@ -415,7 +415,7 @@ def test_a_spare_called_in_takes_the_failed_ranks_cpus(monkeypatch):
 
 
 def test_the_snapshot_threads_run_on_the_cpus_no_process_of_the_node_is_bound_to():
-    from dpmpi.resilient.affinity import cpu_list, helper_cpus
+    from dpmpi.resilient.affinity import cpu_list, helper_cpus, nearest
 
     assert cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11} and cpu_list("5") == {5} and cpu_list("") == set()
     with pytest.raises(ValueError):
@@ -430,6 +430,12 @@ def test_the_snapshot_threads_run_on_the_cpus_no_process_of_the_node_is_bound_to
     assert helper_cpus({**places, 7: ("a", tuple(range(16)))}, "a", allowed) == ()
     assert helper_cpus({**places, 7: ("a", ())}, "a", allowed) == ()
     assert helper_cpus(places, "a", set()) == ()  # the launcher's CPUs unknown
+    # two sockets: a rank on CPU 1 gets the free CPUs of its own NUMA node, if there are any
+    numa = [set(range(8)), set(range(8, 16))]
+    assert nearest(tuple(range(5, 16)), numa, (1,)) == (5, 6, 7)
+    assert nearest(tuple(range(5, 16)), numa, (9,)) == tuple(range(8, 16))
+    assert nearest((12, 13), numa, (1,)) == (12, 13)  # none near: the far ones
+    assert nearest((5, 6), [], (1,)) == (5, 6)  # topology unknown
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,27 @@ def helper_cpus(places: dict[int, Place], node: str, allowed: set[int]) -> tuple
     return tuple(sorted(allowed - bound))
 
 
+def nearest(helpers: tuple[int, ...], numa_nodes: list[set[int]], mine: tuple[int, ...]) -> tuple[int, ...]:
+    """Of ``helpers``, those on the NUMA nodes of this process's CPUs ``mine`` (``numa_nodes``:
+    each node's CPUs), so that a copy does not cross sockets; all of them when none is (pure)."""
+    local = set().union(*(n for n in numa_nodes if n & set(mine)))
+    near = tuple(c for c in helpers if c in local)
+    return near or helpers
+
+
+def numa_nodes() -> list[set[int]]:
+    """Each NUMA node's CPUs (Linux sysfs); empty when unknown."""
+    nodes = []
+    try:
+        for name in os.listdir("/sys/devices/system/node"):
+            if name.startswith("node") and name[4:].isdigit():
+                with open(f"/sys/devices/system/node/{name}/cpulist") as f:
+                    nodes.append(cpu_list(f.read()))
+    except (OSError, ValueError):
+        return []
+    return nodes
+
+
 def launcher_cpus() -> set[int]:
     """The CPUs the process that started this one may run on (Open MPI's launcher or daemon on
     this node: the job's share of the node); empty when unknown."""

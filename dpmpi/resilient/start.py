@@ -13,7 +13,7 @@ from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.eventlog import log_event
 from dpmpi.mpicall import exchange
 from dpmpi.resilient import repair, settings, spawned
-from dpmpi.resilient.affinity import helper_cpus, launcher_cpus, my_place, use_helper_cpus
+from dpmpi.resilient.affinity import helper_cpus, launcher_cpus, my_place, nearest, numa_nodes, use_helper_cpus
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.resilient.events import SparesDepletedWarning
 from dpmpi.resilient.plan import Filled, Plan, SparesDepletedError, dropped_ranks, inherit_places, plan_start
@@ -61,7 +61,8 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     Comm(MPI.COMM_WORLD)  # checks that the job is fault tolerant
     state, raw, formed = _form(n_spares, policy, settings.spare_poll())
     if config.get("DPMPI_HELPER_CPUS") == "auto":  # (the snapshot threads: CPUs no process is bound to)
-        use_helper_cpus(helper_cpus(state.places, my_place()[0], launcher_cpus()))
+        node, mine = my_place()
+        use_helper_cpus(nearest(helper_cpus(state.places, node, launcher_cpus()), numa_nodes(), mine))
     state.watch_mode = watcher.mode_from_env(state.procs)  # the same on every process (same table)
     state.watcher = watcher.start(state, state.watch_mode)
     _adopt(state)
