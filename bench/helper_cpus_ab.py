@@ -6,24 +6,36 @@ up, and the final digests (the same in every job).
 
     cd /tmp && REPO/.venv/bin/python REPO/bench/helper_cpus_ab.py JOBS_PER_SETTING
 """
-import json, os, subprocess, sys, statistics
+import os
+import statistics
+import subprocess
+import sys
+
 from dpmpi.bench.common import fault_records, json_lines
-B = os.path.dirname(sys.executable)
-def job(victim, helpers, delay=""):
-    env = dict(os.environ, DPMPI_FAULTS=f"{victim}:step@5{delay}:KILL", DPMPI_HELPER_CPUS=helpers)
-    r = subprocess.run([f"{B}/dpmpi-run", "-n", "3", "--spares", "1", "--bind-to", "none", "--oversubscribe", "--",
-                        "taskset", "-c", "0", f"{B}/python", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "jacobi.py"), "--steps", "8", "--state-mib", "64"],
-                       env=env, capture_output=True, text=True, timeout=120)
-    k = fault_records(r.stderr)[0]["time"]
-    recs = [x for f in json_lines(r.stdout) if f.get("event") == "final" for x in f["recoveries"]]
-    digests = sorted(f["digest"] for f in json_lines(r.stdout) if f.get("event") == "final")
-    rep = max(x["repaired_at"] for x in recs); rest = max(x["restored_at"] for x in recs)
-    caught = max(x["caught_up_at"] or x["resumed_at"] for x in recs)
-    return 1e3 * (rest - rep), 1e3 * (rest - k), 1e3 * (caught - k), digests
-res = {"auto": [], "none": []}
+
+BIN = os.path.dirname(sys.executable)
+JACOBI = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "jacobi.py")
+
+
+def job(victim: int, helpers: str) -> tuple:
+    env = dict(os.environ, DPMPI_FAULTS=f"{victim}:step@5:KILL", DPMPI_HELPER_CPUS=helpers)
+    ran = subprocess.run([f"{BIN}/dpmpi-run", "-n", "3", "--spares", "1", "--bind-to", "none", "--oversubscribe", "--",
+                          "taskset", "-c", "0", sys.executable, JACOBI, "--steps", "8", "--state-mib", "64"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    kill = fault_records(ran.stderr)[0]["time"]
+    finals = [f for f in json_lines(ran.stdout) if f.get("event") == "final"]
+    recs = [r for f in finals for r in f["recoveries"]]
+    repaired, restored = max(r["repaired_at"] for r in recs), max(r["restored_at"] for r in recs)
+    caught_up = max(r["caught_up_at"] or r["resumed_at"] for r in recs)
+    return 1e3 * (restored - repaired), 1e3 * (restored - kill), 1e3 * (caught_up - kill), \
+        tuple(sorted(f["digest"] for f in finals))
+
+
+rows = {"auto": [], "none": []}
 for i in range(int(sys.argv[1])):
-    for h in ("auto", "none"):
-        res[h].append(job(i % 2, h))
-for h, rows in res.items():
-    print(h, "restore phase med %.1f, kill->restored med %.1f, kill->caught up med %.1f" % tuple(statistics.median(r[j] for r in rows) for j in range(3)),
-          "digests", set(tuple(r[3]) for r in rows))
+    for setting in rows:
+        rows[setting].append(job(i % 2, setting))
+for setting, got in rows.items():
+    med = [statistics.median(r[j] for r in got) for j in range(3)]
+    print(setting, "restore phase med %.1f, kill->restored med %.1f, kill->caught up med %.1f" % tuple(med),
+          "digests", {r[3] for r in got})

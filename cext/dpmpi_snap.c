@@ -291,8 +291,7 @@ static void lower_priority(void) {
  * every thread of it to the failed rank's CPUs: the next job moves them back). Guarded by
  * helper_mu: init may run while the threads of an earlier Snapshot exist. */
 static pthread_mutex_t helper_mu = PTHREAD_MUTEX_INITIALIZER;
-static cpu_set_t helper_set;
-static int helper_count = 0;
+static cpu_set_t helper_set; /* empty: none */
 
 int dpmpi_snap_helper_cpus(const int *cpus, int n) {
     cpu_set_t set;
@@ -301,7 +300,6 @@ int dpmpi_snap_helper_cpus(const int *cpus, int n) {
         if (cpus[i] >= 0 && cpus[i] < CPU_SETSIZE) CPU_SET(cpus[i], &set);
     pthread_mutex_lock(&helper_mu);
     helper_set = set;
-    helper_count = CPU_COUNT(&set);
     pthread_mutex_unlock(&helper_mu);
     return CPU_COUNT(&set);
 }
@@ -311,9 +309,8 @@ int dpmpi_snap_helper_cpus(const int *cpus, int n) {
 static void to_helper_cpus(void) {
     pthread_mutex_lock(&helper_mu);
     cpu_set_t set = helper_set;
-    int count = helper_count;
     pthread_mutex_unlock(&helper_mu);
-    if (count > 0) pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (CPU_COUNT(&set) > 0) pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
 /* Naps of a few microseconds between MPI tests are only that short with a small timer slack:

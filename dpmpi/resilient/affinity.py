@@ -23,7 +23,7 @@ def cpu_list(text: str) -> set[int]:
 def helper_cpus(places: dict[int, Place], node: str, allowed: set[int]) -> tuple[int, ...]:
     """The CPUs of ``node`` among ``allowed`` (the job's share of it) that no process of the job
     on that node is bound to (pure): where the snapshot's copy and replication threads can run
-    without taking time from any rank. None when a process there has no known CPUs."""
+    without taking time from any rank. Empty when a process there has no known CPUs."""
     bound: set[int] = set()
     for where, cpus in places.values():
         if where != node:
