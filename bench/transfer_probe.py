@@ -1,16 +1,23 @@
 """What a restore's transfer could cost at best on this node: 64 MiB moved between two ranks by
-plain MPI (one message, and 4 MiB pieces as dpmpi's restore sends them), against one process's
-own memcpy of the same bytes (numpy, into a written array). Medians of 7 repetitions, as JSON.
+plain MPI (one message, and 4 MiB pieces as dpmpi's restore sends them), and read by the receiver
+out of the sender's memory as dpmpi's restore does on one node (``Engine.pull``: process_vm_readv
+and a checksum per 1 MiB unit, by 1 copy thread and the waiting thread, then by 3 + 1), against
+one process's own memcpy of the same bytes (numpy, into a written array). While the receiver
+reads, the sender waits without spinning (as a holder does in the restore's last collective).
+Medians of 7 repetitions, as JSON.
 
     cd /tmp && REPO/.venv/bin/mpirun -n 2 [--bind-to core|none] REPO/.venv/bin/python REPO/bench/transfer_probe.py [MIB]
 """
 import json
+import os
 import statistics
 import sys
 import time
 
 import numpy as np
 from mpi4py import MPI
+
+from dpmpi.snapshot.native import Engine
 
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
@@ -48,7 +55,26 @@ def pieces() -> None:
     MPI.Request.Waitall(reqs)
 
 
-res = {"mib": mib, "one_message_ms": timed(one_message), "pieces_4MiB_ms": timed(pieces),
+def sleepy_barrier() -> None:
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(50e-6)
+
+
+where = comm.bcast((os.getpid(), src.ctypes.data) if rank == 0 else None, root=0)
+engines = {k: Engine(k) for k in (1, 3)} if rank == 1 else {}
+
+
+def read(threads: int):
+    def go() -> None:
+        if rank == 1:
+            rc, _digest = engines[threads].pull(where[0], [memoryview(dst)], [where[1]])
+            assert rc == 0, rc
+        sleepy_barrier()
+    return go
+
+
+res = {"mib": mib, "read_1plus1_threads_ms": timed(read(1)), "read_3plus1_threads_ms": timed(read(3)), "one_message_ms": timed(one_message), "pieces_4MiB_ms": timed(pieces),
        "memcpy_ms": timed(lambda: np.copyto(dst, src))}
 allres = comm.gather(res)
 if rank == 0:

@@ -53,6 +53,7 @@ void dpmpi_segv(void);
 #define DPMPI_UNIT 1048576            /* bytes per copy/checksum unit */
 #define DPMPI_ENGINE_INJECTED 1       /* the test hook stopped the copy half-way */
 #define DPMPI_ENGINE_GATE_FAILED 2    /* the replication this copy waited for failed */
+#define DPMPI_ENGINE_PULL_FAILED 3    /* a pull could not read the other process (dpmpi_engine_pull_errno) */
 #define DPMPI_REPL_ABANDONED 100000   /* a replication job's "error class" when it was abandoned */
 #define DPMPI_TAG_HDR 7101            /* replication and restore messages: a slot's header */
 #define DPMPI_TAG_DATA 7102           /* ... its data */
@@ -104,6 +105,13 @@ int dpmpi_engine_busy(dpmpi_engine *e);
 /* Wait for the job (GIL released); returns 0 or DPMPI_ENGINE_*; *digest = the job's checksum. */
 int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest);
 void dpmpi_engine_fail_after(dpmpi_engine *e, size_t nbytes); /* test hook; 0 disables */
+/* A pull: like a checksum-and-copy job, but src[i] are addresses in process `pid` (same node),
+ * read with process_vm_readv into dst[i] (never NULL) by the copy threads and the caller that
+ * waits; each unit is checksummed once read, so the job's digest is that of the bytes that
+ * arrived. No gate. A failed read ends the job with DPMPI_ENGINE_PULL_FAILED. */
+int dpmpi_engine_pull(dpmpi_engine *e, int pid, int nseg, char *const *dst, char *const *src, const size_t *len);
+/* The errno of the last failed pull's read (0: none; EFAULT also for a short read). */
+int dpmpi_engine_pull_errno(dpmpi_engine *e);
 
 /* Replication thread: non-blocking MPI sends/receives, then an optional barrier of point-to-point messages;
  * a thread that waits for a job drives it itself. */

@@ -29,6 +29,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -897,12 +898,32 @@ struct dpmpi_engine {
     int running; /* a job is started and not finished */
     atomic_int error;
     int stream;
+    pid_t pull;         /* > 0: the job's sources are this process's memory (dpmpi_engine_pull) */
+    atomic_int pull_errno;
     pid_t *tids;        /* the workers' thread ids, for raising their priority while a caller waits */
     atomic_int ntids;
 };
 
 #define STREAM_MIN ((size_t)8 << 20) /* jobs from 8 MiB on bypass the cache */
 #define INLINE_MAX ((size_t)2 << 20) /* jobs up to 2 MiB run in the caller: a thread hand-off costs more */
+
+/* Read len bytes at src in process pid into dst (process_vm_readv, which may return short:
+ * go on from where it stopped); 0 or an errno (EFAULT for a read that made no progress). The
+ * other process may have died or unmapped the range: the caller falls back to a message. */
+static int pull_unit(pid_t pid, char *dst, const char *src, size_t len) {
+    size_t done = 0;
+    while (done < len) {
+        struct iovec local = {dst + done, len - done}, remote = {(void *)(src + done), len - done};
+        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (n == 0) return EFAULT;
+        done += (size_t)n;
+    }
+    return 0;
+}
 
 /* Claim and process units until none is left (workers, and callers that wait). */
 static void run_units(dpmpi_engine *e) {
@@ -914,13 +935,25 @@ static void run_units(dpmpi_engine *e) {
         if (e->fail_after != SIZE_MAX) {
             size_t before = atomic_fetch_add(&e->copied, un->len);
             if (before + un->len > e->fail_after) { /* half-write this unit, then fail */
-                if (un->dst) memcpy(un->dst, un->src, un->len / 2);
+                if (un->dst && e->pull > 0) pull_unit(e->pull, un->dst, un->src, un->len / 2);
+                else if (un->dst) memcpy(un->dst, un->src, un->len / 2);
                 int expected = 0;
                 atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_INJECTED);
                 break;
             }
         }
-        un->digest = do_unit(un->dst, un->src, un->len, e->stream);
+        if (e->pull > 0) {
+            int err = pull_unit(e->pull, un->dst, un->src, un->len);
+            if (err) {
+                int expected = 0;
+                atomic_store(&e->pull_errno, err);
+                atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_PULL_FAILED);
+                break;
+            }
+            un->digest = do_unit(NULL, un->dst, un->len, 0); /* the bytes that arrived, still in cache */
+        } else {
+            un->digest = do_unit(un->dst, un->src, un->len, e->stream);
+        }
     }
 }
 
@@ -994,8 +1027,8 @@ void dpmpi_engine_free(dpmpi_engine *e) {
 
 void dpmpi_engine_fail_after(dpmpi_engine *e, size_t nbytes) { e->fail_after = nbytes ? nbytes : SIZE_MAX; }
 
-int dpmpi_engine_start(dpmpi_engine *e, int nseg, char *const *dst, char *const *src, const size_t *len, size_t unit,
-                       dpmpi_repl *gate) {
+static int engine_start(dpmpi_engine *e, pid_t pull, int nseg, char *const *dst, char *const *src, const size_t *len,
+                        size_t unit, dpmpi_repl *gate) {
     if (unit == 0) unit = DPMPI_UNIT;
     pthread_mutex_lock(&e->mu);
     if (e->running) {
@@ -1029,16 +1062,17 @@ int dpmpi_engine_start(dpmpi_engine *e, int nseg, char *const *dst, char *const 
     e->nunits = k;
     size_t total = 0;
     for (int s = 0; s < nseg; s++) total += len[s];
-    e->stream = total >= STREAM_MIN;
+    e->stream = total >= STREAM_MIN && pull == 0;
+    e->pull = pull;
     atomic_store(&e->next, 0);
     atomic_store(&e->copied, 0);
     atomic_store(&e->error, 0);
+    atomic_store(&e->pull_errno, 0);
     e->gate = gate;
     e->left = 0;
     if (total <= INLINE_MAX && gate == NULL && e->fail_after == SIZE_MAX) {
         /* small: copy here (the caller has released the GIL), the job is done on return */
-        for (size_t u = 0; u < k; u++)
-            e->units[u].digest = do_unit(e->units[u].dst, e->units[u].src, e->units[u].len, 0);
+        run_units(e);
         pthread_mutex_unlock(&e->mu);
         return 0;
     }
@@ -1048,6 +1082,20 @@ int dpmpi_engine_start(dpmpi_engine *e, int nseg, char *const *dst, char *const 
     pthread_mutex_unlock(&e->mu);
     return 0;
 }
+
+int dpmpi_engine_start(dpmpi_engine *e, int nseg, char *const *dst, char *const *src, const size_t *len, size_t unit,
+                       dpmpi_repl *gate) {
+    return engine_start(e, 0, nseg, dst, src, len, unit, gate);
+}
+
+int dpmpi_engine_pull(dpmpi_engine *e, int pid, int nseg, char *const *dst, char *const *src, const size_t *len) {
+    if (pid <= 0 || !dst) return -2;
+    for (int s = 0; s < nseg; s++)
+        if (!dst[s]) return -2;
+    return engine_start(e, (pid_t)pid, nseg, dst, src, len, 0, NULL);
+}
+
+int dpmpi_engine_pull_errno(dpmpi_engine *e) { return atomic_load(&e->pull_errno); }
 
 int dpmpi_engine_busy(dpmpi_engine *e) {
     pthread_mutex_lock(&e->mu);

@@ -145,6 +145,9 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_HELPER_CPUS", "choice", "auto", "where the snapshot copy and replication threads run: auto "
         "(on the node's CPUs that no process of the job is bound to, if any; else on their rank's CPUs) or "
         "none (always on their rank's CPUs)", choices=("auto", "none")),
+    Var("DPMPI_RESTORE_PULL", "bool", True, "a restore copies between two processes of one node by reading "
+        "(process_vm_readv on the receiver's copy threads, checksummed as it arrives; 0: MPI messages, as "
+        "between nodes)"),
     Var("DPMPI_HUGE_PAGES", "bool", True, "snapshot slots of 4 MiB or more ask for transparent huge pages "
         "(replication ~1.2-1.4x faster where the kernel's THP mode is 'madvise'); 0: 4 KiB pages"),
     Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)"),

@@ -52,6 +52,26 @@ def test_a_replacement_restored_into_its_arrays_gets_its_own_copy_too(dpmpi_run)
     assert [e["wid"] for e in second if e["detail"]["received"]] == [5]  # wid 4 had its own copy
 
 
+@pytest.mark.parametrize("how", ["read", "read stops half-way", "messages"])
+def test_a_replacement_on_its_holders_node_reads_its_copy_from_the_holders_memory(dpmpi_run, how):
+    """On one node the replacement reads its copy out of the holder's replica slot
+    (process_vm_readv on its copy threads, checksummed as it arrives). When that read stops
+    half-way (test hook), the copy is sent as messages in a second round; with
+    DPMPI_RESTORE_PULL=0 it always is. Bit for bit every way."""
+    env = {"DPMPI_RESTORE_PULL": "0"} if how == "messages" else {}
+    extra = ["--fail-read"] if how == "read stops half-way" else []
+    job = dpmpi_run(5, "snap.py", "--sync", "--swap", *extra, launcher_args=["--spares", "1"],
+                    faults="2:committed@5:KILL", env=env)
+    finished(job)
+    events = {e["wid"]: e for e in restored(job)}
+    assert {w: e["epoch"] for w, e in events.items()} == {0: 5, 1: 5, 3: 5, 4: 5}
+    want = {"read": True, "read stops half-way": "code 1", "messages": None}[how]
+    assert {w: e["detail"]["read"] for w, e in events.items()} == {0: None, 1: None, 3: None, 4: want}
+    assert events[4]["detail"]["direct"]
+    assert sorted(w for w, e in events.items() if "resend" in e["detail"]["ms"]) == \
+        ([0, 1, 3, 4] if how == "read stops half-way" else [])
+
+
 def test_kill_during_staging_everyone_restores_the_previous_epoch(dpmpi_run):
     # 16 MiB per rank: the staging copy of epoch 6 is in flight when rank 2 is killed (the fault
     # point follows the start of the copy at once)

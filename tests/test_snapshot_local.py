@@ -464,3 +464,27 @@ def test_a_dropped_snapshot_is_freed_at_once():
         assert ref() is None
     finally:
         gc.enable()
+
+
+def test_the_engine_reads_another_processs_memory_and_checksums_what_arrived():
+    """A restore's read (Engine.pull, process_vm_readv), here of this process's own memory: the
+    bytes and checksum of a copy job; an address that is not mapped fails with EFAULT; the test
+    hook stops a read half-way."""
+    from dpmpi.snapshot.native import Codes, cext
+
+    ffi = cext().ffi
+    engine = Engine(1)
+    for n in (1000, 3 << 20, 20 << 20 | 77):  # run here (small), and on the copy threads
+        src = np.random.default_rng(n).integers(0, 255, n, dtype=np.uint8)
+        dst = np.zeros(n, np.uint8)
+        want = engine.checksum([ffi.from_buffer(src)], [n])
+        rc, got = engine.pull(os.getpid(), [memoryview(dst)], [int(ffi.cast("uintptr_t", ffi.from_buffer(src)))])
+        assert (rc, got) == (0, want) and np.array_equal(src, dst)
+    rc, _ = engine.pull(os.getpid(), [memoryview(dst)[:4096]], [4096])
+    assert (rc, engine.pull_errno()) == (Codes.pull_failed(), 14)  # EFAULT
+    engine.inject(0, pull=True)
+    dst[:] = 0
+    rc, _ = engine.pull(os.getpid(), [memoryview(dst)], [int(ffi.cast("uintptr_t", ffi.from_buffer(src)))])
+    assert rc == Codes.injected() and 0 < np.count_nonzero(dst == src) < n
+    rc, got = engine.pull(os.getpid(), [memoryview(dst)], [int(ffi.cast("uintptr_t", ffi.from_buffer(src)))])
+    assert (rc, got) == (0, want)  # (the hook stops one read only)

@@ -237,8 +237,8 @@ class Snapshot:
     def __del__(self) -> None:
         _dropped(self)
 
-    def _inject_copy_failure(self, after_bytes: int) -> None:  # test hook: the next copy stops after it
-        self._buffers.engine.fail_after(after_bytes)
+    def _inject_copy_failure(self, after_bytes: int, pull: bool = False) -> None:  # test hook: the next copy stops
+        self._buffers.engine.inject(after_bytes, pull)  # after it (pull: a restore's read of a peer's copy, half-way)
 
     def __enter__(self) -> Snapshot:
         return self

@@ -40,6 +40,10 @@ class Codes:
         return cext().lib.DPMPI_ENGINE_GATE_FAILED
 
     @staticmethod
+    def pull_failed() -> int:  # a pull could not read the other process
+        return cext().lib.DPMPI_ENGINE_PULL_FAILED
+
+    @staticmethod
     def abandoned() -> int:  # a replication job's "error class" when a repair abandoned it
         return cext().lib.DPMPI_REPL_ABANDONED
 
@@ -81,6 +85,11 @@ class Slot:
                 f"dpmpi: snapshot memory is not locked (mlock: {os.strerror(err[0])}); it works, but the OS may "
                 f"page it out. Raise the limit (ulimit -l, or CAP_IPC_LOCK), or pass lock_memory=False to "
                 f"silence this.", ResourceWarning, stacklevel=5)
+
+    @property
+    def address(self) -> int:
+        """Where the slot's bytes start, as a number (another process of the node may read them)."""
+        return int(cext().ffi.cast("uintptr_t", self.ptr))
 
     def relock(self) -> None:
         """Lock the slot's pages again after a page exchange unlocked them (``swap_pages``)."""
@@ -163,6 +172,7 @@ class Engine:
             raise RuntimeError(f"dpmpi: cannot start {threads} snapshot copy thread(s)")
         self.raw = ext.ffi.gc(raw, ext.lib.dpmpi_engine_free)
         self._keep: list = []
+        self.stop_next_pull = False  # test hook (inject)
 
     def start(self, dst: list | None, src: list, lens: list[int], gate: Any = None) -> None:
         ext = cext()
@@ -175,6 +185,39 @@ class Engine:
         rc = ext.lib.dpmpi_engine_start(self.raw, n, d, s, ln, 0, gate if gate is not None else ext.ffi.NULL)
         if rc != 0:
             raise RuntimeError(f"dpmpi: the snapshot copy engine refused a job (code {rc})")
+
+    def pull(self, pid: int, dst: list[memoryview], src: list[int]) -> tuple[int, int]:
+        """Read ``src`` (addresses in process ``pid``, on this node) into ``dst`` on the copy
+        threads and this one (GIL released), checksumming what arrived: (0 or the engine's
+        result code, the checksum). The caller knows that memory stays unchanged until this
+        returns (``restore``: the holder waits in the restore's last collective)."""
+        ext = cext()
+        lens = [v.nbytes for v in dst]
+        half, self.stop_next_pull = self.stop_next_pull, False
+        if half:  # test hook: stop half-way
+            ext.lib.dpmpi_engine_fail_after(self.raw, max(1, sum(lens) // 2))
+        d = ext.ffi.new("char *[]", pointers(dst))
+        s = ext.ffi.new("char *[]", [ext.ffi.cast("char *", a) for a in src])
+        ln = ext.ffi.new("size_t[]", lens)
+        self._keep = [d, s, ln, dst]
+        try:
+            rc = ext.lib.dpmpi_engine_pull(self.raw, pid, len(src), d, s, ln)
+            if rc != 0:
+                raise RuntimeError(f"dpmpi: the snapshot copy engine refused a pull (code {rc})")
+            return self.wait()
+        finally:
+            if half:
+                ext.lib.dpmpi_engine_fail_after(self.raw, 0)
+
+    def pull_errno(self) -> int:
+        """The errno of the last failed pull's read (0: none)."""
+        return int(cext().lib.dpmpi_engine_pull_errno(self.raw))
+
+    def inject(self, after_bytes: int, pull: bool) -> None:
+        """Test hook: the next copy stops (half-writing a unit) after ``after_bytes`` (0: never);
+        ``pull``: instead the next ``pull`` stops half-way."""
+        self.stop_next_pull = pull
+        cext().lib.dpmpi_engine_fail_after(self.raw, 0 if pull else after_bytes)
 
     def wait(self) -> tuple[int, int]:
         ext = cext()
@@ -189,7 +232,3 @@ class Engine:
 
     def busy(self) -> bool:
         return bool(cext().lib.dpmpi_engine_busy(self.raw))
-
-    def fail_after(self, nbytes: int) -> None:
-        """Test hook: the next copy stops (half-writing a unit) after ``nbytes`` (0: never)."""
-        cext().lib.dpmpi_engine_fail_after(self.raw, nbytes)

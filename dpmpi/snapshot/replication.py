@@ -260,6 +260,11 @@ class Replication:
         """The committed replicas held here: {owner: {epoch: checksum}}."""
         return {o: {s.epoch: s.digest for s in pair if s.epoch >= 0} for o, pair in self.held.items()}
 
+    def addresses(self) -> dict[int, dict[int, int]]:
+        """Where the committed replicas held here lie in memory: {owner: {epoch: address}} (a
+        restore on the same node may read them: ``pull``)."""
+        return {o: {s.epoch: s.address for s in pair if s.epoch >= 0} for o, pair in self.held.items()}
+
     def keep_only(self, epoch: int) -> None:
         """Forget every replica but those of ``epoch`` (-1: all)."""
         for pair in self.held.values():

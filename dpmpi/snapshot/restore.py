@@ -7,6 +7,7 @@ Called on the program's thread with the Snapshot quiesced (no copy, no replicati
 from __future__ import annotations
 
 import array
+import errno
 import json
 import time
 import warnings
@@ -16,7 +17,7 @@ from mpi4py import MPI
 
 from dpmpi.mpicall import cause_of, keep_pending
 from dpmpi.errors import from_mpi
-from dpmpi.snapshot import plan
+from dpmpi.snapshot import plan, pull
 from dpmpi.snapshot.buffers import Buffers
 from dpmpi.snapshot.committer import Committer
 from dpmpi.snapshot.errors import SnapshotLostError
@@ -56,13 +57,14 @@ def _holdings(buffers: Buffers, repl: Replication, persist: Persistence, swap: b
     snapshot communicator numbers it). A rank may receive its copy straight into its arrays only
     when its caller waits for the refill of its own slot before modifying them (``swap``)."""
     return (signature(buffers.entries), buffers.holdings(), repl.holdings(), repl.layouts,
-            persist.epochs(repl.comm.Get_rank()), swap and buffers.can_receive_direct(), buffers.shift)
+            persist.epochs(repl.comm.Get_rank()), swap and buffers.can_receive_direct(), buffers.shift,
+            pull.offer(MPI.Get_processor_name(), repl.addresses()))
 
 
 def _check_layouts(infos: list) -> None:
     """The layouts that were registered for each logical rank (a replacement must match)."""
     known: dict[int, list] = {}
-    for _r, _sig, _o, _h, layouts, _d, _direct, _shift in infos:
+    for _r, _sig, _o, _h, layouts, _d, _direct, _shift, _offer in infos:
         for owner, sig in layouts.items():
             known.setdefault(owner, sig)
     mismatch = [r for r, sig, *_ in infos if r in known and json.dumps(known[r]) != json.dumps(sig)]
@@ -118,8 +120,8 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     timings["agree"] = time.perf_counter() - t
     _check_layouts(infos)
     repl.layouts = {r: sig for r, sig, *_ in infos}
-    repl.shifts = {r: info[-1] for r, *info in infos}  # (a replacement's own slots may start elsewhere)
-    held = {r: {**held_r, r: own_r} for r, _sig, own_r, held_r, _l, _d, _direct, _shift in infos}
+    repl.shifts = {r: info[6] for r, *info in infos}  # (a replacement's own slots may start elsewhere)
+    held = {r: {**held_r, r: own_r} for r, _sig, own_r, held_r, _l, _d, _direct, _shift, _offer in infos}
     epoch, transfers, lost = plan.plan_restore(held, size)
     if epoch < 0 and carried < 0 and all(built):
         buffers.forget(-1)
@@ -140,7 +142,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
                          "snap.stage() and snap.commit(epoch) first")
     if epoch < 0:
-        disk = [set(d) for *_x, d, _direct, _shift in infos]
+        disk = [set(d) for *_x, d, _direct, _shift, _offer in infos]
         on_disk = set.intersection(*disk) if disk else set()
         if on_disk:
             return (*_from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0, carried), None)
@@ -153,28 +155,25 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
               "on every rank returns -1 instead: commit the first epoch again (examples/primitives.py).",
             MPI.ERR_PROC_FAILED, lost)
     # transfers: a rank without its own copy gets it from a holder; straight into its arrays
-    # where it can (no copy back), else into its own slot. The holder checks the copy it sends
-    # while the receiver pulls it (single-copy transports: the receiver's side moves the bytes).
+    # where it can (no copy back), else into its own slot. On one node it reads the holder's copy
+    # (``pull``: on its copy threads, checksummed as it arrives); else the holder sends it and
+    # checks the copy it sends while the receiver pulls it (single-copy transports: the
+    # receiver's side moves the bytes). A read that failed is sent as messages in a second round.
     direct = plan.direct_receivers(transfers, size, repl.replicas, epoch, held, {i[0]: i[6] for i in infos},
                                    repl.nodes)
+    reads = pull.plan(transfers, [i[8] for i in infos], epoch)
     t = time.perf_counter()
-    reqs, incoming, parts = [], None, []
+    incoming, parts = None, []
     if rank in transfers:
         incoming = buffers.receive_into()
         parts = buffers.array_buffers() if rank in direct else [incoming.part(e) for e in buffers.entries]
-        reqs += post_copy(scomm.Irecv, transfers[rank], incoming.header_buffer(), parts)
-    sent: dict[int, tuple[Slot, tuple]] = {}  # receiver -> (the replica sent, its layout)
-    for r, holder in transfers.items():
-        if holder == rank:
-            slot = next(s for s in repl.held[r] if s.epoch == epoch)
-            slot.seal_header()
-            entries_r = from_signature(repl.layouts[r])
-            reqs += post_copy(scomm.Isend, r, slot.header_buffer(), [slot.part(e) for e in entries_r])
-            sent[r] = (slot, entries_r)
+    reqs, sent = _post(scomm, rank, {r: h for r, h in transfers.items() if r not in reads}, incoming, parts, repl,
+                       epoch)
     # A rank that receives nothing writes its own slot back (checking its checksum on the way; a
     # rank whose arrays still hold this epoch, unchanged since it was staged, copies nothing) and
     # checks the copies it sends while the receivers pull them; a receiver does it afterwards.
-    refill, swapped = None, 0  # the own slot to refill (after a page exchange or a direct receive); bytes exchanged
+    refill, swapped, pulled = None, 0, None  # the own slot to refill (after a page exchange or a direct receive); bytes exchanged
+    good, bad_sent, kept = True, [], False
     if incoming is None:
         slot = next(s for s in buffers.own if s.epoch == epoch)
         buffers.committed = buffers.own.index(slot)
@@ -186,26 +185,31 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             good = True if kept else buffers.write_back(slot, epoch)
         timings["copy"] = time.perf_counter() - t
         bad_sent = _bad_copies(buffers, sent)
+    elif rank in reads:  # True, or why not (then its copy comes as messages)
+        pulled = _read(buffers, parts, reads[rank], repl.layouts[rank], held[transfers[rank]][rank][epoch], incoming,
+                       epoch)
+    missing = isinstance(pulled, str)
     waitall(reqs, scomm, "Snapshot.restore (transfer)")
-    del parts
     timings["transfer"] = time.perf_counter() - t
     t = time.perf_counter()
-    if rank in direct:
-        good = int(incoming.hdr[0]) == epoch  # (its checksum was checked by the sender)
-        kept = False
-        refill = buffers.use_unfilled(epoch)  # (copied back from the arrays, like a swap's)
-    elif incoming is not None:
-        incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
-        slot = incoming
-        buffers.committed = buffers.own.index(slot)
-        kept = False
-        good = buffers.write_back(slot, epoch)
-    if incoming is not None:
+    if incoming is not None and not missing:
+        good, slot, refill = _take(buffers, incoming, rank in direct, epoch)
         bad_sent = _bad_copies(buffers, sent)
         timings["copy"] = time.perf_counter() - t
     t = time.perf_counter()
-    ranks = verified(scomm, ([] if good else [rank]) + bad_sent)
+    flags = verified(scomm, _flags(rank, good, bad_sent, missing))
     timings["verify"] = time.perf_counter() - t
+    resend = {r: transfers[r] for r, f in enumerate(flags) if f == 2}
+    if resend and 1 not in flags:  # the reads that failed: those copies go as messages
+        t = time.perf_counter()
+        reqs, sent = _post(scomm, rank, resend, incoming, parts, repl, epoch)
+        waitall(reqs, scomm, "Snapshot.restore (transfer)")
+        if missing:
+            good, slot, refill = _take(buffers, incoming, rank in direct, epoch)
+        flags = verified(scomm, _flags(rank, good, _bad_copies(buffers, sent), False))
+        timings["resend"] = time.perf_counter() - t
+    del parts
+    ranks = tuple(r for r, f in enumerate(flags) if f == 1)
     if ranks:
         raise SnapshotLostError(f"snapshot of epoch {epoch} failed its checksum for rank(s) {list(ranks)}: "
                                 f"the copy is corrupt (those ranks' arrays hold it; restore another "
@@ -225,6 +229,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             repl.replicate(*args)
     timings["rereplicate_post"] = time.perf_counter() - t
     return epoch, {"epoch": epoch, "carried": carried, "received": incoming is not None, "direct": rank in direct,
+                   "read": pulled,
                    "kept": kept, "swapped_mib": round(swapped / 2**20, 3),
                    "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
                    "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}, \
@@ -249,14 +254,15 @@ def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | N
 _NAP = 50e-6  # seconds between two tests of a wait that moves no bytes here
 
 
-def verified(scomm: MPI.Intracomm, bad: list[int]) -> tuple[int, ...]:
-    """The restore's last collective: the ranks whose copy failed its checksum anywhere (``bad``:
-    those seen here). Waited for without spinning: a rank gets here as soon as its own part is
+def verified(scomm: MPI.Intracomm, mine: dict[int, int]) -> list[int]:
+    """The restore's last collective: every rank's flag, the largest any rank reported for it
+    (``mine``: {rank: flag} seen here; 1: its copy failed its checksum, 2: reading its copy
+    failed, send it). Waited for without spinning: a rank gets here as soon as its own part is
     done and then only waits for the slowest, and on a machine with fewer cores than processes a
     spinning wait took the cores the transfers and copies still running needed."""
     flags = array.array("B", bytes(scomm.Get_size()))
-    for r in bad:
-        flags[r] = 1
+    for r, f in mine.items():
+        flags[r] = f
     req = None
     try:
         req = scomm.Iallreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
@@ -265,7 +271,66 @@ def verified(scomm: MPI.Intracomm, bad: list[int]) -> tuple[int, ...]:
     except MPI.Exception as exc:
         keep_pending([req])  # (still active after a peer's failure: its buffer lives on with it)
         raise from_mpi(exc, scomm, "Snapshot.restore (verify)") from exc
-    return tuple(r for r, f in enumerate(flags) if f)
+    return list(flags)
+
+
+def _flags(rank: int, good: bool, bad_sent: list[int], missing: bool) -> dict[int, int]:
+    """This rank's part of ``verified``: 1 for the copies that failed their checksum here (its
+    own unless ``good``, those it sent in ``bad_sent``), 2 for its own when reading it failed."""
+    flags = {r: 1 for r in bad_sent}
+    if not good:
+        flags[rank] = 1
+    if missing:
+        flags[rank] = 2
+    return flags
+
+
+def _post(scomm: MPI.Intracomm, rank: int, transfers: dict[int, int], incoming: Slot | None, parts: list,
+          repl: Replication, epoch: int) -> tuple[list, dict[int, tuple[Slot, tuple]]]:
+    """This rank's messages of ``transfers`` (receiver -> holder): its receive into ``parts``
+    (``incoming``'s header) if it is a receiver there, and the copies of ``epoch`` it sends;
+    (the requests, {receiver: (the replica slot sent, its layout)})."""
+    reqs: list = []
+    sent: dict[int, tuple[Slot, tuple]] = {}
+    if rank in transfers and incoming is not None:
+        reqs += post_copy(scomm.Irecv, transfers[rank], incoming.header_buffer(), parts)
+    for r, holder in transfers.items():
+        if holder == rank:
+            slot = next(s for s in repl.held[r] if s.epoch == epoch)
+            slot.seal_header()
+            entries_r = from_signature(repl.layouts[r])
+            reqs += post_copy(scomm.Isend, r, slot.header_buffer(), [slot.part(e) for e in entries_r])
+            sent[r] = (slot, entries_r)
+    return reqs, sent
+
+
+def _read(buffers: Buffers, parts: list, source: tuple[int, int], layout: list, digest: int, incoming: Slot,
+          epoch: int) -> bool | str:
+    """Read this rank's copy of ``epoch`` from its holder on this node (``source``: its pid and
+    the copy's address; ``layout``: this rank's, as the holder lays the copy out) into ``parts``:
+    True when every byte arrived and matched ``digest`` (``incoming``'s header then says so, as a
+    received header would), else why not (an errno's name, or "checksum")."""
+    pid, address = source
+    rc, got = buffers.engine.pull(pid, parts, [address + e.offset for e in from_signature(layout)])
+    if rc != 0:
+        err = buffers.engine.pull_errno()
+        return errno.errorcode.get(err, str(err)) if err else f"code {rc}"
+    if got != digest:
+        return "checksum"
+    incoming.hdr[0], incoming.hdr[1], incoming.hdr[2] = epoch, incoming.nbytes, digest
+    return True
+
+
+def _take(buffers: Buffers, incoming: Slot, direct: bool, epoch: int) -> tuple[bool, Slot | None, Slot | None]:
+    """A receiver's copy arrived (``incoming``'s header: its epoch and checksum): (whether it is
+    good, the own slot now holding it, the own slot to refill). Received straight into the
+    arrays (``direct``), its checksum was checked by the sender or as it was read; else it is
+    checked on its way from the slot into the arrays."""
+    if direct:
+        return int(incoming.hdr[0]) == epoch, None, buffers.use_unfilled(epoch)
+    incoming.epoch, incoming.digest = int(incoming.hdr[0]), int(incoming.hdr[2])
+    buffers.committed = buffers.own.index(incoming)
+    return buffers.write_back(incoming, epoch), incoming, None
 
 
 def _bad_copies(buffers: Buffers, sent: dict) -> list[int]:

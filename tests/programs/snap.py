@@ -26,6 +26,8 @@ parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--auto", action="store_true", help="stage(epoch): commit in the background")
 parser.add_argument("--overlap", action="store_true", help="commit(epoch, durable=False): replicate in the background")
 parser.add_argument("--swap", action="store_true", help="restore(swap=True); wait_refill() before writing")
+parser.add_argument("--fail-read", action="store_true",
+                    help="a replacement's read of its copy stops half-way (test hook): it then comes as messages")
 parser.add_argument("--no-close", action="store_true", help="end without snap.close() (dpmpi closes it at exit)")
 args = parser.parse_args()
 
@@ -52,6 +54,8 @@ def restore():
     return snapstate.restore(snap, state, args.mib, comm.Get_rank, log, fields, swap=args.swap)
 
 
+if args.fail_read and comm.role is dpmpi.Role.RECOVERED:
+    snap._inject_copy_failure(0, pull=True)
 epoch = restore() if comm.role is dpmpi.Role.RECOVERED else 1
 while epoch is not None and epoch <= args.epochs:
     try:
