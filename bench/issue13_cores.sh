@@ -3,12 +3,14 @@
 # cores; no GPU is used): this 2-core VM runs 4+1 and 8+2 oversubscribed, so its figures there
 # mix the repair with the scheduler. One call (under 10 minutes), each bench under its own time
 # limit so that what finished comes back: $OUT/e2e, $OUT/repair41, $OUT/repair82, $OUT/killat,
-# $OUT/killat_none (dpmpi-bench JSON), $OUT/ranks_{auto,none}.jsonl (bench/restore_ranks.py) and
-# $OUT/issue13_cores.log. The _none runs keep the snapshot threads on their rank's core
+# $OUT/killat_none (dpmpi-bench JSON), $OUT/ranks_{auto,messages,none,threads3}.jsonl (restore_ranks.py)
+# and $OUT/issue13_cores.log. The _none runs keep the snapshot threads on their rank's core
 # (DPMPI_HELPER_CPUS=none, the placement before a86d940): the same kills with and without free
-# cores for them.
+# cores for them; ranks_messages has the replacement's copy sent by MPI instead of read from the
+# holder's memory (DPMPI_RESTORE_PULL=0, the transfer before c1f58b9); threads3: three copy threads
+# per Snapshot (DPMPI_COPY_THREADS=3) instead of one.
 #   run: bash bench/issue13_cores.sh   (carry ["bench/gpu_wheels"]: the venv is the GPU check's)
-# Sizes: KILLS (e2e, default 6), RKILLS (repair, 20), BATCH (the kill-at MLP batch, 64).
+# Sizes: KILLS (e2e, default 5), RKILLS (repair, 20), BATCH (the kill-at MLP batch, 64).
 set -u
 REPO=$(pwd)
 OUT=${OUT:-$REPO/bench/results}
@@ -30,13 +32,19 @@ bench() {  # NAME LIMIT ARGS...
   echo "== $name: exit $?, $(( $(date +%s) - t )) s" | tee -a "$LOG"
   grep -v '^\[' "$OUT/$name.log" | tail -n 12 | tee -a "$LOG"
 }
-bench e2e 250 e2e --ranks 4 --workloads jacobi,mlp-batch16,accel250 --state-mib 64 --kills "${KILLS:-6}" --baseline-kills 1
+bench e2e 235 e2e --ranks 4 --workloads jacobi,mlp-batch16,accel250 --state-mib 64 --kills "${KILLS:-5}" --baseline-kills 1
 bench repair82 45 repair --ranks 8 --spares 2 --kills "${RKILLS:-20}" --respawn-ranks ''
 bench repair41 35 repair --ranks 4 --spares 1 --kills "${RKILLS:-20}" --respawn-ranks ''
 bench killat 70 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
 DPMPI_HELPER_CPUS=none bench killat_none 70 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
-for h in auto none; do
-  DPMPI_HELPER_CPUS=$h timeout 45 "$B/python" "$REPO/bench/restore_ranks.py" jacobi 4 4 >"$OUT/ranks_$h.jsonl" 2>&1
-  echo "== restore_ranks, DPMPI_HELPER_CPUS=$h: exit $?, $(wc -l <"$OUT/ranks_$h.jsonl") jobs" | tee -a "$LOG"
+for setting in auto messages none threads3; do  # (messages: the replacement's copy sent by MPI, not read)
+  pull=1; helpers=auto; threads=1
+  [ $setting = messages ] && pull=0
+  [ $setting = none ] && helpers=none
+  [ $setting = threads3 ] && threads=3
+  DPMPI_RESTORE_PULL=$pull DPMPI_HELPER_CPUS=$helpers DPMPI_COPY_THREADS=$threads timeout 30 "$B/python" \
+    "$REPO/bench/restore_ranks.py" jacobi 3 4 >"$OUT/ranks_$setting.jsonl" 2>&1
+  echo "== restore_ranks $setting (DPMPI_RESTORE_PULL=$pull DPMPI_HELPER_CPUS=$helpers DPMPI_COPY_THREADS=$threads):" \
+    "exit $?, $(wc -l <"$OUT/ranks_$setting.jsonl") jobs" | tee -a "$LOG"
 done
 uptime >>"$LOG"

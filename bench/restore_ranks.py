@@ -46,5 +46,5 @@ for job in range(jobs):
                           "noticed": ms(r["noticed_at"], kill), "caught": ms(r["caught_at"], kill) if r["error"] else None,
                           "repaired": ms(r["repaired_at"], kill), "restored": ms(r["restored_at"], kill),
                           "restore_ms": r["restore"].get("ms"), "received": r["restore"].get("received"),
-                          "kept": r["restore"].get("kept"), "epoch": r["restored_epoch"], "failed": r["failed_step"]})
+                          "read": r["restore"].get("read"), "kept": r["restore"].get("kept"), "epoch": r["restored_epoch"], "failed": r["failed_step"]})
     print(json.dumps({"job": job, "workload": workload, "victim": victim, "ranks": ranks}), flush=True)

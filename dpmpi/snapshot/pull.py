@@ -10,7 +10,8 @@ an error: ``restore`` sends that copy as messages in a second round.
 
 Which processes may read each other is decided from what each rank says of itself: the same MPI
 processor name, pid namespace and user. Open MPI's own single-copy transport (CMA) reads the
-same way; where the kernel's Yama policy is 1 it has each process allow such reads.
+same way and needs the same permission (``ptrace`` access: Yama's ``ptrace_scope`` 2 or 3, or a
+seccomp filter, forbid it; then every such read falls back to messages).
 """
 from __future__ import annotations
 
