@@ -172,7 +172,8 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     # A rank that receives nothing writes its own slot back (checking its checksum on the way; a
     # rank whose arrays still hold this epoch, unchanged since it was staged, copies nothing) and
     # checks the copies it sends while the receivers pull them; a receiver does it afterwards.
-    refill, swapped, pulled = None, 0, None  # the own slot to refill (after a page exchange or a direct receive); bytes exchanged
+    # the own slot to refill (after a page exchange or a direct receive); bytes exchanged; the read
+    refill, swapped, pulled = None, 0, None
     good, bad_sent, kept = True, [], False
     if incoming is None:
         slot = next(s for s in buffers.own if s.epoch == epoch)
