@@ -74,7 +74,8 @@ def read(threads: int):
     return go
 
 
-res = {"mib": mib, "read_1plus1_threads_ms": timed(read(1)), "read_3plus1_threads_ms": timed(read(3)), "one_message_ms": timed(one_message), "pieces_4MiB_ms": timed(pieces),
+res = {"mib": mib, "read_1plus1_threads_ms": timed(read(1)), "read_3plus1_threads_ms": timed(read(3)),
+       "one_message_ms": timed(one_message), "pieces_4MiB_ms": timed(pieces),
        "memcpy_ms": timed(lambda: np.copyto(dst, src))}
 allres = comm.gather(res)
 if rank == 0:

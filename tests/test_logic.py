@@ -1259,22 +1259,23 @@ def test_a_hung_jobs_report_holds_its_processes_stacks():
 def test_a_restore_reads_a_copy_only_from_a_holder_of_the_same_node_namespace_and_user():
     from dpmpi.snapshot import pull
 
-    node_a, node_b = (("a", (1, 9), 1000), ("b", (1, 9), 1000))
-    offers = [((node_a, 100), {}),
-              ((node_a, 101), {0: {6: 0x1000, 7: 0x2000}, 3: {7: 0x3000}}),  # holds 0's and 3's copies
-              ((node_b, 102), {1: {7: 0x4000}}),
-              ((node_a, 103), {2: {7: 0x5000}}),
+    same = ((1, 9), 1000)  # pid namespace, user
+    nodes = ["a", "a", "b", "a", "a"]
+    offers = [((same, 100), {}),
+              ((same, 101), {0: {6: 0x1000, 7: 0x2000}, 3: {7: 0x3000}}),  # holds 0's and 3's copies
+              ((same, 102), {1: {7: 0x4000}}),
+              ((same, 103), {2: {7: 0x5000}}),
               (None, {})]  # DPMPI_RESTORE_PULL=0
     # rank 0 reads epoch 7 from rank 1 (same node); rank 1 cannot read from rank 2 (another
     # node); rank 2 reads from rank 3 across nodes: no
-    assert pull.plan({0: 1, 1: 2, 2: 3}, offers, 7) == {0: (101, 0x2000)}
-    assert pull.plan({0: 1}, offers, 6) == {0: (101, 0x1000)}
-    assert pull.plan({0: 1}, offers, 5) == {}  # the holder does not hold that epoch
-    assert pull.plan({4: 1}, offers, 7) == {}  # the receiver does not read
-    assert pull.plan({3: 1}, offers, 7) == {3: (101, 0x3000)}
-    other_ns = [((("a", (1, 8), 1000), 100), {}), offers[1]]
-    other_user = [((("a", (1, 9), 0), 100), {}), offers[1]]
-    assert pull.plan({0: 1}, other_ns, 7) == {} and pull.plan({0: 1}, other_user, 7) == {}
+    assert pull.plan({0: 1, 1: 2, 2: 3}, offers, 7, nodes) == {0: (101, 0x2000)}
+    assert pull.plan({0: 1}, offers, 6, nodes) == {0: (101, 0x1000)}
+    assert pull.plan({0: 1}, offers, 5, nodes) == {}  # the holder does not hold that epoch
+    assert pull.plan({4: 1}, offers, 7, nodes) == {}  # the receiver does not read
+    assert pull.plan({3: 1}, offers, 7, nodes) == {3: (101, 0x3000)}
+    other_ns = [((((1, 8), 1000), 100), {}), offers[1]]
+    other_user = [((((1, 9), 0), 100), {}), offers[1]]
+    assert pull.plan({0: 1}, other_ns, 7, nodes) == {} and pull.plan({0: 1}, other_user, 7, nodes) == {}
 
 
 # -- restore by page exchange: pure decisions (dpmpi.snapshot.pageswap) and the layout --

@@ -25,32 +25,35 @@ Offer = tuple  # (identity or None, {owner: {epoch: address of the replica slot}
 
 
 @functools.cache
-def identity(node: str) -> tuple[tuple, int] | None:
-    """(who may read this process, its pid); None where restores must not read (DPMPI_RESTORE_PULL=0)."""
+def identity() -> tuple[tuple, int] | None:
+    """(who may read this process besides the node it is on: its pid namespace and user; its
+    pid); None where restores must not read (DPMPI_RESTORE_PULL=0)."""
     if not config.get("DPMPI_RESTORE_PULL"):
         return None
     try:
         ns = os.stat("/proc/self/ns/pid")
-        space = (ns.st_dev, ns.st_ino)
     except OSError:
         return None  # (no /proc: not Linux as we know it)
-    return (node, space, os.getuid()), os.getpid()
+    return ((ns.st_dev, ns.st_ino), os.getuid()), os.getpid()
 
 
-def offer(node: str, addresses: Mapping[int, Mapping[int, int]]) -> Offer:
+def offer(addresses: dict[int, dict[int, int]]) -> Offer:
     """What this rank adds to a restore's agreement: its identity and the addresses of the
-    replica slots it holds, {owner: {epoch: address}}."""
-    return identity(node), {o: dict(by_epoch) for o, by_epoch in addresses.items()}
+    replica slots it holds, {owner: {epoch: address}} (``Replication.addresses``)."""
+    return identity(), addresses
 
 
-def plan(transfers: Mapping[int, int], offers: Sequence[Offer], epoch: int) -> dict[int, tuple[int, int]]:
+def plan(transfers: Mapping[int, int], offers: Sequence[Offer], epoch: int,
+         nodes: Sequence[str]) -> dict[int, tuple[int, int]]:
     """The transfers of ``transfers`` (receiver -> holder) done by reading: receiver -> (the
-    holder's pid, the address of its copy of ``epoch``). Both must have an identity, the same
-    one, and the holder must hold that copy."""
+    holder's pid, the address of its copy of ``epoch``). Both must be on the same node
+    (``nodes``: each rank's, gathered with the snapshot communicator) and have an identity, the
+    same one, and the holder must hold that copy."""
     out: dict[int, tuple[int, int]] = {}
     for r, h in transfers.items():
         mine, theirs = offers[r][0], offers[h][0]
         address = offers[h][1].get(r, {}).get(epoch)
-        if mine is not None and theirs is not None and mine[0] == theirs[0] and address is not None:
+        if (nodes[r] == nodes[h] and mine is not None and theirs is not None and mine[0] == theirs[0]
+                and address is not None):
             out[r] = (theirs[1], address)
     return out

@@ -58,7 +58,7 @@ def _holdings(buffers: Buffers, repl: Replication, persist: Persistence, swap: b
     when its caller waits for the refill of its own slot before modifying them (``swap``)."""
     return (signature(buffers.entries), buffers.holdings(), repl.holdings(), repl.layouts,
             persist.epochs(repl.comm.Get_rank()), swap and buffers.can_receive_direct(), buffers.shift,
-            pull.offer(MPI.Get_processor_name(), repl.addresses()))
+            pull.offer(repl.addresses()))
 
 
 def _check_layouts(infos: list) -> None:
@@ -161,7 +161,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     # receiver's side moves the bytes). A read that failed is sent as messages in a second round.
     direct = plan.direct_receivers(transfers, size, repl.replicas, epoch, held, {i[0]: i[6] for i in infos},
                                    repl.nodes)
-    reads = pull.plan(transfers, [i[8] for i in infos], epoch)
+    reads = pull.plan(transfers, [i[8] for i in infos], epoch, repl.nodes)
     t = time.perf_counter()
     incoming, parts = None, []
     if rank in transfers:
