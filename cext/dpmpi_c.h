@@ -68,6 +68,8 @@ typedef struct {
     int send; /* 1: MPI_Isend, 0: MPI_Irecv */
     void *buf;
     size_t len;
+    int wait; /* sends: 0 post at once; 1 post each chunk once the job's feed (dpmpi_repl_start) has
+               * copied its bytes; 2 post once dpmpi_repl_release was called */
 } dpmpi_op;
 
 /* The engine's settings (DPMPI_SNAPSHOT_NICE, DPMPI_NO_SIMD, DPMPI_REPL_REPORT,
@@ -102,6 +104,11 @@ void dpmpi_engine_free(dpmpi_engine *e);
 int dpmpi_engine_start(dpmpi_engine *e, int nseg, char *const *dst, char *const *src, const size_t *len, size_t unit,
                        dpmpi_repl *gate);
 int dpmpi_engine_busy(dpmpi_engine *e);
+/* The running job's number (each start takes the next; a replication job fed by it names it). */
+uint64_t dpmpi_engine_job(dpmpi_engine *e);
+/* 1 if job `job` has written every byte of [a, a + n) that it writes, or has ended (done or
+ * failed: the caller's seal tells); 0 if some of them are still to be copied. */
+int dpmpi_engine_ready(dpmpi_engine *e, uint64_t job, const char *a, size_t n);
 /* Wait for the job (GIL released); returns 0 or DPMPI_ENGINE_*; *digest = the job's checksum. */
 int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest);
 void dpmpi_engine_fail_after(dpmpi_engine *e, size_t nbytes); /* test hook; 0 disables */
@@ -117,7 +124,11 @@ int dpmpi_engine_pull_errno(dpmpi_engine *e);
  * a thread that waits for a job drives it itself. */
 int dpmpi_mpi_bind(const char *libmpi_path);
 dpmpi_repl *dpmpi_repl_new(void);
-int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier);
+/* `feed` (may be NULL) and `feed_job`: the copy job whose progress gates the sends with wait = 1. */
+int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier,
+                     dpmpi_engine *feed, uint64_t feed_job);
+/* The sends with wait = 2 (a slot's header, written once its copy was sealed) may go. */
+void dpmpi_repl_release(dpmpi_repl *r);
 /* 0: done, 1: still running after `timeout` seconds (< 0: no limit), < 0: -(MPI error class). */
 int dpmpi_repl_wait(dpmpi_repl *r, double timeout);
 /* The same without a time limit, driving MPI's progress from the calling thread while it waits

@@ -382,6 +382,7 @@ struct dpmpi_repl {
     int error;     /* MPI error class of the first failure in the job, 0 if none */
     /* the job's progress (under poll_mu) */
     int phase, failed, nreq, pending;
+    int held;           /* sends held back (dpmpi_op.wait) and not posted yet */
     int pending_recv;   /* receive requests not completed yet */
     int leaked;         /* sends left to MPI, over the struct's life (see barrier_post) */
     double drain_until; /* PH_DRAIN: when sends still pending are left to MPI */
@@ -395,6 +396,13 @@ struct dpmpi_repl {
     char bsend, brecv;
     double started; /* when the job was started (now_s) */
     int reported;   /* whether the job described itself (job_report) */
+    /* streamed sends (dpmpi_op.wait): the copy job whose progress gates them, and the release */
+    dpmpi_engine *feed;
+    uint64_t feed_job;
+    atomic_int released;
+    /* jobs started and finished over the struct's life, and the last one that failed (under mu):
+     * a copy gated on job k waits for k itself, not for a later job started meanwhile */
+    uint64_t started_jobs, finished_jobs, failed_job;
 };
 
 /* The MPI error class of a return code. */
@@ -420,6 +428,8 @@ static void job_finish(dpmpi_repl *r, int failed) {
     pthread_mutex_lock(&r->mu);
     r->error = failed;
     r->running = 0;
+    r->finished_jobs = r->started_jobs;
+    if (failed) r->failed_job = r->started_jobs;
     pthread_cond_broadcast(&r->done);
     pthread_mutex_unlock(&r->mu);
 }
@@ -464,6 +474,31 @@ static void post_recvs(dpmpi_repl *r) {
         }
 }
 
+/* Post the sends that were held back (dpmpi_op.wait) and may go now: a header once released, a
+ * chunk of data once the feeding copy has written it. An op's chunks go in order (the copy
+ * threads finish units out of order): its receiver's receives match them in the order posted.
+ * The first error stops it. */
+static void post_sends(dpmpi_repl *r) {
+    int released = atomic_load(&r->released), held = 0;
+    for (int k = 0; k < r->nreq && !r->failed; k++) {
+        if (r->reqs[k] != NULL || r->rdone[k]) continue;
+        dpmpi_op *op = &r->ops[r->owner[k]];
+        if (!op->send) continue;
+        if (k > 0 && r->owner[k - 1] == r->owner[k] && r->reqs[k - 1] == NULL && !r->rdone[k - 1]) {
+            held++; /* (the op's previous chunk is held: this one waits behind it) */
+            continue;
+        }
+        if ((op->wait == 2 && !released) ||
+            (op->wait == 1 && r->feed &&
+             !dpmpi_engine_ready(r->feed, r->feed_job, (const char *)op->buf + r->offset[k], chunk_len(op, r->offset[k])))) {
+            held++;
+            continue;
+        }
+        post_one(r, k);
+    }
+    r->held = held;
+}
+
 /* Once the job failed: the requests never posted are dropped (their ops never count as done),
  * so that the job ends when the posted ones have. */
 static void drop_unposted(dpmpi_repl *r) {
@@ -504,7 +539,8 @@ static void job_post(dpmpi_repl *r) {
     }
     r->nreq = r->pending = k;
     for (k = 0; k < r->nreq && !r->failed; k++) /* every send at once: the receivers pull the bytes */
-        if (r->ops[r->owner[k]].send) post_one(r, k);
+        if (r->ops[r->owner[k]].send && r->ops[r->owner[k]].wait == 0) post_one(r, k);
+    post_sends(r); /* (the held-back ones that may already go) */
     post_recvs(r);
     drop_unposted(r);
     r->phase = PH_DATA;
@@ -542,6 +578,7 @@ static int job_test_data(dpmpi_repl *r) {
             }
         }
     }
+    post_sends(r); /* held-back sends whose bytes are ready */
     post_recvs(r); /* the next receives, as the window frees */
     drop_unposted(r);
     return progressed;
@@ -718,7 +755,7 @@ static void run_job(dpmpi_repl *r) {
             nap = 5000;
         else {
             sleep_ns(nap);
-            long max_nap = r->phase == PH_BARRIER ? 250000 : 20000;
+            long max_nap = r->phase == PH_BARRIER && !r->held ? 250000 : 20000; /* (held: sends to post soon) */
             if (nap < max_nap) nap *= 2;
         }
     }
@@ -757,7 +794,8 @@ dpmpi_repl *dpmpi_repl_new(void) {
     return r;
 }
 
-int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier) {
+int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpmpi_op *ops, int barrier,
+                     dpmpi_engine *feed, uint64_t feed_job) {
     if (!mpi) return -2;
     pthread_mutex_lock(&r->poll_mu);
     pthread_mutex_lock(&r->mu);
@@ -781,8 +819,12 @@ int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpm
     r->pending_recv = 0;
     r->started = now_s();
     r->reported = 0;
+    r->feed = feed;
+    r->feed_job = feed_job;
+    atomic_store(&r->released, 0);
     r->phase = PH_POST;
     r->running = 1;
+    r->started_jobs++;
     r->gen++;
     pthread_cond_signal(&r->work);
     pthread_mutex_unlock(&r->mu);
@@ -790,9 +832,18 @@ int dpmpi_repl_start(dpmpi_repl *r, void *comm, void *dtype, int nops, const dpm
     return 0;
 }
 
-/* Drive the job from the calling thread until it ends or `timeout` seconds pass (< 0: no limit).
- * Returns 0 done, 1 still running, < 0: -(MPI error class). */
-static int repl_drive(dpmpi_repl *r, double timeout) {
+/* Whether job number `upto` has finished (0: the current job, if any). */
+static int job_ended(dpmpi_repl *r, uint64_t upto) {
+    pthread_mutex_lock(&r->mu);
+    int ended = upto ? r->finished_jobs >= upto : !r->running;
+    pthread_mutex_unlock(&r->mu);
+    return ended;
+}
+
+/* Drive the job from the calling thread until job number `upto` (0: the current one) ends or
+ * `timeout` seconds pass (< 0: no limit). Returns 0 done, 1 still running, < 0: -(MPI error
+ * class) (-1 for job `upto` that failed). */
+static int repl_drive(dpmpi_repl *r, double timeout, uint64_t upto) {
     double deadline = timeout < 0 ? -1.0 : now_s() + timeout;
     long nap = 2000;
     int slack = timeout != 0.0 ? prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) : -1;
@@ -804,7 +855,7 @@ static int repl_drive(dpmpi_repl *r, double timeout) {
             progressed = job_step(r);
             pthread_mutex_unlock(&r->poll_mu);
         }
-        if (!job_running(r)) break;
+        if (job_ended(r, upto)) break;
         if (deadline >= 0 && now_s() >= deadline) break;
         if (progressed)
             nap = 2000;
@@ -820,22 +871,38 @@ static int repl_drive(dpmpi_repl *r, double timeout) {
     }
     if (slack > 0) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     pthread_mutex_lock(&r->mu);
-    int rc = r->running ? 1 : (r->error ? -r->error : 0);
+    int rc;
+    if (upto)
+        rc = r->finished_jobs < upto ? 1 : (r->failed_job == upto ? -1 : 0);
+    else
+        rc = r->running ? 1 : (r->error ? -r->error : 0);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
-int dpmpi_repl_wait_progress(dpmpi_repl *r) { return repl_drive(r, -1.0); }
+int dpmpi_repl_wait_progress(dpmpi_repl *r) { return repl_drive(r, -1.0, 0); }
 
-int dpmpi_repl_wait(dpmpi_repl *r, double timeout) { return repl_drive(r, timeout); }
+int dpmpi_repl_wait(dpmpi_repl *r, double timeout) { return repl_drive(r, timeout, 0); }
 
-/* For the copy threads' gate: wait without calling MPI (they must not). */
-static int repl_wait_quiet(dpmpi_repl *r) {
+void dpmpi_repl_release(dpmpi_repl *r) { atomic_store(&r->released, 1); }
+
+/* For the copy threads' gate: wait for job number `upto` without calling MPI (they must not);
+ * -1 if it failed. */
+static int repl_wait_quiet(dpmpi_repl *r, uint64_t upto) {
     pthread_mutex_lock(&r->mu);
-    while (r->running) pthread_cond_wait(&r->done, &r->mu);
-    int rc = r->error ? -r->error : 0;
+    while (r->finished_jobs < upto) pthread_cond_wait(&r->done, &r->mu);
+    int rc = r->failed_job == upto ? -1 : 0;
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+/* The number of the last job started (0: none): what a copy gated on it waits for (the caller
+ * gates a copy on the replicator only while its last job is not collected: it may have failed). */
+static uint64_t repl_last_job(dpmpi_repl *r) {
+    pthread_mutex_lock(&r->mu);
+    uint64_t k = r->started_jobs;
+    pthread_mutex_unlock(&r->mu);
+    return k;
 }
 
 int dpmpi_repl_leaked(dpmpi_repl *r) {
@@ -878,6 +945,7 @@ typedef struct {
     const char *src;
     size_t len;
     uint64_t digest;
+    atomic_int done; /* written (release): a replication fed by this job may send these bytes */
 } unit_t;
 
 struct dpmpi_engine {
@@ -893,6 +961,8 @@ struct dpmpi_engine {
     atomic_size_t copied;
     size_t fail_after; /* test hook: fail after copying this many bytes (SIZE_MAX: never) */
     dpmpi_repl *gate;
+    uint64_t gate_job; /* the replication job number the copy waits for (repl_last_job) */
+    uint64_t job;      /* this job's number (dpmpi_engine_job) */
     int left;    /* workers that finished the current job */
     int helpers; /* waiting callers copying units themselves */
     int running; /* a job is started and not finished */
@@ -952,8 +1022,9 @@ static void run_units(dpmpi_engine *e) {
             }
             un->digest = do_unit(NULL, un->dst, un->len, 0); /* the bytes that arrived, still in cache */
         } else {
-            un->digest = do_unit(un->dst, un->src, un->len, e->stream);
+            un->digest = do_unit(un->dst, un->src, un->len, e->stream); /* (streaming stores: fenced in it) */
         }
+        atomic_store_explicit(&un->done, 1, memory_order_release);
     }
 }
 
@@ -969,10 +1040,11 @@ static void *engine_main(void *arg) {
         if (e->stop) break;
         seen = e->gen;
         dpmpi_repl *gate = e->gate;
+        uint64_t gate_job = e->gate_job;
         pthread_mutex_unlock(&e->mu);
         to_helper_cpus();
         if (gate) { /* the previous epoch must be safe everywhere before its older slot is overwritten */
-            int rc = repl_wait_quiet(gate);
+            int rc = repl_wait_quiet(gate, gate_job);
             if (rc < 0) {
                 int expected = 0;
                 atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_GATE_FAILED);
@@ -1055,6 +1127,7 @@ static int engine_start(dpmpi_engine *e, pid_t pull, int nseg, char *const *dst,
             e->units[k].src = src[s] + off;
             e->units[k].len = m;
             e->units[k].digest = 0;
+            atomic_store(&e->units[k].done, 0);
             k++;
             off += m;
         } while (off < len[s]);
@@ -1068,7 +1141,9 @@ static int engine_start(dpmpi_engine *e, pid_t pull, int nseg, char *const *dst,
     atomic_store(&e->copied, 0);
     atomic_store(&e->error, 0);
     atomic_store(&e->pull_errno, 0);
-    e->gate = gate;
+    e->gate_job = gate ? repl_last_job(gate) : 0;
+    e->gate = e->gate_job ? gate : NULL;
+    e->job++;
     e->left = 0;
     if (total <= INLINE_MAX && gate == NULL && e->fail_after == SIZE_MAX) {
         /* small: copy here (the caller has released the GIL), the job is done on return */
@@ -1097,6 +1172,27 @@ int dpmpi_engine_pull(dpmpi_engine *e, int pid, int nseg, char *const *dst, char
 
 int dpmpi_engine_pull_errno(dpmpi_engine *e) { return atomic_load(&e->pull_errno); }
 
+uint64_t dpmpi_engine_job(dpmpi_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    uint64_t k = e->job;
+    pthread_mutex_unlock(&e->mu);
+    return k;
+}
+
+int dpmpi_engine_ready(dpmpi_engine *e, uint64_t job, const char *a, size_t n) {
+    pthread_mutex_lock(&e->mu); /* (a new job rewrites the units under it) */
+    int ready = 1;
+    if (e->job == job && e->running)
+        for (size_t u = 0; u < e->nunits && ready; u++) {
+            const unit_t *un = &e->units[u];
+            if (un->dst && un->dst < a + n && a < un->dst + un->len &&
+                !atomic_load_explicit(&un->done, memory_order_acquire))
+                ready = 0;
+        }
+    pthread_mutex_unlock(&e->mu);
+    return ready;
+}
+
 int dpmpi_engine_busy(dpmpi_engine *e) {
     pthread_mutex_lock(&e->mu);
     int b = e->running;
@@ -1121,8 +1217,9 @@ int dpmpi_engine_wait(dpmpi_engine *e, uint64_t *digest) {
      *    waits for them it raises the threads' priority to its own (where the OS allows). */
     pthread_mutex_lock(&e->mu);
     dpmpi_repl *gate = e->running ? e->gate : NULL;
+    uint64_t gate_job = e->gate_job;
     pthread_mutex_unlock(&e->mu);
-    if (gate && repl_drive(gate, -1.0) < 0) { /* failed gate: nothing may be written */
+    if (gate && repl_drive(gate, -1.0, gate_job) < 0) { /* failed gate: nothing may be written */
         int expected = 0;
         atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_GATE_FAILED);
     }

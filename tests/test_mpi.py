@@ -144,6 +144,31 @@ def test_snapshot_buddies_hold_the_neighbours_copy_and_restore_is_exact(comm):
     snap.close()
 
 
+def test_a_replica_sent_while_its_copy_ran_holds_exactly_the_owners_bytes(comm):
+    """A commit's replication sends each 4 MiB piece of the copy as soon as it is written
+    (DPMPI_REPL_STREAM, on by default), while four copy threads finish 1 MiB units out of
+    order: every replica's bytes, read back, are the owner's, at every epoch."""
+    import numpy as np
+
+    from dpmpi.snapshot.layout import from_signature
+
+    r, n = comm.Get_rank(), comm.Get_size()
+    state = {"w": np.zeros((5 << 20) // 8 + 123 * r), "m": np.zeros(3 << 18, np.float32), "k": np.zeros(7, np.int8)}
+    snap = dpmpi.Snapshot(comm, state, threads=4)
+    for epoch in (1, 2, 3, 4):
+        for i, a in enumerate(state.values()):
+            a[:] = np.arange(a.size) % 251 + 1000 * r + 10 * epoch + i
+        snap.stage(epoch)  # (the background commit: streamed)
+        snap.commit(epoch)
+        owner = (r - 1) % n
+        if n > 1:
+            repl = snap._replication  # (test access: the replica slots' own bytes)
+            slot = next(s for s in repl.held[owner] if s.epoch == epoch)
+            recomputed = snap._buffers.checksum(slot, from_signature(repl.layouts[owner]))
+            assert recomputed == slot.digest == comm.allgather(snap.holdings()[r][epoch])[owner]
+    snap.close()
+
+
 def test_the_restores_verification_names_every_rank_whose_copy_failed_anywhere(comm):
     """The restore's last collective (a non-blocking reduction waited for without spinning):
     every rank learns, for every rank, the largest flag any rank reported for it (1: its copy

@@ -97,6 +97,12 @@ class Buffers:
         self.engine.start(dst, src, lens, gate)
         self.staging = target
 
+    def feed(self) -> tuple[Slot, tuple[Any, int]] | None:
+        """The slot being staged and its copy (engine, job number), or None (device arrays)."""
+        if self.staging is None or self.device is not None:
+            return None
+        return self.own[self.staging], (self.engine.raw, self.engine.job())
+
     def finish_copy(self) -> tuple[int, int, int]:
         """Wait for the staging copy: (the slot's index, the copy's result code, its checksum)."""
         target, self.staging = self.staging, None
@@ -249,20 +255,21 @@ class Buffers:
                                     f"failed (code {rc}); its buddies still hold epoch {epoch}")
         slot.epoch, slot.digest = epoch, digest
 
-    def load(self, read: Callable[[Mapping[str, Any]], None], epoch: int) -> None:
-        """Fill the arrays from a file: ``read(arrays)`` writes every entry and checks the file's
-        checksum. With device arrays, through own slot 0 and ``write_back``."""
-        if self.device is None:
-            read(self.arrays)
-            return
-        slot = self.own[0]
-        read({e.name: slot.part(e) for e in self.entries})
-        slot.epoch, slot.digest = epoch, self.checksum(slot, self.entries)
-        if not self.write_back(slot, epoch):
-            raise SnapshotCopyError(f"epoch {epoch} read from its file changed in memory before it was written back")
-
     def close_device(self) -> None:
         """Unregister the slots from the device (the Snapshot closes)."""
         if self.device is not None:
             self.device.close()
             self.device = None
+
+
+def load(buffers: Buffers, read: Callable[[Mapping[str, Any]], None], epoch: int) -> None:
+    """Fill ``buffers``' arrays from a file: ``read(arrays)`` writes every entry and checks the
+    file's checksum. With device arrays, through own slot 0 and ``write_back``."""
+    if buffers.device is None:
+        read(buffers.arrays)
+        return
+    slot = buffers.own[0]
+    read({e.name: slot.part(e) for e in buffers.entries})
+    slot.epoch, slot.digest = epoch, buffers.checksum(slot, buffers.entries)
+    if not buffers.write_back(slot, epoch):
+        raise SnapshotCopyError(f"epoch {epoch} read from its file changed in memory before it was written back")

@@ -82,6 +82,28 @@ def _threads_from(value: int | None) -> int:
     return value
 
 
+def _commit(buffers: Buffers, replication: Replication, persistence: Persistence, epoch: int, comm: Any) -> float:
+    """A commit's steps (``Snapshot._commit_now``): the replication starts while the copy still
+    runs where it may (``Replication.stream``), then the copy ends, is sealed and replicated (or
+    its header released), and written to a file when due. Returns the ms waited for the copy."""
+    t0 = time.perf_counter()
+    streamed = replication.stream(epoch, buffers.feed())  # (each piece goes as soon as it is copied)
+    target, rc, digest = buffers.finish_copy()
+    waited = 1e3 * (time.perf_counter() - t0)
+    if rc != 0 and streamed:
+        replication.cancel()
+    if rc == Codes.gate_failed():
+        replication.raise_peer_failure("snapshot replication of the previous epoch")
+    buffers.check_copy(epoch, rc)
+    replication.collect()
+    slot = buffers.seal(target, epoch, digest)
+    if replication.replicas:
+        replication.commit(epoch, slot, streamed=streamed)
+    if persistence.due(epoch):
+        persistence.write(slot, comm.Get_rank(), buffers.entries)
+    return waited
+
+
 def _end_prologue(comm: Any) -> None:
     """The first of stage, commit and restore ends the program's prologue on its communicator (on
     a replacement, its replay: dpmpi.resilient.prologue)."""
@@ -278,18 +300,7 @@ class Snapshot:
         self.stats["commit_wait_ms"] = 1e3 * (time.perf_counter() - t0)
 
     def _commit_now(self, epoch: int) -> None:
-        t0 = time.perf_counter()
-        target, rc, digest = self._buffers.finish_copy()
-        self.stats["commit_wait_ms"] = 1e3 * (time.perf_counter() - t0)
-        if rc == Codes.gate_failed():
-            self._replication.raise_peer_failure("snapshot replication of the previous epoch")
-        self._buffers.check_copy(epoch, rc)
-        self._replication.collect()
-        slot = self._buffers.seal(target, epoch, digest)
-        if self._replication.replicas:
-            self._replication.commit(epoch, slot)
-        if self._persistence.due(epoch):
-            self._persistence.write(slot, self._comm.Get_rank(), self._buffers.entries)
+        self.stats["commit_wait_ms"] = _commit(self._buffers, self._replication, self._persistence, epoch, self._comm)
 
     # -- the repair listener contract, for callers that hold the Snapshot (Replication is the listener) --
     def repair_begins(self) -> None:

@@ -232,3 +232,7 @@ class Engine:
 
     def busy(self) -> bool:
         return bool(cext().lib.dpmpi_engine_busy(self.raw))
+
+    def job(self) -> int:
+        """The last job's number: a replication fed by that copy names it (``Replicator.start``)."""
+        return int(cext().lib.dpmpi_engine_job(self.raw))

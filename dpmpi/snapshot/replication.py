@@ -10,11 +10,13 @@ until ``restore()`` (``begin_again``). Who holds whose copies is decided by ``pl
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
 from mpi4py import MPI
 
+from dpmpi import config
 from dpmpi.mpicall import exchange, keep_forever, retire
 from dpmpi.errors import ProcFailedError, from_mpi
 from dpmpi.snapshot import plan
@@ -100,19 +102,15 @@ class Replication:
             if self.revoked:
                 retire(self.scomm)
             else:
-                try:
+                with contextlib.suppress(MPI.Exception):
                     self.scomm.Free()
-                except MPI.Exception:
-                    pass
             self.scomm, self.revoked = None, False
 
     def revoke(self) -> None:
         if self.scomm is not None:
             self.revoked = True
-            try:
+            with contextlib.suppress(MPI.Exception):
                 self.scomm.Revoke()  # completes its pending requests with ERR_REVOKED
-            except MPI.Exception:
-                pass
 
     def make_slots(self) -> None:
         """Two replica slots for each owner (``replica_slots``); the spare's pool is used up."""
@@ -120,25 +118,51 @@ class Replication:
         self.pool = []
 
     # -- jobs --
-    def commit(self, epoch: int, mine: Slot, *more: Any) -> None:
-        """``replicate(epoch, mine, *more)`` from a background thread unless a repair is under way here."""
+    def commit(self, epoch: int, mine: Slot, *more: Any, streamed: bool = False) -> None:
+        """``replicate(epoch, mine, *more)`` from a background thread unless a repair is under way
+        here; ``streamed``: ``mine``, now sealed, was being sent (``stream``): its header may go."""
         with self.mpi_lock:  # not while a repair is under way on this process
             if self.interrupted:
-                raise ProcFailedError(f"snapshot replication of epoch {epoch} not started: a repair is under "
-                                      f"way; call snap.restore() after it", MPI.ERR_PROC_FAILED)
-            self.replicate(epoch, mine, *more)
+                raise ProcFailedError(f"snapshot replication of epoch {epoch} not started or stopped: a repair "
+                                      f"is under way; call snap.restore() after it", MPI.ERR_PROC_FAILED)
+            if streamed:
+                mine.seal_header(self.scomm.Get_rank())
+                self.repl.release()
+            else:
+                self.replicate(epoch, mine, *more)
 
     def replicate(self, epoch: int, mine: Slot, dests: set[int] | None = None,
-                  froms: set[int] | None = None) -> None:
+                  froms: set[int] | None = None, feed: tuple[Any, int] | None = None) -> None:
         """Send ``mine`` to the buddies and receive the owners' copies, on the C thread (only to
-        ``dests`` and from ``froms`` when given)."""
+        ``dests`` and from ``froms`` when given; ``feed``: see ``stream``)."""
         if self.scomm is None:
             self.setup()
         to = [d for d in self.buddies if dests is None or d in dests]
         receive = {o: self.held[o] for o in self.owners if froms is None or o in froms}
-        ops, meaning = job(self.scomm.Get_rank(), epoch, mine, to, receive)
+        ops, meaning = job(self.scomm.Get_rank(), epoch, mine, to, receive, streamed=feed is not None)
         self.repl = self.repl or Replicator()
-        self.repl.start(self.scomm, ops, meaning, barrier=True)
+        self.repl.start(self.scomm, ops, meaning, barrier=True, feed=feed)
+
+    def stream(self, epoch: int, staged: tuple[Slot, tuple[Any, int]] | None) -> bool:
+        """Start sending a slot while its copy writes it (``staged``: the slot, the copy as (engine,
+        job number)): each piece goes once written, the header at ``commit(streamed=True)``. The
+        previous job is waited for first. False, nothing started, where streaming is off
+        (``DPMPI_REPL_STREAM``, no replicas, device arrays), that job failed or a repair is under way."""
+        if staged is None or not self.replicas or not config.get("DPMPI_REPL_STREAM"):
+            return False
+        if self.repl is not None and self.repl.running and self.repl.wait() < 0:
+            return False
+        slot, feed = staged
+        with self.mpi_lock:
+            if not self.interrupted:
+                self.collect()
+                self.replicate(epoch, slot, feed=feed)
+            return not self.interrupted
+
+    def cancel(self) -> None:
+        """A streamed copy failed: its header never goes; the job is abandoned."""
+        if self.repl is not None and self.repl.running:
+            self.abandon(self.repl, 1.0)
 
     def gate(self) -> Any:
         """The running job, for a copy that must wait for it before it writes (or None)."""
@@ -156,25 +180,8 @@ class Replication:
 
     def collect(self) -> None:
         """Mark the replicas that the last job delivered completely."""
-        repl = self.repl
-        if repl is None or not repl.ops:
-            return
-        if repl.still_running():
-            return
-        ok: dict[int, bool] = {}
-        for i, what in enumerate(repl.ops):
-            if what is not None:
-                key = id(what[2])
-                ok[key] = ok.get(key, True) and repl.op_ok(i)
-        for what in repl.ops:
-            if what is not None and what[0] == "data" and ok[id(what[2])]:
-                _kind, owner, slot, epoch = what
-                if int(slot.hdr[0]) != epoch:
-                    raise ValueError(f"commit epochs differ between ranks: rank {owner} committed epoch "
-                                     f"{int(slot.hdr[0])} while this rank committed {epoch}; every rank must "
-                                     f"commit the same epoch")
-                slot.epoch, slot.digest = epoch, int(slot.hdr[2])
-        repl.ops = []
+        if self.repl is not None and self.repl.ops and not self.repl.still_running():
+            delivered(self.repl)
 
     def raise_peer_failure(self, what: str) -> None:
         raise job_failure(self.repl, what)
@@ -244,9 +251,7 @@ class Replication:
     def renumber(self) -> None:
         """Follow the repairs since the last setup: under policy 'shrink' ranks are renumbered."""
         for renumber in self.renumbers:
-            self.held = {renumber[o]: pair for o, pair in self.held.items() if o in renumber}
-            self.layouts = {renumber[o]: sig for o, sig in self.layouts.items() if o in renumber}
-            self.shifts = {renumber[o]: shift for o, shift in self.shifts.items() if o in renumber}
+            self.held, self.layouts, self.shifts = (_moved(d, renumber) for d in (self.held, self.layouts, self.shifts))
         self.renumbers = []
 
     def begin_again(self, op: str, payload: Any = None) -> list:
@@ -267,10 +272,8 @@ class Replication:
 
     def keep_only(self, epoch: int) -> None:
         """Forget every replica but those of ``epoch`` (-1: all)."""
-        for pair in self.held.values():
-            for s in pair:
-                if s.epoch != epoch:
-                    s.epoch = -1
+        for s in (s for pair in self.held.values() for s in pair if s.epoch != epoch):
+            s.epoch = -1
 
 
 def replica_slots(owners: tuple[int, ...], layouts: dict[int, list], shifts: dict[int, int],
@@ -291,22 +294,50 @@ def replica_slots(owners: tuple[int, ...], layouts: dict[int, list], shifts: dic
     return slots
 
 
-def job(rank: int, epoch: int, mine: Slot, to: list[int], receive: dict[int, list[Slot]]) -> tuple[list, list]:
-    """A replication job's operations (peer, tag, send, buffer, length) and what each received one
-    is, for ``collect``: ``mine`` to the ranks ``to``; from each owner of ``receive``, its copy
-    into the older slot of its pair (never the newest replica)."""
+def job(rank: int, epoch: int, mine: Slot, to: list[int], receive: dict[int, list[Slot]],
+        streamed: bool = False) -> tuple[list, list]:
+    """A replication job's operations (peer, tag, send, buffer, length, wait) and what each
+    received one is, for ``collect``: ``mine`` to the ranks ``to``; from each owner of
+    ``receive``, its copy into the older slot of its pair (never the newest replica).
+    ``streamed``: ``mine`` is still being copied; its data goes as it is written (wait 1), its
+    header once sealed and released (wait 2)."""
     tag_hdr, tag_data = Codes.tags()
     ops: list = []
     meaning: list = []
-    if to:
+    if to and not streamed:
         mine.seal_header(rank)
+    wait_hdr, wait_data = (2, 1) if streamed else (0, 0)
     for dest in to:
-        ops += [(dest, tag_hdr, 1, mine.hdr, mine.header_bytes), (dest, tag_data, 1, mine.ptr, mine.nbytes)]
+        ops += [(dest, tag_hdr, 1, mine.hdr, mine.header_bytes, wait_hdr),
+                (dest, tag_data, 1, mine.ptr, mine.nbytes, wait_data)]
         meaning += [None, None]
     for owner, pair in receive.items():
         newest = max(pair, key=lambda s: s.epoch)
         slot = pair[1] if newest is pair[0] else pair[0]
         slot.epoch = -1
-        ops += [(owner, tag_hdr, 0, slot.hdr, slot.header_bytes), (owner, tag_data, 0, slot.ptr, slot.nbytes)]
+        ops += [(owner, tag_hdr, 0, slot.hdr, slot.header_bytes, 0), (owner, tag_data, 0, slot.ptr, slot.nbytes, 0)]
         meaning += [("hdr", owner, slot, epoch), ("data", owner, slot, epoch)]
     return ops, meaning
+
+
+def _moved(by_owner: dict, renumber: dict[int, int]) -> dict:
+    """``by_owner`` under a repair's renumbering (policy "shrink"): the dropped ranks' entries go."""
+    return {renumber[o]: v for o, v in by_owner.items() if o in renumber}
+
+
+def delivered(repl: Replicator) -> None:
+    """Mark the replica slots that ``repl``'s ended job received completely as holding its epoch."""
+    ok: dict[int, bool] = {}
+    for i, what in enumerate(repl.ops):
+        if what is not None:
+            key = id(what[2])
+            ok[key] = ok.get(key, True) and repl.op_ok(i)
+    for what in repl.ops:
+        if what is not None and what[0] == "data" and ok[id(what[2])]:
+            _kind, owner, slot, epoch = what
+            if int(slot.hdr[0]) != epoch:
+                raise ValueError(f"commit epochs differ between ranks: rank {owner} committed epoch "
+                                 f"{int(slot.hdr[0])} while this rank committed {epoch}; every rank must "
+                                 f"commit the same epoch")
+            slot.epoch, slot.digest = epoch, int(slot.hdr[2])
+    repl.ops = []

@@ -45,14 +45,21 @@ class Replicator:
         self.ops: list[tuple[str, Any]] = []  # what each op of the running job was, for collect()
         self._keep: list = []
 
-    def start(self, comm: MPI.Comm, ops: list[tuple[int, int, int, Any, int]], meaning: list, barrier: bool) -> None:
+    def start(self, comm: MPI.Comm, ops: list[tuple[int, int, int, Any, int, int]], meaning: list, barrier: bool,
+              feed: tuple[Any, int] | None = None) -> None:
+        """Start a job of ``ops`` (peer, tag, send, buffer, length, wait): a send with wait 1 goes
+        chunk by chunk as copy job ``feed`` (engine, job number) writes its bytes, one with wait 2
+        once ``release`` is called; the others at once."""
         ext = cext()
         cops = ext.ffi.new("dpmpi_op[]", max(len(ops), 1))
-        for i, (peer, tag, send, buf, n) in enumerate(ops):
+        for i, (peer, tag, send, buf, n, wait) in enumerate(ops):
             cops[i].peer, cops[i].tag, cops[i].send, cops[i].buf, cops[i].len = peer, tag, send, buf, n
-        self._keep = [cops, ops]
+            cops[i].wait = wait
+        self._keep = [cops, ops, feed]
+        engine, feed_job = feed if feed is not None else (ext.ffi.NULL, 0)
         rc = ext.lib.dpmpi_repl_start(self.raw, ext.ffi.cast("void *", MPI._handleof(comm)),
-                                      ext.ffi.cast("void *", MPI._handleof(MPI.BYTE)), len(ops), cops, int(barrier))
+                                      ext.ffi.cast("void *", MPI._handleof(MPI.BYTE)), len(ops), cops, int(barrier),
+                                      engine, feed_job)
         if rc != 0:
             raise RuntimeError(f"dpmpi: the snapshot replication thread refused a job (code {rc})")
         self.ops = meaning
@@ -71,6 +78,10 @@ class Replicator:
     def still_running(self) -> bool:
         """A job runs and has not ended yet (does not block)."""
         return self.running and self.wait(0.0) == 1
+
+    def release(self) -> None:
+        """The job's held-back header sends (wait 2) may go: the slot they describe is sealed."""
+        cext().lib.dpmpi_repl_release(self.raw)
 
     def op_ok(self, i: int) -> bool:
         return cext().lib.dpmpi_repl_op_state(self.raw, i) == 1

@@ -18,7 +18,7 @@ from mpi4py import MPI
 from dpmpi.mpicall import cause_of, keep_pending
 from dpmpi.errors import from_mpi
 from dpmpi.snapshot import plan, pull
-from dpmpi.snapshot.buffers import Buffers
+from dpmpi.snapshot.buffers import Buffers, load
 from dpmpi.snapshot.committer import Committer
 from dpmpi.snapshot.errors import SnapshotLostError
 from dpmpi.snapshot.layout import from_signature, signature
@@ -343,7 +343,7 @@ def _from_disk(buffers: Buffers, repl: Replication, persist: Persistence, rank: 
                lost: tuple[int, ...], t0: float, carried: int) -> tuple[int, dict[str, Any]]:
     warnings.warn(f"dpmpi: in-memory snapshots lost for rank(s) {list(lost)}; restoring epoch {epoch} "
                   f"from {persist.directory}", RuntimeWarning, stacklevel=4)
-    buffers.load(lambda arrays: persist.read(rank, epoch, arrays, buffers.entries, buffers.engine), epoch)
+    load(buffers, lambda arrays: persist.read(rank, epoch, arrays, buffers.entries, buffers.engine), epoch)
     buffers.forget(epoch)
     repl.keep_only(-1)
     if repl.replicas:

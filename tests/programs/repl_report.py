@@ -20,12 +20,12 @@ repl = Replicator()
 rank = world.Get_rank()
 running_after = None
 if rank == 0:
-    repl.start(scomm, [(1, tag, 0, slot.ptr, slot.nbytes)], [None], barrier=True)
+    repl.start(scomm, [(1, tag, 0, slot.ptr, slot.nbytes, 0)], [None], barrier=True)
     running_after = repl.wait(0.5)  # 1: still running (rank 1 has not started)
     world.Barrier()
 else:
     world.Barrier()
-    repl.start(scomm, [(0, tag, 1, slot.ptr, slot.nbytes)], [None], barrier=True)
+    repl.start(scomm, [(0, tag, 1, slot.ptr, slot.nbytes, 0)], [None], barrier=True)
 print(json.dumps({"event": "done", "rank": rank, "running_after": running_after, "rc": repl.wait()}), flush=True)
 repl.close(1.0)
 scomm.Free()
