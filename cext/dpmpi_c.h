@@ -82,6 +82,8 @@ void dpmpi_snap_configure(int nice_value, int simd, double report_after, int hug
  * next job instead of staying on their rank's CPUs (DPMPI_HELPER_CPUS; set by dpmpi.init).
  * Returns how many were valid. */
 int dpmpi_snap_helper_cpus(const int *cpus, int n);
+/* How many helper CPUs are set (0: the threads run on their rank's CPUs). */
+int dpmpi_snap_helper_count(void);
 /* Page-aligned memory (2 MiB-aligned huge pages from 4 MiB, see huge_pages), locked when allowed
  * (*locked = 1), else pre-faulted (*err = errno of mlock). */
 void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err);

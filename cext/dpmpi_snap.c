@@ -305,6 +305,13 @@ int dpmpi_snap_helper_cpus(const int *cpus, int n) {
     return CPU_COUNT(&set);
 }
 
+int dpmpi_snap_helper_count(void) {
+    pthread_mutex_lock(&helper_mu);
+    int n = CPU_COUNT(&helper_set);
+    pthread_mutex_unlock(&helper_mu);
+    return n;
+}
+
 /* The calling thread onto the helper CPUs, if there are any (else, or if the OS refuses, it
  * stays where it is). */
 static void to_helper_cpus(void) {

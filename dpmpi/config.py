@@ -148,8 +148,10 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_RESTORE_PULL", "bool", True, "a restore copies between two processes of one node by reading "
         "(process_vm_readv on the receiver's copy threads, checksummed as it arrives; 0: MPI messages, as "
         "between nodes)"),
-    Var("DPMPI_REPL_STREAM", "bool", True, "a commit's replication sends each 4 MiB piece of the copy as soon as "
-        "it is written, its header once sealed (0: after the whole copy, as before the thirtieth session)"),
+    Var("DPMPI_REPL_STREAM", "choice", "auto", "a commit's replication sends each 4 MiB piece of the copy as soon "
+        "as it is written, its header once sealed: 1, 0 (after the whole copy) or auto (1 where the snapshot "
+        "threads have CPUs of their own, DPMPI_HELPER_CPUS; sharing the rank's core it cost 2-5 ms per 64 MiB "
+        "commit on a 2-core VM)", choices=("auto", "1", "0")),
     Var("DPMPI_HUGE_PAGES", "bool", True, "snapshot slots of 4 MiB or more ask for transparent huge pages "
         "(replication ~1.2-1.4x faster where the kernel's THP mode is 'madvise'); 0: 4 KiB pages"),
     Var("DPMPI_NO_SIMD", "bool", False, "copy and checksum without AVX2 (to compare)"),

@@ -1278,6 +1278,15 @@ def test_a_restore_reads_a_copy_only_from_a_holder_of_the_same_node_namespace_an
     assert pull.plan({0: 1}, other_ns, 7, nodes) == {} and pull.plan({0: 1}, other_user, 7, nodes) == {}
 
 
+# -- a commit's streamed replication: when it streams (dpmpi.snapshot.replication.streams) --
+def test_a_commit_streams_its_replication_only_where_the_snapshot_threads_have_cpus_of_their_own():
+    from dpmpi.snapshot.replication import streams
+
+    assert streams("auto", 3) and not streams("auto", 0)  # auto: only beside the program, not on its core
+    assert streams("1", 0) and streams("1", 5)
+    assert not streams("0", 0) and not streams("0", 5)
+
+
 # -- restore by page exchange: pure decisions (dpmpi.snapshot.pageswap) and the layout --
 def test_pageswap_reads_only_private_anonymous_mappings():
     from dpmpi.snapshot import pageswap

@@ -74,9 +74,9 @@ def test_a_replacement_on_its_holders_node_reads_its_copy_from_the_holders_memor
 
 def test_kill_during_staging_everyone_restores_the_previous_epoch(dpmpi_run):
     # 16 MiB per rank: the staging copy of epoch 6 is in flight when rank 2 is killed (the fault
-    # point follows the start of the copy at once)
+    # point follows the start of the copy at once), its replication streamed (pieces sent as copied)
     job = dpmpi_run(5, "snap.py", "--sync", "--mib", 16, launcher_args=["--spares", "1"], faults="2:staged@6:KILL",
-                    timeout=120)
+                    timeout=120, env={"DPMPI_REPL_STREAM": "1"})
     finished(job)
     assert {e["epoch"] for e in restored(job)} == {5}
 
@@ -120,10 +120,12 @@ def test_a_rank_and_its_only_buddy_lost_falls_back_to_disk(dpmpi_run, tmp_path):
                                    pytest.param("3:staged@7:KILL", marks=pytest.mark.long),  # (make test's budget)
                                    "1:committed@2:KILL,2:staged@6:KILL"])
 def test_unsynchronised_kills_restore_one_consistent_epoch(dpmpi_run, fault):
-    """No waiting for replication: a kill can land anywhere in it; all ranks still agree on one
-    epoch whose copies are intact, and finish with the failure-free state."""
+    """No waiting for replication: a kill can land anywhere in it, streamed (each piece sent as
+    soon as it is copied); all ranks still agree on one epoch whose copies are intact, and
+    finish with the failure-free state."""
     spares = fault.count(",") + 1
-    job = dpmpi_run(4 + spares, "snap.py", "--mib", 16, launcher_args=["--spares", str(spares)], faults=fault)
+    job = dpmpi_run(4 + spares, "snap.py", "--mib", 16, launcher_args=["--spares", str(spares)], faults=fault,
+                    env={"DPMPI_REPL_STREAM": "1"})
     finished(job)
     events = restored(job)
     by_repair: dict = {}

@@ -118,6 +118,11 @@ class Slot:
             self.hdr[3] = owner
 
 
+def helper_count() -> int:
+    """How many CPUs the copy and replication threads have of their own (``DPMPI_HELPER_CPUS``)."""
+    return int(cext().lib.dpmpi_snap_helper_count())
+
+
 @functools.cache
 def lock_unlimited() -> bool:
     """Whether this process may lock any amount of memory (RLIMIT_MEMLOCK unlimited, or

@@ -21,7 +21,7 @@ from dpmpi.mpicall import exchange, keep_forever, retire
 from dpmpi.errors import ProcFailedError, from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.layout import Entry, from_signature, signature, total
-from dpmpi.snapshot.native import Codes, Slot
+from dpmpi.snapshot.native import Codes, Slot, helper_count
 from dpmpi.snapshot.replicator import Replicator, bind_mpi, job_failure
 
 
@@ -148,7 +148,7 @@ class Replication:
         job number)): each piece goes once written, the header at ``commit(streamed=True)``. The
         previous job is waited for first. False, nothing started, where streaming is off
         (``DPMPI_REPL_STREAM``, no replicas, device arrays), that job failed or a repair is under way."""
-        if staged is None or not self.replicas or not config.get("DPMPI_REPL_STREAM"):
+        if staged is None or not self.replicas or not streams(config.get("DPMPI_REPL_STREAM"), helper_count()):
             return False
         if self.repl is not None and self.repl.running and self.repl.wait() < 0:
             return False
@@ -318,6 +318,13 @@ def job(rank: int, epoch: int, mine: Slot, to: list[int], receive: dict[int, lis
         ops += [(owner, tag_hdr, 0, slot.hdr, slot.header_bytes, 0), (owner, tag_data, 0, slot.ptr, slot.nbytes, 0)]
         meaning += [("hdr", owner, slot, epoch), ("data", owner, slot, epoch)]
     return ops, meaning
+
+
+def streams(setting: str, helpers: int) -> bool:
+    """Whether a commit streams its replication (``Replication.stream``), by ``DPMPI_REPL_STREAM``
+    and the number of CPUs the snapshot threads have of their own (pure): copying and sending at
+    once pays only where they run beside the program, not on its core."""
+    return setting == "1" or (setting == "auto" and helpers > 0)
 
 
 def _moved(by_owner: dict, renumber: dict[int, int]) -> dict:
