@@ -1,14 +1,16 @@
 #!/bin/bash
 # Issue 13's benches where every process has a core of its own (the lent device machine's 16 CPU
 # cores; no GPU is used): this 2-core VM runs 4+1 and 8+2 oversubscribed, so its figures there
-# mix the repair with the scheduler. One call (under 10 minutes), each bench under its own time
-# limit so that what finished comes back: $OUT/e2e, $OUT/repair41, $OUT/repair82, $OUT/killat,
-# $OUT/killat_none (dpmpi-bench JSON), $OUT/ranks_{auto,messages,none,threads3}.jsonl (restore_ranks.py)
-# and $OUT/issue13_cores.log. The _none runs keep the snapshot threads on their rank's core
-# (DPMPI_HELPER_CPUS=none, the placement before a86d940): the same kills with and without free
-# cores for them; ranks_messages has the replacement's copy sent by MPI instead of read from the
-# holder's memory (DPMPI_RESTORE_PULL=0, the transfer before c1f58b9); threads3: three copy threads
-# per Snapshot (DPMPI_COPY_THREADS=3) instead of one.
+# mix the repair with the scheduler. One call (under 10 minutes), the most wanted first, each
+# bench under its own time limit so that what finished comes back: $OUT/e2e, $OUT/killat,
+# $OUT/killat_nostream, $OUT/repair41, $OUT/repair82 (dpmpi-bench JSON), $OUT/safe_{compute,wait}.json
+# (bench/safe_after.py), $OUT/ranks_{auto,messages,threads3}.jsonl (restore_ranks.py) and
+# $OUT/issue13_cores.log. killat_nostream: the kill-at bench with the replication after the whole
+# copy (DPMPI_REPL_STREAM=0) instead of streamed (the default where the snapshot threads have free
+# cores, as there; e793c0b); safe_*: stage -> safe and a synchronous commit, streamed and not,
+# alternated in one job; ranks_messages has the replacement's copy sent by MPI instead of read
+# from the holder's memory (DPMPI_RESTORE_PULL=0, the transfer before c1f58b9); threads3: three
+# copy threads per Snapshot (DPMPI_COPY_THREADS=3) instead of one.
 #   run: bash bench/issue13_cores.sh   (carry ["bench/gpu_wheels"]: the venv is the GPU check's)
 # Sizes: KILLS (e2e, default 5), RKILLS (repair, 20), BATCH (the kill-at MLP batch, 64).
 set -u
@@ -33,18 +35,23 @@ bench() {  # NAME LIMIT ARGS...
   grep -v '^\[' "$OUT/$name.log" | tail -n 12 | tee -a "$LOG"
 }
 bench e2e 235 e2e --ranks 4 --workloads jacobi,mlp-batch16,accel250 --state-mib 64 --kills "${KILLS:-5}" --baseline-kills 1
-bench repair82 45 repair --ranks 8 --spares 2 --kills "${RKILLS:-20}" --respawn-ranks ''
+bench killat 65 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
+DPMPI_REPL_STREAM=0 bench killat_nostream 65 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
+for mode in compute wait; do
+  flag=""; [ $mode = wait ] && flag=--wait
+  timeout 30 "$B/dpmpi-run" -n 4 -- "$B/python" "$REPO/bench/safe_after.py" --mib 64 --step-ms 100 --steps 12 $flag \
+    --out "$OUT/safe_$mode.json" >"$OUT/safe_$mode.log" 2>&1
+  echo "== safe_after $mode: exit $?" | tee -a "$LOG"; tail -n 2 "$OUT/safe_$mode.log" | tee -a "$LOG"
+done
 bench repair41 35 repair --ranks 4 --spares 1 --kills "${RKILLS:-20}" --respawn-ranks ''
-bench killat 70 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
-DPMPI_HELPER_CPUS=none bench killat_none 70 e2e --ranks 4 --workloads "mlp-batch${BATCH:-64}" --state-mib 64 --kill-at 0,0.25,0.5,0.75 --kills 8 --baseline-kills 0
-for setting in auto messages none threads3; do  # (messages: the replacement's copy sent by MPI, not read)
-  pull=1; helpers=auto; threads=1
+bench repair82 45 repair --ranks 8 --spares 2 --kills "${RKILLS:-20}" --respawn-ranks ''
+for setting in auto messages threads3; do  # (messages: the replacement's copy sent by MPI, not read)
+  pull=1; threads=1
   [ $setting = messages ] && pull=0
-  [ $setting = none ] && helpers=none
   [ $setting = threads3 ] && threads=3
-  DPMPI_RESTORE_PULL=$pull DPMPI_HELPER_CPUS=$helpers DPMPI_COPY_THREADS=$threads timeout 30 "$B/python" \
+  DPMPI_RESTORE_PULL=$pull DPMPI_COPY_THREADS=$threads timeout 30 "$B/python" \
     "$REPO/bench/restore_ranks.py" jacobi 3 4 >"$OUT/ranks_$setting.jsonl" 2>&1
-  echo "== restore_ranks $setting (DPMPI_RESTORE_PULL=$pull DPMPI_HELPER_CPUS=$helpers DPMPI_COPY_THREADS=$threads):" \
+  echo "== restore_ranks $setting (DPMPI_RESTORE_PULL=$pull DPMPI_COPY_THREADS=$threads):" \
     "exit $?, $(wc -l <"$OUT/ranks_$setting.jsonl") jobs" | tee -a "$LOG"
 done
 uptime >>"$LOG"

@@ -1,15 +1,19 @@
-"""How soon after ``stage(epoch)`` an epoch is safe: copied, sealed, replicated to the buddies and
-past the replication's barrier (``Snapshot.busy()`` turns False), while the program computes.
-A kill before that point makes the restore go back one more epoch (one more step recomputed),
-which is most of issue 13's "kill -> back where it failed".
+"""How soon after ``stage(epoch)`` an epoch is safe (copied, sealed, replicated to the buddies and
+past the replication's barrier: ``Snapshot.busy()`` turns False) while the program computes, and
+how long a synchronous ``stage(); commit(); wait()`` takes, with the replication streamed
+(``DPMPI_REPL_STREAM=1``: each piece sent as soon as it is copied) and not (``0``), the settings
+alternated step by step in one job so that both see the same machine. A kill before an epoch is
+safe makes the restore go back one more epoch (one more step recomputed): most of issue 13's
+"kill -> back where it failed".
 
-Each rank (``dpmpi-run -n N``) holds ``--mib`` MiB of state, computes a step of ``--step-ms``
-in small NumPy calls (a 96 x 96 matmul, ~0.1 ms; ``--wait``: 1 ms sleeps), checking ``busy()`` after each, then commits
-and stages the next epoch as ``dpmpi.Runtime`` does. Prints and saves (``--out``) per rank the
-median, min and max of stage -> safe over the steps after the first 3.
+Each rank (``dpmpi-run -n N``) holds ``--mib`` MiB of state, computes a step of ``--step-ms`` in
+small NumPy calls (a 96 x 96 matmul, ~0.1 ms; ``--wait``: 1 ms sleeps, an accelerator-like step),
+checking ``busy()`` after each, then commits and stages the next epoch as ``dpmpi.Runtime``
+does. Rank 0 prints (and ``--out`` saves) per setting the median over the ranks of each rank's
+median stage -> safe (the first 2 steps of each setting left out) and of the synchronous commit.
 
     cd /tmp && REPO/.venv/bin/dpmpi-run -n 2 -- REPO/.venv/bin/python REPO/bench/safe_after.py \
-        --mib 64 --step-ms 100 --steps 23 [--out FILE.json]
+        --mib 64 --step-ms 100 --steps 12 [--wait] [--out FILE.json]
 
 (from outside the repository: its dpmpi/ folder would hide the installed package)
 """
@@ -27,11 +31,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--step-ms", type=float, default=100.0)
-    parser.add_argument("--steps", type=int, default=23)
+    parser.add_argument("--steps", type=int, default=12, help="steps per setting")
+    parser.add_argument("--settings", default="0,1", help="DPMPI_REPL_STREAM values, alternated")
     parser.add_argument("--wait", action="store_true",
                         help="the step waits (1 ms sleeps: an accelerator-like step) instead of computing")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
+    settings = args.settings.split(",")
     comm = dpmpi.init()
     rank, size = comm.Get_rank(), comm.Get_size()
     w = np.zeros(args.mib << 17, np.float64)
@@ -40,9 +46,14 @@ def main() -> int:
     snap = dpmpi.Snapshot(comm, {"w": w})
     snap.stage(1)
     snap.commit(1)
-    safe_ms = []
-    for epoch in range(2, args.steps + 2):
+    safe = {s: [] for s in settings}
+    sync = {s: [] for s in settings}
+    epoch = 1
+    for i in range(args.steps * len(settings)):
+        setting = settings[i % len(settings)]
+        os.environ["DPMPI_REPL_STREAM"] = setting  # (read by the commit, on the committer thread)
         w[:: 1 << 12] += 1.0
+        epoch += 1
         t_stage = time.perf_counter()
         snap.stage(epoch)
         t_safe = None
@@ -54,18 +65,26 @@ def main() -> int:
             if t_safe is None and not snap.busy():
                 t_safe = time.perf_counter()
         snap.commit(epoch)
-        if t_safe is None:
-            t_safe = time.perf_counter()
-        safe_ms.append(1e3 * (t_safe - t_stage))
+        safe[setting].append(1e3 * ((t_safe or time.perf_counter()) - t_stage))
+    for i in range(args.steps * len(settings)):
+        setting = settings[i % len(settings)]
+        os.environ["DPMPI_REPL_STREAM"] = setting
+        w[:: 1 << 12] += 1.0
+        epoch += 1
+        comm.Barrier()
+        t = time.perf_counter()
+        snap.stage()
+        snap.commit(epoch)
+        snap.wait()
+        sync[setting].append(1e3 * (time.perf_counter() - t))
     snap.close()
-    tail = safe_ms[3:]
-    mine = {"rank": rank, "median_ms": round(float(np.median(tail)), 2), "min_ms": round(min(tail), 2),
-            "max_ms": round(max(tail), 2), "n": len(tail)}
+    mine = {s: (float(np.median(safe[s][2:])), float(np.median(sync[s][2:]))) for s in settings}
     rows = comm.gather(mine, root=0)
     if rank == 0:
         out = {"ranks": size, "mib": args.mib, "step_ms": args.step_ms, "wait": args.wait, "cpus": os.cpu_count(),
-               "env": {k: v for k, v in os.environ.items() if k.startswith("DPMPI_")}, "per_rank": rows,
-               "median_ms": round(float(np.median([r["median_ms"] for r in rows])), 2)}
+               "affinity": sorted(os.sched_getaffinity(0)), "steps_per_setting": args.steps, "by_setting": {
+                   s: {"stage_to_safe_ms": round(float(np.median([r[s][0] for r in rows])), 2),
+                       "sync_commit_ms": round(float(np.median([r[s][1] for r in rows])), 2)} for s in settings}}
         print(json.dumps(out), flush=True)
         if args.out:
             with open(args.out, "w") as f:
