@@ -4,8 +4,9 @@
 # mix the repair with the scheduler. One call (under 10 minutes), the most wanted first, each
 # bench under its own time limit so that what finished comes back: $OUT/e2e, $OUT/killat,
 # $OUT/killat_nostream, $OUT/repair41, $OUT/repair82 (dpmpi-bench JSON), $OUT/safe_{compute,wait}.json
-# (bench/safe_after.py), $OUT/ranks_{auto,messages,threads3}.jsonl (restore_ranks.py) and
-# $OUT/issue13_cores.log. killat_nostream: the kill-at bench with the replication after the whole
+# (bench/safe_after.py), $OUT/ranks_{auto,messages,threads3}.jsonl (restore_ranks.py),
+# $OUT/issue13_cores.log and $OUT/issue13_table.md (bench/issue13_table.py: the figures beside the
+# targets, from the JSON or, for a bench its limit cut, its log's per-kill lines). killat_nostream: the kill-at bench with the replication after the whole
 # copy (DPMPI_REPL_STREAM=0) instead of streamed (the default where the snapshot threads have free
 # cores, as there; e793c0b); safe_*: stage -> safe and a synchronous commit, streamed and not,
 # alternated in one job; ranks_messages has the replacement's copy sent by MPI instead of read
@@ -55,3 +56,5 @@ for setting in auto messages threads3; do  # (messages: the replacement's copy s
     "exit $?, $(wc -l <"$OUT/ranks_$setting.jsonl") jobs" | tee -a "$LOG"
 done
 uptime >>"$LOG"
+"$B/python" "$REPO/bench/issue13_table.py" "$OUT" >"$OUT/issue13_table.md" 2>&1  # the figures beside the targets
+cat "$OUT/issue13_table.md"

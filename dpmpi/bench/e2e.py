@@ -123,7 +123,8 @@ def one_workload(ctx: Context, o, script: str, args: list[str], n: int, progress
         head = f"{label} dpmpi kill {i} (+{1e3 * delay:.0f} ms into the step): "
         progress.step(head + (r["error"][:200] if "error" in r else
                       f"resume {r['resume_ms']:.1f} ms (detect {r['detect_ms']:.1f}, repair {r['repair_ms']:.1f}, "
-                      f"restore {r['restore_ms']:.1f}), {r['steps_recomputed']} step(s) recomputed"))
+                      f"restore {r['restore_ms']:.1f}), {r['steps_recomputed']} step(s) recomputed, "
+                      f"back where it failed after {r['caught_up_ms']:.1f} ms"))
     res["dpmpi"] = summarize(rows, ["resume_ms", "detect_ms", "repair_ms", "restore_ms", "recompute_ms",
                                     "caught_up_ms", "steps_recomputed"])
     res["dpmpi_runs"] = rows
