@@ -19,41 +19,34 @@ acc = np.zeros(8)
 snap = dpmpi.Snapshot(comm, {"u": u, "v": v, "acc": acc}, replicas=1, threads=3)
 FAIL = (dpmpi.ProcFailedError, dpmpi.RevokedError)
 
-
-def recover(repair):
-    while True:
-        try:
-            if repair:
-                comm.Respawn()
-            return snap.restore()
-        except FAIL:
-            repair = True
-
-
-if comm.role is dpmpi.Role.RECOVERED:
-    k = recover(False)
-else:
-    snap.stage(0); snap.commit(0)
+# one loop for steps and recoveries: k is None while this rank must restore (a replacement, or
+# after a failure: then Respawn first, and again if a failure strikes the repair or the restore)
+k, staged, respawn = None, False, False  # staged: an epoch staged last step, not committed yet
+if comm.role is not dpmpi.Role.RECOVERED:
+    snap.stage(0)
+    snap.commit(0)
     k = 0
-staged = False  # an epoch staged last step and not committed yet
-while k < N:
+while k is None or k < N:
     try:
+        if k is None:
+            if respawn:
+                comm.Respawn()
+            k, staged, respawn = snap.restore(), False, False
+            continue
         with dpmpi.interrupt_on_failure():
-            while k < N:
-                n = comm.Get_size()
-                tot = np.empty(1)
-                comm.Allreduce(np.array([u[::97].sum() + float(v[::89].sum())]), tot, op=MPI.SUM)
-                if staged:
-                    snap.commit(k, durable=False)  # (the epoch staged last step)
-                    staged = False
-                u[:] = 3.9 * u * (1.0 - u)
-                v[:] = np.float32(3.8) * v * (np.float32(1.0) - v)
-                acc[k % 8] += tot[0]
-                snap.stage(k + 1)
-                staged = True
-                k += 1
+            tot = np.empty(1)
+            comm.Allreduce(np.array([u[::97].sum() + float(v[::89].sum())]), tot, op=MPI.SUM)
+            if staged:
+                snap.commit(k, durable=False)  # (the epoch staged last step)
+                staged = False
+            u[:] = 3.9 * u * (1.0 - u)
+            v[:] = np.float32(3.8) * v * (np.float32(1.0) - v)
+            acc[k % 8] += tot[0]
+            snap.stage(k + 1)
+            staged = True
+            k += 1
     except FAIL:
-        k, staged = recover(True), False
+        k, respawn = None, True
 if staged:
     snap.commit(k, durable=False)
 snap.wait()
