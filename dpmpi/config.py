@@ -150,7 +150,7 @@ VARS: tuple[Var, ...] = (
         "between nodes)"),
     Var("DPMPI_REPL_STREAM", "choice", "auto", "a commit's replication sends each 4 MiB piece of the copy as soon "
         "as it is written, its header once sealed: 1, 0 (after the whole copy) or auto (1 where the snapshot "
-        "threads have CPUs of their own, DPMPI_HELPER_CPUS; sharing the rank's core it cost 2-5 ms per 64 MiB "
+        "threads have CPUs of their own, DPMPI_HELPER_CPUS; sharing the rank's core it cost 3-6 ms per 64 MiB "
         "commit on a 2-core VM)", choices=("auto", "1", "0")),
     Var("DPMPI_HUGE_PAGES", "bool", True, "snapshot slots of 4 MiB or more ask for transparent huge pages "
         "(replication ~1.2-1.4x faster where the kernel's THP mode is 'madvise'); 0: 4 KiB pages"),
