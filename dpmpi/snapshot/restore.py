@@ -11,7 +11,7 @@ import errno
 import json
 import time
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from mpi4py import MPI
 
@@ -52,6 +52,19 @@ def post_copy(post: Any, peer: int, header: Any, parts: list) -> list:
     return reqs
 
 
+class _Info(NamedTuple):
+    """What one rank told the others in a restore's agreement (``_holdings``), with its rank."""
+    rank: int
+    sig: list  # its layout's signature
+    own: dict[int, int]  # its own slots: {epoch: checksum}
+    held: dict[int, dict[int, int]]  # the replicas it holds: {owner: {epoch: checksum}}
+    layouts: dict[int, list]  # the layouts it knows, by logical rank
+    disk: list[int]  # the epochs on disk for it
+    direct: bool  # it may receive its copy straight into its arrays
+    shift: int  # where its own slots start in a page
+    offer: tuple  # pull.offer: whether and where a peer on its node may read its replicas
+
+
 def _holdings(buffers: Buffers, repl: Replication, persist: Persistence, swap: bool) -> tuple:
     """What this rank tells the others in a restore's agreement (its rank is added once the new
     snapshot communicator numbers it). A rank may receive its copy straight into its arrays only
@@ -61,17 +74,17 @@ def _holdings(buffers: Buffers, repl: Replication, persist: Persistence, swap: b
             pull.offer(repl.addresses()))
 
 
-def _check_layouts(infos: list) -> None:
+def _check_layouts(infos: list[_Info]) -> None:
     """The layouts that were registered for each logical rank (a replacement must match)."""
     known: dict[int, list] = {}
-    for _r, _sig, _o, _h, layouts, _d, _direct, _shift, _offer in infos:
-        for owner, sig in layouts.items():
+    for info in infos:
+        for owner, sig in info.layouts.items():
             known.setdefault(owner, sig)
-    mismatch = [r for r, sig, *_ in infos if r in known and json.dumps(known[r]) != json.dumps(sig)]
+    mismatch = [i.rank for i in infos if i.rank in known and json.dumps(known[i.rank]) != json.dumps(i.sig)]
     if mismatch:
         r = mismatch[0]
         raise ValueError(f"rank {r} registered different arrays than the rank it replaces had: "
-                         f"{infos[r][1]} vs {known[r]}; a replacement must register the same names, "
+                         f"{infos[r].sig} vs {known[r]}; a replacement must register the same names, "
                          f"dtypes and shapes")
 
 
@@ -116,12 +129,12 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     rank, size = scomm.Get_rank(), scomm.Get_size()
     carried = max(int(c) for c, _u, _info in gathered)
     built = [bool(u) for _c, u, _info in gathered]  # every rank's as_built (the same decisions everywhere)
-    infos = [(r, *info) for r, (_c, _u, info) in enumerate(gathered)]
+    infos = [_Info(r, *info) for r, (_c, _u, info) in enumerate(gathered)]
     timings["agree"] = time.perf_counter() - t
     _check_layouts(infos)
-    repl.layouts = {r: sig for r, sig, *_ in infos}
-    repl.shifts = {r: info[6] for r, *info in infos}  # (a replacement's own slots may start elsewhere)
-    held = {r: {**held_r, r: own_r} for r, _sig, own_r, held_r, _l, _d, _direct, _shift, _offer in infos}
+    repl.layouts = {i.rank: i.sig for i in infos}
+    repl.shifts = {i.rank: i.shift for i in infos}  # (a replacement's own slots may start elsewhere)
+    held = {i.rank: {**i.held, i.rank: i.own} for i in infos}
     epoch, transfers, lost = plan.plan_restore(held, size)
     if epoch < 0 and carried < 0 and all(built):
         buffers.forget(-1)
@@ -142,7 +155,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
         raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
                          "snap.stage() and snap.commit(epoch) first")
     if epoch < 0:
-        disk = [set(d) for *_x, d, _direct, _shift, _offer in infos]
+        disk = [set(i.disk) for i in infos]
         on_disk = set.intersection(*disk) if disk else set()
         if on_disk:
             return (*_from_disk(buffers, repl, persist, rank, max(on_disk), lost, t0, carried), None)
@@ -159,9 +172,9 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     # (``pull``: on its copy threads, checksummed as it arrives); else the holder sends it and
     # checks the copy it sends while the receiver pulls it (single-copy transports: the
     # receiver's side moves the bytes). A read that failed is sent as messages in a second round.
-    direct = plan.direct_receivers(transfers, size, repl.replicas, epoch, held, {i[0]: i[6] for i in infos},
+    direct = plan.direct_receivers(transfers, size, repl.replicas, epoch, held, {i.rank: i.direct for i in infos},
                                    repl.nodes)
-    reads = pull.plan(transfers, [i[8] for i in infos], epoch, repl.nodes)
+    reads = pull.plan(transfers, [i.offer for i in infos], epoch, repl.nodes)
     t = time.perf_counter()
     incoming, parts = None, []
     if rank in transfers:
