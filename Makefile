@@ -9,9 +9,10 @@ SOURCES := $(shell find dpmpi cext -type f -name '*.py' -o -type f -name '*.c' -
 
 .PHONY: demo docs test test-long test-logic test-mpi test-faults test-peer bench bench-quick peer clean
 
+# (the venv's own pip, not upgraded: upgrading took 2 s of every fresh `make test`, and the pip
+# that venv installs, 23.2 with Python 3.11, builds and installs dpmpi as it is)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 
 # Build tools first (the package is built without isolation, against them), then dpmpi with
 # its dependencies. pip rebuilds a local package every time, so this reruns on source changes.
@@ -23,8 +24,12 @@ $(VENV)/.installed: $(SOURCES) | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/python examples/demo_driver.py
 
+# The logic and peer tiers wait more than they compute (a core idle about half their time), so
+# they run side by side (~18 s instead of ~28 s here), each tier's output kept in one piece; the
+# MPI tier, then the fault tiers (which use both cores), after them.
 test: $(VENV)/.installed
-	$(MAKE) --no-print-directory test-logic test-mpi test-faults test-peer
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-logic test-peer
+	$(MAKE) --no-print-directory test-mpi test-faults
 
 # Tier 1: pure logic, and tier 3: fault and hot-swap tests (each a dpmpi-run child with a hard
 # timeout; test_cluster.py: node failures on a simulated 2-node cluster of namespaces, ~15 s,
