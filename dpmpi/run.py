@@ -240,7 +240,7 @@ def _to_stderr(raw: bytes) -> None:
         sys.stderr.write(raw.decode("utf-8", "replace"))
 
 
-def _pump_stderr(stream, outcome: Outcome, held: init_loss.HeldStderr) -> None:
+def pump_stderr(stream, outcome: Outcome, held: init_loss.HeldStderr) -> None:
     """Copy mpirun's stderr to ours (through ``held``), taking the ranks' status records out.
     Runs in a thread of dpmpi-run (no MPI) until mpirun's stderr closes, or for ever when a
     process that inherited it lives on (a daemon's launcher on a node that went silent: see
@@ -250,6 +250,8 @@ def _pump_stderr(stream, outcome: Outcome, held: init_loss.HeldStderr) -> None:
             raw = raw.replace(b"\0", b"")
             if not raw:
                 continue
+        if not raw.endswith(b"\n"):  # the stream's last bytes (PRRTE's "LAUNCHER JOB OBJECT NOT FOUND", seen
+            raw += b"\n"  # after a spawn): ended, so that dpmpi-run's own line starts a line
         line = raw.decode("utf-8", "replace")
         if not outcome.note(line):
             held.tick()  # (a rank's MPI_Init returned: what was held goes out now)
@@ -287,7 +289,7 @@ def launch(opts: Options, mpirun: str) -> int:
         outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)),
                           init=init_loss.InitWatch(opts.n))
         held = init_loss.HeldStderr(outcome.init, _to_stderr)
-        pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, outcome, held), daemon=True)
+        pump = threading.Thread(target=pump_stderr, args=(proc.stderr, outcome, held), daemon=True)
         pump.start()
         stuck: int | None = None
         while True:

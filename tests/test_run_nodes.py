@@ -105,3 +105,20 @@ def test_stderr_is_held_until_a_rank_initialised_and_dropped_when_the_job_is_lau
     busy = init_loss.HeldStderr(init_loss.InitWatch(2), shown.append, hold_s=0.0)
     with busy.out_lock:  # the pump thread inside a write that a slow reader of stderr blocks
         busy.tick()  # the main thread does not wait for it
+
+
+def test_stderr_that_ends_without_an_end_of_line_is_ended_before_dpmpi_runs_own_line():
+    """PRRTE wrote "LAUNCHER JOB OBJECT NOT FOUND" without a newline as mpirun's last bytes after
+    a spawn (bench/strangers/respawn_runtime.py, two kills): dpmpi-run's account was glued to it,
+    and a reader looking for lines that start with "dpmpi-run:" missed it."""
+    import io
+
+    from dpmpi import init_loss
+
+    shown = []
+    watch = init_loss.InitWatch(1)
+    watch.note("[dpmpi-init] 0\n")
+    held = init_loss.HeldStderr(watch, shown.append)
+    run.pump_stderr(io.BytesIO(b"a line\nLAUNCHER JOB OBJECT NOT FOUND"), run.Outcome(init=watch), held)
+    held.release()
+    assert shown == [b"a line\n", b"LAUNCHER JOB OBJECT NOT FOUND\n"], shown
