@@ -87,7 +87,9 @@ def one_run(nodes: int, slots: int, mib: float, scenario: str, timeout: float) -
         and all(e["ok"] and e["epoch"] == PAUSE_AT for e in restored)
         and all(d["digest"] == d["want"] for d in done.values()),
     })
-    if not row["ok"]:
+    other = [line for line in err.splitlines() if line.strip() and not line.startswith("dpmpi-run: ")]
+    row["stderr_other_lines"] = len(other)  # lines that are not dpmpi-run's account (a clean run has none)
+    if not row["ok"] or other:
         row["stderr"] = err[-1500:]
     return row
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import _ft, _guard, _hooks, ctxcomms, persistent
+from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, persistent
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, exchange_handles, hold_context_id, sendrecv, warm_up, within_job
@@ -174,10 +174,12 @@ class Comm(Wrapper):
     def Agree(self, flag: int) -> int:
         """Fault-tolerant agreement: the bitwise AND of ``flag`` over the live ranks.
 
-        Raises ``ProcFailedError`` while a failure has not been acknowledged (``Ack_failed``)."""
+        Raises ``ProcFailedError`` while a failure has not been acknowledged (``Ack_failed``), and
+        ``RevokedError`` when a repair (``Respawn``) begins before every live rank has entered it:
+        the agreement could not complete then, and this rank should join the repair."""
         if isinstance(flag, bool) or not isinstance(flag, int):
             raise TypeError(f"Agree(flag) takes an int (bits to AND across ranks), got {type(flag).__name__}")
-        return int(self._call("Agree", self._comm.Agree, flag))
+        return int(self._call("Agree", agreements.agree, self._comm, flag))
 
     def Iagree(self, flag: Any) -> Request:
         """Non-blocking ``Agree``; ``flag`` is a one-int buffer (e.g. ``array('i', [1])``)
@@ -190,7 +192,7 @@ class Comm(Wrapper):
             ) from None
         if view.readonly or view.nbytes != 4:
             raise ValueError("Iagree(flag) needs a writable buffer of exactly one 32-bit int, e.g. array('i', [1])")
-        return self._call("Iagree", self._comm.Iagree, flag)
+        return self._call("Iagree", agreements.iagree, self._comm, flag)
 
     def Ack_failed(self, num_to_ack: int | None = None) -> int:
         """Acknowledge the failures known locally (all of them by default); returns how many

@@ -42,7 +42,7 @@ def warm_up(comm: MPI.Comm, op: str, watch: MPI.Comm | None = None) -> None:
                 comm.Allreduce(MPI.IN_PLACE, one, MPI.SUM)
             return
         req = comm.Iallreduce(one, out, MPI.SUM) if comm.Is_inter() else comm.Iallreduce(MPI.IN_PLACE, one, MPI.SUM)
-        if _done_unless_revoked(req, watch):
+        if done_unless_revoked(req, watch):
             return
         keep_forever((comm, req, one, out))  # (still active on a revoked communicator: its buffers live on)
         _revoke_quietly(comm)
@@ -61,7 +61,7 @@ _SPIN = 2000  # tests of a warm-up before it naps between them (it completes in 
 _NAP = 50e-6
 
 
-def _done_unless_revoked(req: MPI.Request, watch: MPI.Comm) -> bool:
+def done_unless_revoked(req: MPI.Request, watch: MPI.Comm) -> bool:
     """Wait for ``req``; False, with ``req`` still pending, once ``watch`` is revoked first."""
     tests = 0
     while not watch.Is_revoked():
@@ -105,6 +105,7 @@ def warm_up_and(comm: MPI.Intracomm, words: list[int]) -> list[int]:
     return list(buf)
 
 
+
 # Gives the job's protocol communicator, set by ``dpmpi.init`` (dpmpi.resilient, which imports
 # this module); None before. Set once, from the main thread.
 _job_world: Callable[[], MPI.Comm] | None = None
@@ -115,6 +116,12 @@ def set_job_world(get: Callable[[], MPI.Comm]) -> None:
     processes, replacements that a repair spawned included), which each repair replaces."""
     global _job_world
     _job_world = get
+
+
+def resilient_job_comm() -> MPI.Comm:
+    """The job's protocol communicator after ``dpmpi.init`` (repairs revoke it first), else
+    ``MPI.COMM_NULL``."""
+    return _job_world() if _job_world is not None else MPI.COMM_NULL
 
 
 def job_comm() -> MPI.Comm:

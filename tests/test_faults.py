@@ -183,6 +183,20 @@ def test_a_revoke_during_large_transfers_aborts_no_healthy_rank(dpmpi_run):
     assert "MPI_ERRORS_ARE_FATAL" not in job.stderr and not job.accounts(), job.stderr
 
 
+def test_an_agree_that_a_repair_interrupts_raises_and_leaves_nothing_open(dpmpi_run):
+    """Rank 1 starts a repair while the others wait for it in Agree on the active communicator
+    (a collective that failed on one rank only, as across nodes). Before, both sides waited for
+    each other until the repair deadline; now the others get RevokedError and join the repair,
+    and the agreement they left is closed by it: Open MPI names none at MPI_Finalize."""
+    job = dpmpi_run(4, "agree_in_repair.py", launcher_args=["--spares", "1"])
+    assert job.returncode == 0, job.stderr
+    done = job.by_rank("done")
+    assert sorted(done) == [0, 1, 2] and all(e["agreed"] == 1 and e["size"] == 3 and e["repairs"] == 1
+                                             for e in done.values()), job.stdout
+    assert [done[r]["caught"] for r in (0, 1, 2)] == ["RevokedError", None, "RevokedError"], job.stdout
+    assert job.stderr.strip() == "", job.stderr  # (no "ERA ERRONEOUS: Agreement ID ... never completed")
+
+
 def test_a_death_seen_in_request_waitall_is_recovered(dpmpi_run):
     """dpmpi.Request.Waitall on a ring: the survivors' Waitall fails with MPI_ERR_IN_STATUS,
     which must become the dead peer's ProcFailedError (not a plain DpmpiError that ends the job)."""

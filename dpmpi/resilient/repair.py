@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, ctxcomms, faults
+from dpmpi import _guard, agreements, ctxcomms, faults
 from dpmpi.comm import rebind
 from dpmpi.mpicall import exchange, hold_context_id, retire, warm_up, warm_up_and
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
@@ -97,9 +97,14 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             t = time.perf_counter()
             # the new communicator's warm-up carries the quick reassign's words (plan.py)
             mine = state.prologue.handover() if was_active else None
-            agreed = reassign_agreed(warm_up_and(new_world, reassign_words(
+            # (and which agreement on the active communicator a process gave up for this repair:
+            # the ones not yet in it enter it, so it completes; dpmpi.agreements says why)
+            old_active = state.active.mpi if state.active is not None and was_active else MPI.COMM_NULL
+            anded = warm_up_and(new_world, reassign_words(
                 state.plan, original(state), was_active and bool(state.recipes), mine is not None,
-                bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])))))
+                bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4]))) + [agreements.abandoned_word(old_active)])
+            agreements.join_abandoned(old_active, anded[-1])
+            agreed = reassign_agreed(anded)
             quick, with_recipes = agreed.quick, agreed.with_recipes
             faults.point("repair-reassign")
             if quick:  # every process holds the same plan: the live ones are the shrunk group
