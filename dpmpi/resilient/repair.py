@@ -100,9 +100,9 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             # (and which agreement on the active communicator a process gave up for this repair:
             # the ones not yet in it enter it, so it completes; dpmpi.agreements says why)
             old_active = state.active.mpi if state.active is not None and was_active else MPI.COMM_NULL
-            anded = warm_up_and(new_world, reassign_words(
-                state.plan, original(state), was_active and bool(state.recipes), mine is not None,
-                bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4]))) + [agreements.abandoned_word(old_active)])
+            words = reassign_words(state.plan, original(state), was_active and bool(state.recipes), mine is not None,
+                                   bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])))
+            anded = warm_up_and(new_world, words + [agreements.abandoned_word(old_active)])
             agreements.join_abandoned(old_active, anded[-1])
             agreed = reassign_agreed(anded)
             quick, with_recipes = agreed.quick, agreed.with_recipes
