@@ -3,7 +3,7 @@
     dpmpi-run -n N [--spares S] [--dry-run] [mpirun options...] -- PROGRAM ARGS...
 
 N is the total number of processes, S of them spares (default 0; N - S are active). It runs
-``mpirun --with-ft ulfm --mca btl ^ofi --mca mpi_event_tick_rate 1000 -n N`` (the tick from
+``mpirun --with-ft ulfm --mca btl ^ofi --mca mpi_event_tick_rate 1000 --mca coll ^han -n N`` (the tick from
 ``DPMPI_MPI_EVENT_TICK``; plus, unless placement options are given,
 ``--map-by core:OVERSUBSCRIBE --rank-by slot --bind-to core:overload-allowed`` so that
 ``Comm.Spawn`` always has room, or ``--oversubscribe`` when the active ranks exceed the cores;
@@ -160,6 +160,13 @@ def guard_library() -> Path:
 SPAWN_READY = ["--map-by", "core:OVERSUBSCRIBE", "--rank-by", "slot", "--bind-to", "core:overload-allowed"]
 
 
+def _mca_given(user: list[str], env: dict[str, str], name: str) -> bool:
+    """Whether the user set Open MPI's parameter ``name`` (``--mca name V`` among mpirun's options,
+    or ``OMPI_MCA_name`` in the environment)."""
+    return ("OMPI_MCA_" + name) in env or any(a == "--mca" and i + 1 < len(user) and user[i + 1] == name
+                                              for i, a in enumerate(user))
+
+
 def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool = True) -> list[str]:
     """The mpirun command line; also sets in ``env`` what the ranks need.
 
@@ -170,12 +177,13 @@ def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool =
     that compare the two)."""
     cmd = [mpirun, "--with-ft", "ulfm"]
     user = opts.mpirun_args
-    if not any(a == "--mca" and i + 1 < len(user) and user[i + 1] == "btl" for i, a in enumerate(user)):
+    if not _mca_given(user, env, "btl"):
         cmd += ["--mca", "btl", "^ofi"]  # MPI_Init ~20 ms instead of ~1 s, Spawn ~0.2 s instead of ~1.2 s
     tick = _guard.event_tick()
-    if tick > 0 and not any(a == "--mca" and i + 1 < len(user) and user[i + 1] == _guard.MCA_EVENT_TICK
-                            for i, a in enumerate(user)) and ("OMPI_MCA_" + _guard.MCA_EVENT_TICK) not in env:
+    if tick > 0 and not _mca_given(user, env, _guard.MCA_EVENT_TICK):
         cmd += ["--mca", _guard.MCA_EVENT_TICK, str(tick)]  # death reports handled within ~1 ms in MPI calls
+    if not _mca_given(user, env, _guard.MCA_COLL):  # (for every program: a C rank has no dpmpi.mpi_defaults)
+        cmd += ["--mca", _guard.MCA_COLL, _guard.COLL_DEFAULT]  # no coll/han: not fault tolerant (_guard)
     placed = any(a.split("=")[0] in _HOST_OPTIONS + _BIND_OPTIONS for a in user)
     cores = os.cpu_count() or 1
     if not placed and (spawn_room or opts.n > cores):

@@ -317,9 +317,14 @@ def test_build_command(monkeypatch):
     preload = next(a for a in cmd if a.startswith("LD_PRELOAD="))
     assert cmd[cmd.index(preload) - 1] == "-x" and preload.split("=", 1)[1].endswith("libdpmpi_guard.so")
     assert "LD_PRELOAD" not in env
-    # the user's own btl choice and host list win
-    cmd = run.build(run.parse_args(["-n", "8", "--mca", "btl", "tcp,self", "--host", "a:8", "--", "p"]), "m", {})
-    assert "^ofi" not in cmd and "--oversubscribe" not in cmd
+    # Open MPI's hierarchical collectives, not fault tolerant, are left out
+    assert cmd[cmd.index("coll") - 1 : cmd.index("coll") + 2] == ["--mca", "coll", "^han"]
+    # the user's own btl and coll choices and host list win, on the command line or in the environment
+    cmd = run.build(run.parse_args(["-n", "8", "--mca", "btl", "tcp,self", "--mca", "coll", "^adapt", "--host", "a:8",
+                                    "--", "p"]), "m", {})
+    assert "^ofi" not in cmd and "^han" not in cmd and "--oversubscribe" not in cmd
+    cmd = run.build(run.parse_args(["-n", "2", "--", "p"]), "m", {"OMPI_MCA_coll": "tuned,basic,self,libnbc"})
+    assert "coll" not in cmd and "^ofi" in cmd
 
 
 def test_spares_beyond_the_cores_keep_the_active_ranks_bound(monkeypatch):
