@@ -30,7 +30,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from dpmpi import config
+from dpmpi import config, mca
 
 ENV_STATUS = "DPMPI_STATUS"
 ENV_FINALIZE_TIMEOUT = "DPMPI_FINALIZE_TIMEOUT"
@@ -366,28 +366,12 @@ def install() -> None:
         _hooks.enable_stall(_lib.lib.dpmpi_stall_enter, _lib.lib.dpmpi_stall_leave)
 
 
-MCA_EVENT_TICK = "mpi_event_tick_rate"
-# Open MPI's hierarchical collectives (coll/han), which it picks for a communicator that spans
-# nodes, are not fault tolerant: in a repaired communicator's first Allreduce they segfaulted in
-# mca_coll_han_comm_create (the simulated cluster, a death right after a restore; Open MPI issues
-# 11794 and 13915, which also say that han drops its sub-collectives' errors: hangs after a
-# failure). Excluded unless the user chose the coll components.
-MCA_COLL, COLL_DEFAULT = "coll", "^han"
-
-
-def event_tick() -> int:
-    """Open MPI's event tick dpmpi asks for (microseconds; 0: Open MPI's own default)."""
-    return int(config.get("DPMPI_MPI_EVENT_TICK"))
-
-
 def mpi_defaults() -> None:
-    """In a rank, before MPI starts: Open MPI settings dpmpi relies on, unless the user set them."""
+    """In a rank, before MPI starts: Open MPI settings dpmpi relies on, unless the user set them
+    (``dpmpi.mca``)."""
     if "mpi4py.MPI" in sys.modules or not rank_process():
         return
-    tick = event_tick()
-    if tick > 0:
-        os.environ.setdefault("OMPI_MCA_" + MCA_EVENT_TICK, str(tick))
-    os.environ.setdefault("OMPI_MCA_" + MCA_COLL, COLL_DEFAULT)  # (mpirun passes its --mca settings as these)
+    mca.set_defaults(os.environ)
 
 
 def rank_process() -> bool:

@@ -3,7 +3,8 @@
     dpmpi-run -n N [--spares S] [--dry-run] [mpirun options...] -- PROGRAM ARGS...
 
 N is the total number of processes, S of them spares (default 0; N - S are active). It runs
-``mpirun --with-ft ulfm --mca btl ^ofi --mca mpi_event_tick_rate 1000 --mca coll ^han -n N`` (the tick from
+``mpirun --with-ft ulfm --mca btl ^ofi --mca mpi_event_tick_rate 1000 --mca coll ^han --mca btl_tcp_flags
+send,inplace,need-ack,need-csum,hetero-rdma -n N`` (no TCP put: ``dpmpi.mca`` says why; the tick from
 ``DPMPI_MPI_EVENT_TICK``; plus, unless placement options are given,
 ``--map-by core:OVERSUBSCRIBE --rank-by slot --bind-to core:overload-allowed`` so that
 ``Comm.Spawn`` always has room, or ``--oversubscribe`` when the active ranks exceed the cores;
@@ -32,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmpi import _guard, config, init_loss, node_loss, shmclean
+from dpmpi import _guard, config, init_loss, mca, node_loss, shmclean
 from dpmpi.cancel import Cancel
 from dpmpi.exit_code import job_exit_code
 
@@ -179,11 +180,9 @@ def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool =
     user = opts.mpirun_args
     if not _mca_given(user, env, "btl"):
         cmd += ["--mca", "btl", "^ofi"]  # MPI_Init ~20 ms instead of ~1 s, Spawn ~0.2 s instead of ~1.2 s
-    tick = _guard.event_tick()
-    if tick > 0 and not _mca_given(user, env, _guard.MCA_EVENT_TICK):
-        cmd += ["--mca", _guard.MCA_EVENT_TICK, str(tick)]  # death reports handled within ~1 ms in MPI calls
-    if not _mca_given(user, env, _guard.MCA_COLL):  # (for every program: a C rank has no dpmpi.mpi_defaults)
-        cmd += ["--mca", _guard.MCA_COLL, _guard.COLL_DEFAULT]  # no coll/han: not fault tolerant (_guard)
+    for name, value in mca.settings():  # (for every program: a C rank has no import dpmpi; dpmpi.mca says why)
+        if not _mca_given(user, env, name):
+            cmd += ["--mca", name, value]
     placed = any(a.split("=")[0] in _HOST_OPTIONS + _BIND_OPTIONS for a in user)
     cores = os.cpu_count() or 1
     if not placed and (spawn_room or opts.n > cores):

@@ -156,3 +156,6 @@ def test_the_runtime_across_nodes_confirms_its_steps_and_ends_identical(dpmpi_ru
     assert {r: e["digest"] for r, e in final.items()} == want, out[-3000:]
     assert all(e["confirmed"] >= 14 for e in final.values()), final  # confirm_steps was on
     assert sum(len(e["recoveries"]) for e in final.values()) >= 2, final  # node 1's actives died
+    # no agreement left open (dpmpi.agreements), no han schedule error, no MPI error at the end
+    assert not [line for line in err.splitlines() if any(
+        m in line for m in ("ERRONEOUS", "NBC_", "OPAL ERROR", "Segmentation", "signal 11"))], err[-3000:]

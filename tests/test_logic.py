@@ -319,6 +319,9 @@ def test_build_command(monkeypatch):
     assert "LD_PRELOAD" not in env
     # Open MPI's hierarchical collectives, not fault tolerant, are left out
     assert cmd[cmd.index("coll") - 1 : cmd.index("coll") + 2] == ["--mca", "coll", "^han"]
+    # nor the TCP transport's emulated put, which deadlocks a process when a peer dies during one
+    at = cmd.index("btl_tcp_flags")
+    assert cmd[at - 1] == "--mca" and "put" not in cmd[at + 1].split(",") and "send" in cmd[at + 1].split(",")
     # the user's own btl and coll choices and host list win, on the command line or in the environment
     cmd = run.build(run.parse_args(["-n", "8", "--mca", "btl", "tcp,self", "--mca", "coll", "^adapt", "--host", "a:8",
                                     "--", "p"]), "m", {})
