@@ -20,7 +20,10 @@ in it, it completes on all of them.
 Owner of state: this module. ``_STARTED`` (agreements started through dpmpi on each
 communicator, by MPI handle) and ``_ABANDONED`` (the agreement given up on each) are updated
 from the thread that calls ``Agree``/``Iagree`` or runs the repair (single dict updates, atomic
-under the GIL), and kept for the life of the process, as are the abandoned requests (``keep_forever``)."""
+under the GIL), and kept for the life of the process, as are the abandoned requests (``keep_forever``).
+Keyed by handle: a communicator that the program frees can leave its counts to a later one that
+Open MPI puts at the same address. The worst that does is a wrong ``join_abandoned`` decision,
+which leaves one agreement open (the line at ``MPI_Finalize``); nothing waits for a joined one."""
 from __future__ import annotations
 
 import array
