@@ -105,7 +105,6 @@ def warm_up_and(comm: MPI.Intracomm, words: list[int]) -> list[int]:
     return list(buf)
 
 
-
 # Gives the job's protocol communicator, set by ``dpmpi.init`` (dpmpi.resilient, which imports
 # this module); None before. Set once, from the main thread.
 _job_world: Callable[[], MPI.Comm] | None = None
@@ -127,7 +126,7 @@ def resilient_job_comm() -> MPI.Comm:
 def job_comm() -> MPI.Comm:
     """The processes of this job: after ``dpmpi.init``, its protocol communicator, else
     MPI_COMM_WORLD."""
-    world = _job_world() if _job_world is not None else MPI.COMM_NULL
+    world = resilient_job_comm()
     return world if world != MPI.COMM_NULL else MPI.COMM_WORLD
 
 
