@@ -11,12 +11,14 @@ import dpmpi
 
 comm = dpmpi.init()
 rank = comm.Get_rank()
-comm.Barrier()
 caught = None
 if rank == 1:
+    comm.Barrier()
     comm.Respawn()  # the others cannot complete their Agree without this rank
 else:
     try:
+        # (inside the try: rank 1 can leave the Barrier and revoke before another rank has left it)
+        comm.Barrier()
         comm.Agree(1)
     except (dpmpi.ProcFailedError, dpmpi.RevokedError) as exc:
         caught = type(exc).__name__
