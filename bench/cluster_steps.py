@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -33,9 +34,18 @@ PROGRAM = ROOT / "examples" / "train_mlp.py"
 SLOW = 0.5  # seconds: a step this long is a stall here (steps take 0.1-0.2 s)
 
 
+def events(stdout: str) -> list[dict]:
+    out = []
+    for line in stdout.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass  # (not an event line)
+    return [e for e in out if isinstance(e, dict)]
+
+
 def gaps(stdout: str) -> list[float]:
-    steps = sorted(e["time"] for e in map(json.loads, filter(lambda s: s.startswith("{"), stdout.splitlines()))
-                   if e.get("event") == "step" and e.get("rank") == 0)
+    steps = sorted(e["time"] for e in events(stdout) if e.get("event") == "step" and e.get("rank") == 0)
     return [b - a for a, b in zip(steps, steps[1:])]
 
 
@@ -88,10 +98,18 @@ def job(args: argparse.Namespace, across: bool) -> dict:
     env = dict(os.environ, DPMPI_REPL_REPORT="3")
     started = time.time()
     if not across:
-        out = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(args.slots), "--",
-                              *program], env=env, capture_output=True, text=True, timeout=args.timeout,
-                             cwd=tempfile.gettempdir())  # (not the checkout: `-m dpmpi` is the installed one)
-        return summary("one node", out.returncode, time.time() - started, out.stdout, out.stderr)
+        proc = subprocess.Popen([sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(args.slots), "--",
+                                 *program], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=tempfile.gettempdir(),  # (not the checkout: `-m dpmpi` is the installed one)
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=args.timeout)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:  # a hang: the whole job goes, the row says so (rc None)
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            rc = None
+        return summary("one node", rc, time.time() - started, out, err)
     with cluster_sim.Cluster(nodes=args.nodes, slots=args.slots) as cluster:
         cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(args.slots),
                *cluster.mpirun_args(), "--", *program]
