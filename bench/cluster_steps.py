@@ -19,33 +19,22 @@ import json
 import os
 import pathlib
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 from dpmpi import cluster_sim
+from dpmpi.bench.common import error_tail, json_lines, run_job
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "examples" / "train_mlp.py"
 SLOW = 0.5  # seconds: a step this long is a stall here (steps take 0.1-0.2 s)
 
 
-def events(stdout: str) -> list[dict]:
-    out = []
-    for line in stdout.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass  # (not an event line)
-    return [e for e in out if isinstance(e, dict)]
-
-
 def gaps(stdout: str) -> list[float]:
-    steps = sorted(e["time"] for e in events(stdout) if e.get("event") == "step" and e.get("rank") == 0)
+    steps = sorted(e["time"] for e in json_lines(stdout) if e.get("event") == "step" and e.get("rank") == 0)
     return [b - a for a, b in zip(steps, steps[1:])]
 
 
@@ -56,7 +45,7 @@ def summary(where: str, rc, seconds: float, stdout: str, stderr: str) -> dict:
            "longest_step_s": round(max(g), 3) if g else None, "over_0.5s": sum(x > SLOW for x in g),
            "replication_reports": stderr.count("snapshot replication job on")}
     if rc != 0:
-        row["stderr"] = stderr[-1500:]
+        row["stderr"] = error_tail(stderr)
     return row
 
 
@@ -98,17 +87,9 @@ def job(args: argparse.Namespace, across: bool) -> dict:
     env = dict(os.environ, DPMPI_REPL_REPORT="3")
     started = time.time()
     if not across:
-        proc = subprocess.Popen([sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(args.slots), "--",
-                                 *program], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=tempfile.gettempdir(),  # (not the checkout: `-m dpmpi` is the installed one)
-                                start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=args.timeout)
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:  # a hang: the whole job goes, the row says so (rc None)
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            rc = None
+        ran = run_job([sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(args.slots), "--", *program],
+                      env, tempfile.gettempdir(), args.timeout)  # (cwd: not the checkout, so the installed dpmpi)
+        rc, out, err = ran if ran is not None else (None, "", "")  # (None: it hung, its session killed)
         return summary("one node", rc, time.time() - started, out, err)
     with cluster_sim.Cluster(nodes=args.nodes, slots=args.slots) as cluster:
         cmd = [sys.executable, "-m", "dpmpi.run", "-n", str(n), "--spares", str(args.slots),
