@@ -108,8 +108,11 @@ class Comm(Wrapper):
         return self._comm
 
     def __getattr__(self, name: str) -> Any:
-        attr = _wrapped(self, name, lambda: sendrecv(self._comm) if name == "Sendrecv" else getattr(self._comm, name),
-                        self._comm)
+        # (the look-up closes over the mpi4py object, not over this handle: a failure raised inside
+        # it keeps its frame, and that frame its closure, alive in the traceback through the repair,
+        # and a handle alive there counts as still in use: holding.let_go_of_unwound)
+        raw = self._comm
+        attr = _wrapped(self, name, lambda: sendrecv(raw) if name == "Sendrecv" else getattr(raw, name), raw)
         if name in persistent.REMADE:  # (made again under the same objects by a repair)
             attr = self.__dict__[name] = persistent.recording(self, name, attr)
         return attr

@@ -459,3 +459,63 @@ def test_a_notice_handled_inside_asyncio_waits_for_the_next_signal(monkeypatch):
     with pytest.raises(Failure):
         interrupts.on_signal(signal.SIGUSR1, step)
     assert acked == [1]
+
+
+def test_a_handle_whose_use_the_interruption_cut_short_is_let_go_of_by_the_repair(monkeypatch):
+    """A failure raised where the watcher's signal lands inside dpmpi's code for ``sub.<method>``
+    (each such point in turn: a function's entry and each line) must not keep ``sub`` alive once
+    ``Respawn`` has let go of what the failed step unwound (``holding.let_go_of_unwound``): a
+    handle alive at the repair counts as still in use, and the repair rebuilds it. Before, the
+    signal handled inside the method's look-up left ``sub`` in the closure of a frame that the
+    traceback kept; the repair rebuilt that step's ``Split`` and handed it to the replacement for
+    its next ``Split``, which the others made anew: the job hung (1 in ~250 runs of
+    ``tests/programs/derived_per_step.py``, thirty-fifth session)."""
+    import signal
+    import weakref
+
+    from mpi4py import MPI
+
+    import dpmpi
+    from dpmpi import interrupts
+    from dpmpi.resilient import holding
+
+    Failure, _acked = _notice_in_a_step(monkeypatch)
+    noticed = [0]
+    monkeypatch.setattr(interrupts, "_noticed", noticed)  # (set only where the handler is to raise)
+    # The tracer stands for CPython calling the watcher's handler in the frame it interrupts, with
+    # no program frame between the two: it is made in a namespace named as dpmpi's modules are.
+    space = {"__name__": "dpmpi.signal_stand_in", "interrupts": interrupts, "signal": signal, "noticed": noticed}
+    exec(textwrap.dedent("""
+        def tracer(frame, event, arg):
+            if not frame.f_globals.get("__name__", "").startswith("dpmpi.") or frame.f_globals is globals():
+                return None
+            seen[0] += 1
+            if seen[0] == k:
+                fired.append(frame.f_code.co_name)
+                noticed[0] = 1
+                interrupts.on_signal(signal.SIGUSR1, frame)
+            return tracer
+    """), space)
+
+    def step(sub):
+        return sub.Get_size()  # (the first look-up of a method on a new handle: Comm.__getattr__)
+
+    kinds = set()
+    for k in range(1, 1000):
+        space.update(k=k, seen=[0], fired=[])
+        sub = dpmpi.Comm(MPI.COMM_SELF)
+        alive = weakref.ref(sub)
+        sys.settrace(space["tracer"])
+        try:
+            step(sub)
+        except Failure:
+            del sub
+            holding.let_go_of_unwound()
+            assert alive() is None, f"a failure raised at point {k} ({space['fired']}) kept the handle alive"
+            kinds.update(space["fired"][:1])
+        finally:
+            sys.settrace(None)
+            noticed[0] = 0
+        if not space["fired"]:
+            break
+    assert "<lambda>" in kinds and k > 3, kinds  # (the look-up's own frame was among the points)

@@ -103,7 +103,8 @@ class ResilientComm(Tracked):
         Create, Create_cart) that some rank
         still uses are rebuilt in place too; those freed or let go of everywhere are forgotten.
         Called while a failure is handled, it first clears the local variables of the frames that
-        failure unwound (a communicator made in a failed step is then not in use)."""
+        failure unwound (a communicator made in a failed step is then not in use) and drops dpmpi's
+        own frames below the program's last one from the failure's traceback."""
         self._state.not_spare("Respawn")
         holding.let_go_of_unwound()
         repair.run(self._state, time.time())

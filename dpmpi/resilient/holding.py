@@ -6,6 +6,7 @@ from __future__ import annotations
 import array
 import sys
 import traceback
+from types import TracebackType
 
 from mpi4py import MPI
 
@@ -95,12 +96,34 @@ def _instances(state: State, recipes: list[Recipe], places: list[int]) -> dict[i
 def let_go_of_unwound() -> None:
     """Clear the local variables of the frames that the exception being handled unwound (those
     that finished: a step that failed), so that a communicator made there is no longer held and
-    the repair does not remake it. Called by ``Respawn`` (docs/spares.md)."""
+    the repair does not remake it, and drop dpmpi's own frames below the program's last one from
+    its traceback (and from those of the exceptions it was raised from). Those frames are kept
+    alive by the traceback, and a frame keeps its function, whose closure clearing the frame does
+    not reach: a failure raised inside the look-up of ``sub.allreduce`` (the failure watcher's
+    signal lands wherever the main thread is) kept ``sub`` alive through the repair, which then
+    rebuilt it and handed it to the replacement for its next ``Split``, made anew by the others
+    (the job hung: 1 in ~250 runs of ``tests/programs/derived_per_step.py``, thirty-fifth
+    session). Called by ``Respawn`` (docs/spares.md)."""
     exc, seen = sys.exc_info()[1], set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
+        exc.__traceback__ = program_part(exc.__traceback__)
         traceback.clear_frames(exc.__traceback__)  # (skips frames still running)
         exc = exc.__cause__ or exc.__context__
+
+
+def program_part(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` up to the program's last frame (None: it has none: an exception dpmpi raised and
+    handled inside its own code). Frames are the program's unless their module is dpmpi's."""
+    last, at = None, tb
+    while at is not None:
+        module = str(at.tb_frame.f_globals.get("__name__", ""))
+        if module != "dpmpi" and not module.startswith("dpmpi."):
+            last = at
+        at = at.tb_next
+    if last is not None:
+        last.tb_next = None
+    return tb if last is not None else None
 
 
 def lost(raw: MPI.Comm | None, unmade: bool) -> bool:
