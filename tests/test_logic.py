@@ -665,6 +665,26 @@ def test_a_repair_remakes_only_the_derived_communicators_still_in_use_and_their_
         kept_recipes(recipes, [True])
 
 
+def test_a_repair_event_names_the_communicators_it_remade_and_those_this_process_held():
+    """The account a repair event gives (``rebuilt``, ``held_here``): enough to see, in the events
+    log, that a step's communicator was remade because one process still held it (the rare hang
+    of tests/programs/derived_per_step.py, thirty-fifth session)."""
+    from dpmpi.resilient.plan import Recipe, rebuilt_account
+
+    setup, kept_dup = Recipe("Split", -1, {0: (0, 0)}), Recipe("Dup", -1, {})
+    per_step = Recipe("Split", -1, {0: (0, 0), 1: (1, 1)})
+    child = Recipe("Dup", 2, {})  # made from the step's one, which the program freed
+    recipes = [setup, kept_dup, per_step, child, per_step]
+    # agreed: setup, the kept Dup and the child; this process held setup and the child
+    assert rebuilt_account(recipes, [True, True, False, True, False], [True, False, False, True, False]) == {
+        "rebuilt": ["Split", "Dup", "Split", "Dup"], "held_here": [0, 3]}  # (the child's parent remade too)
+    # a process whose list is longer than the agreed one (the newest recipe dropped: agree_held)
+    assert rebuilt_account(recipes, [True, False], [False, True, True, True, True]) == {
+        "rebuilt": ["Split"], "held_here": []}
+    assert rebuilt_account(recipes, None, []) == {"rebuilt": [], "held_here": []}
+    assert rebuilt_account([], [], []) == {"rebuilt": [], "held_here": []}
+
+
 def test_a_replacement_is_handed_a_kept_communicator_only_for_the_call_that_made_it():
     from dpmpi.resilient.plan import replays
     from dpmpi.resilient.plan import Recipe

@@ -33,6 +33,11 @@ class RepairEvent:
     # how the committed attempt learned the live processes and the base plan: "quick" (every
     # process held the same plan) or "allgather" (docs/design.md, the repair protocol)
     reassigned: str = ""
+    # the derived communicators the repair remade (their operation, in creation order) and which
+    # of them this process still held when it began (positions in ``rebuilt``); empty on a spare.
+    # One a step makes and frees has no business here: some rank still held it (docs/spares.md)
+    rebuilt: list[str] = field(default_factory=list)
+    held_here: list[int] = field(default_factory=list)
 
 
 class Listeners:

@@ -102,6 +102,17 @@ def kept_recipes(recipes: list[Recipe], held: list[bool]) -> tuple[list[Recipe],
     return [Recipe(r.op, index.get(r.parent, -1), r.args) for r in (recipes[i] for i in old)], old
 
 
+def rebuilt_account(recipes: list[Recipe], keep: list[bool] | None, held: list[bool]) -> dict[str, list]:
+    """A repair event's account of the derived communicators: the operation of each one the repair
+    remade (``kept_recipes`` of ``keep``, the agreed liveness), in creation order (``rebuilt``),
+    and which of those this process still held (``held``, what it brought to the agreement):
+    ``held_here``, positions in ``rebuilt``. Pure."""
+    if not keep:
+        return {"rebuilt": [], "held_here": []}
+    kept, old = kept_recipes(recipes[: len(keep)], keep)
+    return {"rebuilt": [r.op for r in kept], "held_here": [i for i, p in enumerate(old) if p < len(held) and held[p]]}
+
+
 # recipes whose arguments differ by rank (allgathered over the parent when made: on a derived
 # parent, only its members' entries, so another rank's recipe may lack a replacement's)
 PER_RANK = ("Split", "Split_type", "Create_dist_graph_adjacent")

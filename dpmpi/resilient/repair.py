@@ -31,6 +31,7 @@ from dpmpi.resilient.plan import (
     plan_repair,
     reassign_agreed,
     reassign_words,
+    rebuilt_account,
     recipes_root,
 )
 from dpmpi.resilient.recipe_entries import place_taken, taken
@@ -57,6 +58,7 @@ class Decision(NamedTuple):
     keep: list[bool] | None  # which of them some active rank still holds (None: no recipes)
     quick: bool  # the quick reassign (every process held the same plan), not the allgather
     handed: Any  # the prologue record handed to this process if it replaces a rank (prologue.py), else None
+    held: list[bool]  # which recipes this process still held (what it brought to agree_held)
 
 
 def run(state: State, detected_at: float) -> None:
@@ -74,7 +76,7 @@ def run(state: State, detected_at: float) -> None:
 def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decision:
     """Repair attempts until one commits; returns what it decided."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        raw, keep = MPI.COMM_NULL, None
+        raw, keep, held = MPI.COMM_NULL, None, []
         t = time.perf_counter()
         for listener in state.listeners.snapshot():  # first: their threads must stop calling MPI
             listener.repair_begins()
@@ -146,7 +148,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                     got = exchange(lambda: raw.bcast((recipes, handed) if me == root else None, root=root))
                     recipes, handed = (recipes, handed) if was_active else got
                 if with_recipes:  # which derived communicators are still in use somewhere (derived.py)
-                    keep = holding.agree_held(raw, holding.held(state) if was_active else [False] * len(recipes))
+                    held = holding.held(state) if was_active else [False] * len(recipes)
+                    keep = holding.agree_held(raw, held)
                     recipes = holding.handed_entries(raw, state, recipes, was_active, state.logical() if was_active
                                                        else place_taken(filled, state.process_id), keep, taken(filled))
             phases["rebuild"] += time.perf_counter() - t
@@ -166,7 +169,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
     else:
         raise ProcFailedError(f"Respawn did not converge in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
     return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick,
-                    handed if not was_active else None)
+                    handed if not was_active else None, held)
 
 
 def gather_views(state: State, was_active: bool, world: MPI.Intracomm) -> tuple[set[int], Plan, list[Recipe], Any]:
@@ -199,7 +202,7 @@ def live_processes(comm: MPI.Intracomm) -> set[int]:
 def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, phases: dict[str, float], t0: float,
            detected_at: float) -> None:
     """Adopt the committed plan: the new active communicator, derived ones, the event."""
-    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed = decided
+    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed, held = decided
     _guard.note_recovered([proc for proc in old_plan.actives + old_plan.spares if proc not in alive])
     if me >= 0 and not was_active:
         adopt_cpus(cpus_of_place(state.places, base, filled, state.process_id))
@@ -207,6 +210,7 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
     state.plan = new_plan
     _guard.set_idle_spares(list(new_plan.spares))
     t = time.perf_counter()
+    before = state.recipes if was_active else recipes  # (derived.rebuild replaces state.recipes)
     if me >= 0:
         assert state.active is not None  # (a spare's wraps COMM_SELF until it is called in)
         replaced = rebind(state.active, raw)  # (the program's comm.mpi object takes raw's handle)
@@ -229,6 +233,7 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
         phases_ms={k: round(1e3 * v, 3) for k, v in phases.items()},
         total_ms=round(1e3 * (time.perf_counter() - t0), 3), repaired_at=time.time(),
         reassigned="quick" if quick else "allgather",
+        **(rebuilt_account(before, keep, held) if me >= 0 else {}),
     )
     state.history.append(event)
     log_event({"event": "repair", **asdict(event)})
