@@ -468,7 +468,7 @@ def test_a_handle_whose_use_the_interruption_cut_short_is_let_go_of_by_the_repai
     handle alive at the repair counts as still in use, and the repair rebuilds it. Before, the
     signal handled inside the method's look-up left ``sub`` in the closure of a frame that the
     traceback kept; the repair rebuilt that step's ``Split`` and handed it to the replacement for
-    its next ``Split``, which the others made anew: the job hung (1 in ~250 runs of
+    its next ``Split``, which the others made anew: the job hung (about 1 in 300 runs of
     ``tests/programs/derived_per_step.py``, thirty-fifth session)."""
     import signal
     import weakref

@@ -102,7 +102,7 @@ def let_go_of_unwound() -> None:
     not reach: a failure raised inside the look-up of ``sub.allreduce`` (the failure watcher's
     signal lands wherever the main thread is) kept ``sub`` alive through the repair, which then
     rebuilt it and handed it to the replacement for its next ``Split``, made anew by the others
-    (the job hung: 1 in ~250 runs of ``tests/programs/derived_per_step.py``, thirty-fifth
+    (the job hung: about 1 in 300 runs of ``tests/programs/derived_per_step.py``, thirty-fifth
     session). Called by ``Respawn`` (docs/spares.md)."""
     exc, seen = sys.exc_info()[1], set()
     while exc is not None and id(exc) not in seen:
