@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, persistent
+from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, interrupts, persistent
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, exchange_handles, hold_context_id, sendrecv, warm_up, within_job
@@ -107,6 +107,7 @@ class Comm(Wrapper):
         """The wrapped mpi4py communicator."""
         return self._comm
 
+    @interrupts.uninterrupted  # (a failure raised between caching the wrapper and replacing it left the wrong one)
     def __getattr__(self, name: str) -> Any:
         # (the look-up closes over the mpi4py object, not over this handle: a failure raised inside
         # it keeps its frame, and that frame its closure, alive in the traceback through the repair,

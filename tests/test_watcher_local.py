@@ -470,14 +470,60 @@ def test_a_handle_whose_use_the_interruption_cut_short_is_let_go_of_by_the_repai
     traceback kept; the repair rebuilt that step's ``Split`` and handed it to the replacement for
     its next ``Split``, which the others made anew: the job hung (about 1 in 300 runs of
     ``tests/programs/derived_per_step.py``, thirty-fifth session)."""
-    import signal
     import weakref
 
     from mpi4py import MPI
 
     import dpmpi
-    from dpmpi import interrupts
     from dpmpi.resilient import holding
+
+    def step(sub):
+        return sub.Get_size()  # (the first look-up of a method on a new handle: Comm.__getattr__)
+
+    def after(box, failure):
+        alive = weakref.ref(box.pop())  # (the only reference left: the failed step's frame)
+        holding.let_go_of_unwound()
+        assert alive() is None, f"a failure raised at {failure} kept the handle alive"
+
+    points = _a_failure_at_each_point(monkeypatch, lambda: dpmpi.Comm(MPI.COMM_SELF), step, after)
+    assert len(points) > 3, points
+
+
+def test_a_first_look_up_cut_short_by_the_interruption_leaves_no_wrong_method_cached(monkeypatch):
+    """The first look-up of ``Send_init`` caches dpmpi's wrapper and then the one that records each
+    persistent request for the repair (``dpmpi.persistent``); a failure raised between the two
+    left the first cached, and the requests made with it were not made again after a repair (their
+    next start fails). A look-up is dpmpi's own code now: not interrupted, the failure raised
+    as it returns. A failure at each point of the first look-up in turn: the next request made
+    is recorded."""
+    import numpy as np
+    from mpi4py import MPI
+
+    import dpmpi
+    from dpmpi import persistent
+
+    buf = np.zeros(4)
+
+    def after(box, failure):
+        comm = box[0]
+        req = comm.Send_init(buf, dest=0, tag=7)
+        try:
+            assert persistent.tracked(comm) == 1, f"after a failure at {failure} the request was not recorded"
+        finally:
+            req.Free()
+
+    points = _a_failure_at_each_point(monkeypatch, lambda: dpmpi.Comm(MPI.COMM_SELF), lambda c: c.Send_init, after)
+    assert len(points) > 3, points
+
+
+def _a_failure_at_each_point(monkeypatch, make, use, after):
+    """For each point of dpmpi's code that ``use(make())`` runs through (a function's entry and
+    each line, in turn): a watcher's notice arrives there and its signal is handled there; when
+    the failure is raised, ``after([obj], point)`` checks what it left (called while the failure
+    is handled, the notice cleared). Returns the points where a failure was raised."""
+    import signal
+
+    from dpmpi import interrupts
 
     Failure, _acked = _notice_in_a_step(monkeypatch)
     noticed = [0]
@@ -496,26 +542,21 @@ def test_a_handle_whose_use_the_interruption_cut_short_is_let_go_of_by_the_repai
                 interrupts.on_signal(signal.SIGUSR1, frame)
             return tracer
     """), space)
-
-    def step(sub):
-        return sub.Get_size()  # (the first look-up of a method on a new handle: Comm.__getattr__)
-
-    kinds = set()
+    raised = []
     for k in range(1, 1000):
         space.update(k=k, seen=[0], fired=[])
-        sub = dpmpi.Comm(MPI.COMM_SELF)
-        alive = weakref.ref(sub)
+        box = [make()]
         sys.settrace(space["tracer"])
         try:
-            step(sub)
+            use(box[0])
         except Failure:
-            del sub
-            holding.let_go_of_unwound()
-            assert alive() is None, f"a failure raised at point {k} ({space['fired']}) kept the handle alive"
-            kinds.update(space["fired"][:1])
+            sys.settrace(None)
+            noticed[0] = 0
+            raised.append(f"point {k} ({space['fired']})")
+            after(box, raised[-1])
         finally:
             sys.settrace(None)
             noticed[0] = 0
         if not space["fired"]:
-            break
-    assert "<lambda>" in kinds and k > 3, kinds  # (the look-up's own frame was among the points)
+            return raised
+    raise AssertionError("more than 1000 points")

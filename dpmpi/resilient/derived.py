@@ -37,6 +37,7 @@ class Tracked(Comm):
     _state: State
     _index = -1  # its recipe's index (-1: the active communicator)
 
+    @interrupts.uninterrupted  # (as Comm's: the prologue's wrapper replaces the one its super() caches)
     def __getattr__(self, name: str) -> Any:
         if name in NOT_REBUILT and name not in _warned:
             _warned.add(name)
