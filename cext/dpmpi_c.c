@@ -297,6 +297,10 @@ static void *finalize_watchdog(void *arg) {
  * The same decision on every process matters: a fence that some processes skip waits for them. */
 static int end_mpi(void) {
     static int flag;
+    /* the end is a call in progress for the stall watchdog: a rank that ended waits here for
+     * the others, however long they still work (before, every rank that ended more than
+     * DPMPI_STALL_TIMEOUT before the last one was ended as stalled: exit code 124) */
+    dpmpi_stall_enter();
     /* a C program's COMM_WORLD aborts on errors by default: the agreement must see them instead */
     if (g.world && g.mpi->comm_set_errhandler && g.mpi->errors_return)
         g.mpi->comm_set_errhandler(g.world, g.mpi->errors_return);
@@ -458,6 +462,10 @@ void dpmpi_stall_leave(void) {
     atomic_fetch_add_explicit(&stall_ticks, 1, memory_order_relaxed);
 }
 
+/* Armed from the program's first dpmpi call on: before it, the process is starting (MPI_Init,
+ * which takes long at scale; the program's imports: before, a program that made no dpmpi call
+ * within DPMPI_STALL_TIMEOUT of importing dpmpi was ended as stalled, and dpmpi-run's relaunches
+ * with it). Disarmed for good when the process's end begins (end_mpi). */
 static void *stall_thread(void *arg) {
     (void)arg;
     long last = -1;
@@ -465,7 +473,7 @@ static void *stall_thread(void *arg) {
     for (;;) {
         sleep_seconds(period);
         long now = atomic_load(&stall_ticks);
-        if (now != last || atomic_load(&stall_depth) > 0) {
+        if (now == 0 || now != last || atomic_load(&stall_depth) > 0) {
             last = now;
             idle = 0;
             continue;

@@ -132,7 +132,8 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_HEARTBEAT_TIMEOUT", "seconds", 10.0, "the hung-rank detector: a rank whose heartbeat "
         "stops this long (e.g. SIGSTOP) is killed by a rank on its node", minimum=1, zero_ok=True),
     Var("DPMPI_STALL_TIMEOUT", "seconds", 0.0, "a C watchdog ends a rank that makes no progress "
-        "outside MPI calls for this long (an idle spare's wait is not a hang)", minimum=0),
+        "outside MPI calls for this long, from its first dpmpi call to its end (start-up, an idle "
+        "spare's wait and the wait at the end for the other ranks are not a hang)", minimum=0),
     Var("DPMPI_FINALIZE_TIMEOUT", "seconds", None, "MPI_Finalize runs under this watchdog (default "
         "2 s + 2 ms per process)", minimum=0),
     Var("DPMPI_REQUIRE_FT", "bool", True, "refuse to run on an MPI without fault tolerance "

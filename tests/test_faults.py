@@ -45,6 +45,20 @@ def test_hang_is_ended_by_the_stall_watchdog(dpmpi_run):
     assert "made no progress" in job.stderr
 
 
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_the_stall_watchdog_leaves_a_slow_start_and_an_uneven_end_alone(dpmpi_run, where):
+    """DPMPI_STALL_TIMEOUT=1 ended a rank that made no dpmpi call within 1 s of importing dpmpi
+    (every rank, at each of dpmpi-run's relaunches: exit code 124; an import of a large package,
+    or MPI_Init at scale, takes that long) and every rank that ended more than 1 s before the last
+    one, while it waited for it at its end (exit code 124 for a job that completed). The watchdog
+    is armed from the first dpmpi call to the start of the end now."""
+    job = dpmpi_run(4, "slow_ends.py", where, env={"DPMPI_STALL_TIMEOUT": "1"}, timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    done = sorted(line for line in job.stdout.splitlines() if line.startswith("done"))
+    assert done == [f"done {r} 6" for r in range(4)], job.stdout + job.stderr
+    assert "made no progress" not in job.stderr and "launching the job again" not in job.stderr, job.stderr
+
+
 def test_victim_is_rank_0(dpmpi_run):
     check_recovered(dpmpi_run(N, "survive.py", faults="0:Allreduce@100:KILL"), [0])
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, config, faults, init_mark, mpicall, placement, watcher
+from dpmpi import _guard, _hooks, config, faults, init_mark, mpicall, placement, watcher
 from dpmpi.comm import Comm
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.eventlog import log_event
@@ -59,7 +59,8 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     n_spares = settings.spares_from(spares, MPI.COMM_WORLD.Get_size())
     policy = settings.policy_from(on_depleted)
     Comm(MPI.COMM_WORLD)  # checks that the job is fault tolerant
-    state, raw, formed = _form(n_spares, policy, settings.spare_poll())
+    with _hooks.idle():  # (the formation waits for every process, however slow its start: not a hang)
+        state, raw, formed = _form(n_spares, policy, settings.spare_poll())
     if config.get("DPMPI_HELPER_CPUS") == "auto":  # (the snapshot threads: CPUs no process is bound to)
         node, mine = my_place()
         use_helper_cpus(nearest(helper_cpus(state.places, node, launcher_cpus()), numa_nodes(), mine))
