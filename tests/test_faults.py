@@ -1,5 +1,6 @@
 """Tier 3: fault tests. Each test is its own dpmpi-run job with a hard timeout, judged from the
 ranks' JSON-lines output and the job's exit code."""
+import json
 import os
 import sys
 from pathlib import Path
@@ -57,6 +58,27 @@ def test_the_stall_watchdog_leaves_a_slow_start_and_an_uneven_end_alone(dpmpi_ru
     done = sorted(line for line in job.stdout.splitlines() if line.startswith("done"))
     assert done == [f"done {r} 6" for r in range(4)], job.stdout + job.stderr
     assert "made no progress" not in job.stderr and "launching the job again" not in job.stderr, job.stderr
+
+
+@pytest.mark.parametrize("how", ["kill", "hang"])
+def test_a_dead_ranks_children_do_not_keep_the_job_from_ending(dpmpi_run, how):
+    """A rank's child process (a pool worker) outlived the rank, SIGKILLed or ended by the stall
+    watchdog; the job completed, every result right, and then never ended (until its time limit):
+    the child held the output of the launcher's daemon. Now each repair ends the dead process's
+    process group on its node (dpmpi/resilient/orphans.py)."""
+    env = {"DPMPI_STALL_TIMEOUT": "1"} if how == "hang" else {}
+    job = dpmpi_run(5, "orphan_child.py", how, launcher_args=["--spares", "1"], env=env, timeout=40)
+    assert job.returncode == 0, job.stdout + job.stderr
+    done = job.by_rank("done")
+    assert sorted(done) == [0, 1, 2, 3] and all(d["x"] == 80.0 for d in done.values()), job.stdout + job.stderr
+    child = [json.loads(line)["pid"] for line in job.stdout.splitlines() if '"child"' in line]
+    assert len(child) == 1, job.stdout
+    try:
+        with open(f"/proc/{child[0]}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "gone"
+    assert state in ("gone", "Z"), (child, state)  # (a zombie until PID 1 reaps it)
 
 
 def test_victim_is_rank_0(dpmpi_run):

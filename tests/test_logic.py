@@ -1826,3 +1826,30 @@ def test_same_start_names_the_ranks_whose_starting_arrays_differ():
         runtime_checks.same_start([5, 6, 5, 7])
     with pytest.raises(ValueError, match=r"rank\(s\) \[0, 1\]"):  # (no epoch 0 held: never the same)
         runtime_checks.same_start([None, None])
+
+
+def test_a_dead_processs_group_is_ended_only_where_its_pid_names_no_other_process():
+    """dpmpi/resilient/orphans.py: which dead processes' groups a repair ends on this node."""
+    from dpmpi.resilient.orphans import gone, on_my_node
+    from dpmpi.watchplan import Ident
+
+    def ident(pid, kernel="k1", ns=(1, 2), start=500):
+        return Ident(kernel, ns, pid, start, True)
+
+    procs = {0: ident(10), 1: ident(11), 2: ident(12, kernel="k2"), 3: ident(13, ns=(1, 3)), 4: ident(1)}
+    assert on_my_node(procs, 0, [1, 2, 3, 4, 0, 9]) == [procs[1]]  # (not another node, namespace, pid 1, me)
+    assert on_my_node({}, 0, [1]) == []
+
+    def stat(state, start, comm="python"):
+        rest = ["0"] * 18
+        return f"11 ({comm}) {state} 1 11 11 " + " ".join(rest[:15]) + f" {start} 0 0\n"
+
+    dead = ident(11, start=500)
+    assert stat("Z", 500).split(") ")[1].split()[19] == "500"  # (field 22: the start time)
+    assert gone(dead, None)  # no such pid: its group, if any, is the dead process's
+    assert gone(dead, stat("Z", 500))  # its zombie
+    assert gone(dead, stat("Z", 500, comm="a) b (c"))  # (a command name with parentheses)
+    assert not gone(dead, stat("S", 500))  # still running
+    assert not gone(dead, stat("Z", 900))  # another process that took the pid, now a zombie
+    assert not gone(dead, stat("R", 900))
+    assert not gone(dead, "garbage")

@@ -13,7 +13,7 @@ from dpmpi import _guard, agreements, ctxcomms, faults
 from dpmpi.comm import rebind
 from dpmpi.mpicall import exchange, hold_context_id, retire, warm_up, warm_up_and
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
-from dpmpi.resilient import derived, holding, settings
+from dpmpi.resilient import derived, holding, orphans, settings
 from dpmpi.resilient.affinity import adopt_cpus
 from dpmpi.eventlog import log_event
 from dpmpi.resilient.events import RepairEvent, SparesDepletedWarning
@@ -203,7 +203,8 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
            detected_at: float) -> None:
     """Adopt the committed plan: the new active communicator, derived ones, the event."""
     attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed, held = decided
-    _guard.note_recovered([proc for proc in old_plan.actives + old_plan.spares if proc not in alive])
+    dead = [proc for proc in old_plan.actives + old_plan.spares if proc not in alive]
+    _guard.note_recovered(dead)
     if me >= 0 and not was_active:
         adopt_cpus(cpus_of_place(state.places, base, filled, state.process_id))
     state.places = inherit_places(state.places, base, filled)
@@ -223,6 +224,7 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
     if state.watcher is not None:  # the new set of peers (and, with ULFM, a new communicator)
         state.watcher.rearm()
     bury(state)
+    orphans.end_groups(orphans.on_my_node(state.procs, state.process_id, dead))  # (their children: orphans.py)
     phases["rebuild"] += time.perf_counter() - t
     dropped = dropped_ranks(filled)
     event = RepairEvent(

@@ -1,0 +1,70 @@
+"""The processes that a dead rank leaves behind: its program's children (a ``multiprocessing``
+pool's workers, a data loader's) outlive it, and while they run the job never ends: they hold
+the output pipes of the launcher's daemon on their node, so the launcher waits for them after
+every rank has finished (seen: a rank whose pool worker or helper child outlived it, SIGKILLed
+from outside or ended by the stall watchdog; the job completed, every result right, then hung
+until its time limit; thirty-fifth session, ``tests/programs/orphan_child.py``).
+
+Open MPI's launcher starts each rank as the leader of its own process group, and a child
+inherits the group. After each repair, every process ends the groups of the dead processes of
+its own node (same kernel, same pid namespace) with SIGKILL. Only the dead process's group is
+hit: while a process group has members, its number is never given to a new process (POSIX), so
+a group named after a pid that is gone, or a zombie with the dead process's start time, is that
+process's. (A child that made its own group or session, e.g. ``start_new_session=True``, is not
+reached; the race between the check and the signal, a new process given that pid and making
+itself a group leader within microseconds, is not closed.)
+
+Owner: the main thread, at the end of each repair (``dpmpi.resilient.repair.commit``)."""
+from __future__ import annotations
+
+import os
+import signal
+
+from dpmpi.watchplan import Ident
+
+
+def on_my_node(procs: dict[int, Ident], me: int, dead: list[int]) -> list[Ident]:
+    """The identities of the processes among ``dead`` that ran on this process's node and pid
+    namespace (their pids mean the same here). Pure."""
+    mine = procs.get(me)
+    if mine is None:
+        return []
+    return [procs[p] for p in dead if p != me and p in procs and procs[p].kernel == mine.kernel
+            and tuple(procs[p].pidns) == tuple(mine.pidns) and procs[p].pid > 1]
+
+
+def gone(ident: Ident, stat: str | None) -> bool:
+    """Whether the process ``ident`` no longer runs: ``stat``, the text of /proc/PID/stat now
+    (None: no such pid), names no process, or that process as a zombie (state Z, the same start
+    time). A live process there, the same or one that took its pid, is not gone. Pure."""
+    if stat is None:
+        return True
+    fields = stat[stat.rfind(")") + 2:].split()  # (the command name may hold spaces and parentheses)
+    try:
+        state, start = fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return False
+    return state == "Z" and start == ident.start
+
+
+def _stat(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def end_groups(dead: list[Ident]) -> list[int]:
+    """SIGKILL to the process group of each dead process that is gone (``gone``); returns the
+    groups that had members left. Local; never raises."""
+    ended = []
+    for ident in dead:
+        if not gone(ident, _stat(ident.pid)):
+            continue
+        try:
+            os.killpg(ident.pid, signal.SIGKILL)
+            ended.append(ident.pid)
+        except OSError:  # (no such group: nothing left behind; or not ours)
+            pass
+    return ended
