@@ -10,7 +10,8 @@ inherits the group. After each repair, every process ends the groups of the dead
 its own node (same kernel, same pid namespace) with SIGKILL. Only the dead process's group is
 hit: while a process group has members, its number is never given to a new process (POSIX), so
 a group named after a pid that is gone, or a zombie with the dead process's start time, is that
-process's. (A child that made its own group or session, e.g. ``start_new_session=True``, is not
+process's; and a group that a live process of the job on this node belongs to (a launcher
+that puts several ranks in one group) is left alone. (A child that made its own group or session, e.g. ``start_new_session=True``, is not
 reached; the race between the check and the signal, a new process given that pid and making
 itself a group leader within microseconds, is not closed.)
 
@@ -55,12 +56,20 @@ def _stat(pid: int) -> str | None:
         return None
 
 
-def end_groups(dead: list[Ident]) -> list[int]:
-    """SIGKILL to the process group of each dead process that is gone (``gone``); returns the
-    groups that had members left. Local; never raises."""
+def end_groups(dead: list[Ident], live: list[int]) -> list[int]:
+    """SIGKILL to the process group of each dead process that is gone (``gone``) and that no live
+    process of the job (``live``: pids on this node, this one's included) belongs to (a launcher
+    that put several ranks in one group); returns the groups that had members left. Local;
+    never raises."""
     ended = []
+    groups = set()
+    for pid in live:
+        try:
+            groups.add(os.getpgid(pid))
+        except OSError:
+            pass
     for ident in dead:
-        if not gone(ident, _stat(ident.pid)):
+        if ident.pid in groups or not gone(ident, _stat(ident.pid)):
             continue
         try:
             os.killpg(ident.pid, signal.SIGKILL)

@@ -2,6 +2,7 @@
 protocol): attempts until one commits, then the commit (the new plan, communicators, event)."""
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import asdict
@@ -224,7 +225,8 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
     if state.watcher is not None:  # the new set of peers (and, with ULFM, a new communicator)
         state.watcher.rearm()
     bury(state)
-    orphans.end_groups(orphans.on_my_node(state.procs, state.process_id, dead))  # (their children: orphans.py)
+    live = [ident.pid for ident in orphans.on_my_node(state.procs, state.process_id, sorted(alive))] + [os.getpid()]
+    orphans.end_groups(orphans.on_my_node(state.procs, state.process_id, dead), live)  # (their children: orphans.py)
     phases["rebuild"] += time.perf_counter() - t
     dropped = dropped_ranks(filled)
     event = RepairEvent(
