@@ -11,9 +11,10 @@ its own node (same kernel, same pid namespace) with SIGKILL. Only the dead proce
 hit: while a process group has members, its number is never given to a new process (POSIX), so
 a group named after a pid that is gone, or a zombie with the dead process's start time, is that
 process's; and a group that a live process of the job on this node belongs to (a launcher
-that puts several ranks in one group) is left alone. (A child that made its own group or session, e.g. ``start_new_session=True``, is not
-reached; the race between the check and the signal, a new process given that pid and making
-itself a group leader within microseconds, is not closed.)
+that puts several ranks in one group) is left alone. (A child that made its own group or
+session, e.g. ``start_new_session=True``, is not reached; the race between the check and the
+signal, a new process given that pid and making itself a group leader within microseconds, is
+not closed.)
 
 Owner: the main thread, at the end of each repair (``dpmpi.resilient.repair.commit``)."""
 from __future__ import annotations
