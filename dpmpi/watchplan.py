@@ -5,7 +5,7 @@ table every process decides, without talking to the others, which peers it watch
 and whether ULFM's own detection is watched too."""
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 
 class Ident(NamedTuple):
@@ -21,13 +21,20 @@ class Ident(NamedTuple):
     prank: int = -1
 
 
-def local_peers(procs: dict[int, Ident], me: int, process_ids: list[int] | tuple[int, ...]) -> list[int]:
-    """The processes among ``process_ids`` (not ``me``) that ``me`` can watch with a pidfd. Pure."""
+def same_pid_space(procs: dict[int, Ident], me: int, process_ids: Iterable[int]) -> list[int]:
+    """The processes among ``process_ids`` (not ``me``) on ``me``'s kernel and pid namespace:
+    their pids mean the same there. Pure."""
     mine = procs.get(me)
-    if mine is None or not mine.pidfd:
+    if mine is None:
         return []
     return [w for w in process_ids if w != me and w in procs and procs[w].kernel == mine.kernel
             and tuple(procs[w].pidns) == tuple(mine.pidns)]
+
+
+def local_peers(procs: dict[int, Ident], me: int, process_ids: list[int] | tuple[int, ...]) -> list[int]:
+    """The processes among ``process_ids`` (not ``me``) that ``me`` can watch with a pidfd. Pure."""
+    mine = procs.get(me)
+    return same_pid_space(procs, me, process_ids) if mine is not None and mine.pidfd else []
 
 
 def ulfm_needed(procs: dict[int, Ident], setting: str) -> bool:

@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import os
 import signal
+from typing import Iterable
 
-from dpmpi.watchplan import Ident
+from dpmpi.watchplan import Ident, same_pid_space
 
 
-def on_my_node(procs: dict[int, Ident], me: int, dead: list[int]) -> list[Ident]:
+def on_my_node(procs: dict[int, Ident], me: int, dead: Iterable[int]) -> list[Ident]:
     """The identities of the processes among ``dead`` that ran on this process's node and pid
-    namespace (their pids mean the same here). Pure."""
-    mine = procs.get(me)
-    if mine is None:
-        return []
-    return [procs[p] for p in dead if p != me and p in procs and procs[p].kernel == mine.kernel
-            and tuple(procs[p].pidns) == tuple(mine.pidns) and procs[p].pid > 1]
+    namespace (``same_pid_space``: their pids mean the same here). Pure."""
+    return [procs[p] for p in same_pid_space(procs, me, dead) if procs[p].pid > 1]
 
 
 def gone(ident: Ident, stat: str | None) -> bool:

@@ -225,7 +225,7 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
     if state.watcher is not None:  # the new set of peers (and, with ULFM, a new communicator)
         state.watcher.rearm()
     bury(state)
-    live = [ident.pid for ident in orphans.on_my_node(state.procs, state.process_id, sorted(alive))] + [os.getpid()]
+    live = [ident.pid for ident in orphans.on_my_node(state.procs, state.process_id, alive)] + [os.getpid()]
     orphans.end_groups(orphans.on_my_node(state.procs, state.process_id, dead), live)  # (their children: orphans.py)
     phases["rebuild"] += time.perf_counter() - t
     dropped = dropped_ranks(filled)
