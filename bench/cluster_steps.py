@@ -26,7 +26,7 @@ import threading
 import time
 
 from dpmpi import cluster_sim
-from dpmpi.bench.common import error_tail, json_lines, run_job
+from dpmpi.bench.common import error_tail, json_lines, run_job, write_json
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "examples" / "train_mlp.py"
@@ -116,9 +116,8 @@ def main() -> None:
             rows.append(dict(one_run(args, across), run=i))
             print(json.dumps(rows[-1]), flush=True)
     result = {"config": vars(args), "machine": {"cpus": os.cpu_count(), "host": platform.node()}, "runs": rows}
-    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    pathlib.Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"saved {args.out}")
+    out = pathlib.Path(args.out)
+    print(f"saved {write_json(out.parent, out.stem, result)}")
 
 
 if __name__ == "__main__":
