@@ -220,6 +220,19 @@ def test_a_rank_dying_in_the_first_commit_of_a_primitives_program_is_recovered(d
     assert final[2]["role"] == "RECOVERED" and final[2]["restored"] == [0], final[2]
 
 
+def test_a_death_during_the_last_replication_does_not_hold_the_others_at_exit(dpmpi_run):
+    """Rank 2 dies while the replication of a commit(durable=False) is in flight, and the
+    others end the program. A job that the death failed on one rank (its receive from rank 2)
+    left that rank's close with nothing to wait for, while its peers' jobs waited for its barrier
+    messages through the close's 30 s grace: the job took 34 s instead of 2, and each said it
+    was still waiting. Now the close of a failed job revokes the snapshot communicator."""
+    job = dpmpi_run(4, "dies_in_last_replication.py", env={"DPMPI_REPL_REPORT": "5"}, timeout=60)
+    assert job.returncode == 1, job.stdout + job.stderr  # (rank 2's death: nothing repaired it)
+    assert "rank 2 died" in job.stderr, job.stderr
+    assert sorted(e["rank"] for e in job.events if e["event"] == "done") == [0, 1, 3], job.stdout
+    assert "still running after" not in job.stderr, job.stderr
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs: a rank bound to one, one left free")
 @pytest.mark.parametrize("setting", ["auto", "none"])
 def test_the_copy_thread_runs_on_the_cores_no_rank_is_bound_to(dpmpi_run, setting):
