@@ -9,7 +9,8 @@ neighbours (Sendrecv), relaxes, and agrees on the rod's maximum with an Allreduc
 any order) that feeds back into the next step. Every ``--snapshot-every`` steps the state is
 staged and committed (epoch = steps done). On a failure the survivors ``Respawn()``, everyone
 (the replacement too) ``restore()``s the newest common epoch and goes on from there; a failure
-inside ``restore()`` or ``commit()`` repairs again. Every step is a deterministic function of
+inside ``restore()`` or ``commit()`` repairs again, and a barrier after the last step keeps a rank
+from ending while a peer is missing (as ``dpmpi.Runtime`` does). Every step is a deterministic function of
 (state, step, rank), so a run with failures ends bit for bit where a failure-free run ends.
 
 ``--model mlp`` or ``--model jacobi`` runs the Runtime examples' models (examples/workloads.py,
@@ -150,6 +151,10 @@ while True:
             if k % args.snapshot_every == 0 or k == args.steps:
                 snap.stage()
                 snap.commit(k)  # the last step's state is a committed epoch too
+        # no rank leaves while another is missing: a peer that died after the last collective
+        # (in its last restore's or commit's own part) fails this for the others, who repair and
+        # restore the final epoch; without it they ended, and its result was lost (seen in chaos)
+        comm.Barrier()
         break
     except FAILURES:
         k = recover(repair=True, k=k)

@@ -220,6 +220,27 @@ def test_a_rank_dying_in_the_first_commit_of_a_primitives_program_is_recovered(d
     assert final[2]["role"] == "RECOVERED" and final[2]["restored"] == [0], final[2]
 
 
+def test_a_rank_dying_after_the_last_commit_of_a_primitives_program_is_recovered(dpmpi_run):
+    """examples/primitives.py, rank 2 killed after its last commit returned, as it enters the
+    barrier that ends the loop: the others, in that barrier, repair, and rank 2's replacement
+    restores the final epoch. Before the barrier, the others left the program with nothing to
+    repair around the dead rank: its result was lost and dpmpi-run exited 1 (chaos, jacobi-prim,
+    a rank killed in its last restore's own part after a repair at the end)."""
+    from pathlib import Path
+
+    program = str(Path(__file__).resolve().parent.parent / "examples" / "primitives.py")
+    digests = []
+    for faults in ("", "2:Barrier@1:KILL"):
+        job = dpmpi_run(5, program, "--steps", 20, launcher_args=["--spares", "1"], faults=faults)
+        assert job.returncode == 0, job.stdout + job.stderr
+        final = {e["rank"]: e for e in job.events if e["event"] == "final"}
+        assert sorted(final) == [0, 1, 2, 3] and all(e["step"] == 20 for e in final.values()), job.stdout
+        digests.append({r: e["digest"] for r, e in final.items()})
+    assert digests[1] == digests[0]
+    assert final[2]["role"] == "RECOVERED" and final[2]["restored"] == [20], final[2]
+    assert all(final[r]["restored"] == [20] for r in (0, 1, 3)), final
+
+
 def test_a_death_during_the_last_replication_does_not_hold_the_others_at_exit(dpmpi_run):
     """Rank 2 dies while the replication of a commit(durable=False) is in flight, and the
     others end the program. A job that the death failed on one rank (its receive from rank 2)
