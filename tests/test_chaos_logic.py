@@ -250,3 +250,28 @@ def test_a_kill_after_the_victims_final_line_is_a_late_kill_not_a_crash():
     other = account.replace("rank 4 died", "rank 2 died")
     assert chaos.verdict(1, False, "d", "d", other, late, 6, out) == "crash"  # another rank was lost
 
+
+
+def test_a_kill_after_every_other_ranks_final_line_is_a_late_kill_if_their_results_are_right():
+    """Seen in chaos (jacobi-prim, 4+3, three kills): rank 2 was killed as it finished its last
+    restore, after ranks 0, 1 and 3 had printed their results; none of them was left in the
+    program to repair around it, and dpmpi-run exited 1. Its own result is missing."""
+    want = {0: "a", 1: "b", 2: "c", 3: "d"}
+    out = "\n".join(json.dumps(e) for e in [
+        {"event": "final", "rank": 0, "wid": 0, "time": 100.0, "digest": "a"},
+        {"event": "final", "rank": 1, "wid": 1, "time": 100.2, "digest": "b"},
+        {"event": "final", "rank": 3, "wid": 5, "time": 100.5, "digest": "d"}])
+    account = "dpmpi-run: rank 2 died (no status: killed by a signal); no rank that completed repaired around it; exit code 1"
+    after = [{"world_rank": 3, "pid": 8, "sent": True, "wall": 99.0}, {"world_rank": 2, "pid": 9, "sent": True, "wall": 100.6}]
+    before = [dict(after[0]), dict(after[1], wall=100.4)]  # rank 3 was still in the program: a failed recovery
+    assert chaos.ended_victims(out, after, want) == {2} and chaos.ended_victims(out, before, want) == set()
+    assert chaos.verdict(1, False, None, "j", account, after, 7, out, want) == "late-kill"
+    assert chaos.verdict(1, False, None, "j", account, before, 7, out, want) == "crash"
+    assert chaos.verdict(1, False, None, "j", account, after, 7, out) == "crash"  # (no per-rank reference)
+    wrong = dict(want)
+    wrong[3] = "x"  # a printed result that is not the failure-free one
+    assert chaos.verdict(1, False, None, "j", account, after, 7, out, wrong) == "crash"
+    two = out.replace('{"event": "final", "rank": 1, "wid": 1, "time": 100.2, "digest": "b"}\n', "")
+    assert chaos.ended_victims(two, after, want) == set()  # rank 1's result is missing too, and no victim's
+    other = account.replace("rank 2 died", "rank 1 died")
+    assert chaos.verdict(1, False, None, "j", other, after, 7, out, want) == "crash"  # the lost rank was no victim

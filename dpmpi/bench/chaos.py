@@ -30,9 +30,12 @@ missing or differ from a failure-free run of the same configuration, run once an
 ``signal``, or dpmpi-run's account names a rank that died or failed and was not a victim),
 ``ok``; and ``late-kill``: a non-zero exit with every digest right, where every rank dpmpi-run
 counts as lost is a victim killed after it printed its final line (its teardown: dpmpi-run has
-no record of it and counts it lost). No kill is sent to a victim whose final line the harness
-has already seen; ``late-kill`` covers the race of a few milliseconds between that line and the
-kill. ``--failure-free N`` runs N jobs with no kills (dirty exits of a clean job).
+no record of it and counts it lost), or a victim killed with its own final line unprinted after
+every other rank had printed its own, each right (the others had left the program: nothing was
+left to repair around it; a primitives program has no collective after its last restore). No kill
+is sent to a victim whose final line the harness has already seen; ``late-kill`` covers the race
+of a few milliseconds between that line and the kill. ``--failure-free N`` runs N jobs with no
+kills (dirty exits of a clean job).
 
 The seed is printed; the JSON (``--out DIR``: DIR/chaos.json) has every run's
 plan, kills, exit code, digests, verdict and reasons, and the summary (configuration x verdict).
@@ -47,8 +50,9 @@ from pathlib import Path
 
 from dpmpi.bench.chaos_job import Config, launch
 from dpmpi.bench.chaos_logic import (SIGNALS, VERDICTS, WORKLOADS, Kill, Proc, Tree, dirty_reasons,  # noqa: F401
-                                     final_digests, job_digest, late_victims, parse_environ, parse_proc_tree,
-                                     parse_stat, plan_run, read_procs, run_seed, summary_table, verdict)
+                                     ended_victims, final_digests, job_digest, late_victims, parse_environ,
+                                     parse_proc_tree, parse_stat, plan_run, read_procs, run_seed, summary_table,
+                                     verdict)
 from dpmpi.bench.common import Context, Progress, machine
 
 class Harness:
@@ -107,15 +111,19 @@ class Harness:
         digests = final_digests(job.stdout, cfg.ranks, cfg.steps)
         victims = [k for k in job.kills if k.get("sent")]
         v = verdict(job.returncode, job.timed_out, job_digest(digests), ref["digest"], job.stderr, victims, n,
-                    job.stdout)
+                    job.stdout, ref["digests"])
         reasons = []
         if v == "hang":
             reasons.append(f"no end in {cfg.timeout} s" + ("" if job.first_step is not None else
                            f", and no step line before that: no kill was sent ({len(job.seen['world'])} of {n} "
                            f"processes seen, {len(job.stdout.splitlines())} stdout lines)"))
         elif v == "late-kill":
-            reasons.append(f"exit code {job.returncode}: victim(s) {sorted(late_victims(job.stdout, victims))} "
-                           f"killed after their final line")
+            late = sorted(late_victims(job.stdout, victims))
+            ended = sorted(ended_victims(job.stdout, victims, ref["digests"]) - set(late))
+            reasons.append(f"exit code {job.returncode}: " + "; ".join(
+                [f"victim(s) {late} killed after their final line"] * bool(late)
+                + [f"victim(s) {ended} killed after every other rank's final line (their own not printed)"]
+                * bool(ended)))
         elif v == "crash":
             account = [ln for ln in job.stderr.splitlines() if ln.startswith("dpmpi-run:")]
             reasons.append(f"exit code {job.returncode}" + (f": {account[-1]}" if account else ""))

@@ -288,6 +288,27 @@ def late_victims(stdout: str, victims: list[dict]) -> set[int]:
             and final_at.get(v["world_rank"], float("inf")) < v["wall"]}
 
 
+def ended_victims(stdout: str, victims: list[dict], expected: dict[int, str] | None) -> set[int]:
+    """World ranks of victims killed, their final line not printed, after every rank that printed
+    one had printed it, each with the failure-free run's digest for its rank (``expected``): the
+    others had left the program, so no rank was left in it to repair around them (a program with
+    no collective after its last one, like examples/primitives.py after a restore, cannot see a
+    death there; its results are incomplete). Empty unless such victims account for every rank
+    whose final line is missing."""
+    if not expected:
+        return set()
+    finals = [e for e in events(stdout) if e.get("event") == "final" and isinstance(e.get("rank"), int)
+              and isinstance(e.get("time"), (int, float))]
+    if not finals or any(expected.get(e["rank"]) != str(e.get("digest")) for e in finals):
+        return set()
+    missing = set(expected) - {e["rank"] for e in finals}
+    last = max(e["time"] for e in finals)
+    done = {e.get("wid") for e in finals}
+    out = {v["world_rank"] for v in victims
+           if not v.get("spawned") and v.get("wall") is not None and v["wall"] > last and v["world_rank"] not in done}
+    return out if missing and len(out) >= len(missing) else set()
+
+
 def accounted_ranks(stderr: str) -> set[int]:
     """The ranks dpmpi-run's account names as died or failed."""
     out: set[int] = set()
@@ -299,17 +320,23 @@ def accounted_ranks(stderr: str) -> set[int]:
 
 
 def verdict(returncode: int | None, timed_out: bool, digest: str | None, expected: str | None, stderr: str,
-            victims: list[dict], n_launched: int = 0, stdout: str = "") -> str:
+            victims: list[dict], n_launched: int = 0, stdout: str = "",
+            expected_ranks: dict[int, str] | None = None) -> str:
     """The run's one verdict: hang > crash > wrong > dirty-exit > ok; and ``late-kill``: a
-    non-zero exit with every result right, where every rank that dpmpi-run counts as lost is a
-    victim killed after it printed its final line (dpmpi-run has no record of a rank killed in
-    its teardown, and counts it as lost: a conservative exit code, not a failed recovery)."""
+    non-zero exit where every rank that dpmpi-run counts as lost is a victim killed in the job's
+    teardown: after it printed its final line, every result right (dpmpi-run has no record of a
+    rank killed in its teardown, and counts it as lost: a conservative exit code, not a failed
+    recovery); or, its final line never printed, after every other rank had printed its own,
+    right for its rank (``expected_ranks``; ``ended_victims``)."""
     if timed_out:
         return "hang"
     if returncode != 0:
         late = late_victims(stdout, victims)
         named = accounted_ranks(stderr)
         if late and named and named <= late and digest is not None and digest == expected:
+            return "late-kill"
+        ended = ended_victims(stdout, victims, expected_ranks)
+        if ended and named and named <= late | ended:
             return "late-kill"
         return "crash"
     if digest is None or expected is None or digest != expected:
