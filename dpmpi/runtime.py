@@ -46,6 +46,7 @@ from dpmpi.aliases import Aliases
 from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, failure_since, failures_made, peer_failure
 from dpmpi.eventlog import log_event
 from dpmpi.recovery import Recovery, stale_loop
+from dpmpi.resilient import holding
 from dpmpi.snapshot import Snapshot
 
 _RECOVERABLE = (ProcFailedError, RevokedError)
@@ -103,11 +104,10 @@ def _last_repair(comm: Any) -> dict:
 
 
 def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
-    """A peer's failure in the program's prologue (a collective the prologue record watches,
-    after this Runtime was made and before its first run): no snapshot exists, so nothing is
-    restored; the communicator is repaired (``Respawn``) and the call is made again by every rank
-    (``dpmpi.resilient.prologue``), the replacement with them once it has answered the calls
-    before it from the survivors' record. Its first run then takes epoch 0 with the others."""
+    """A peer's failure in the program's prologue (a collective the prologue record watches, after
+    this Runtime was made, before its first run): no snapshot exists, nothing is restored; after
+    ``Respawn`` every rank makes the call again (``dpmpi.resilient.prologue``), the replacement once
+    it has answered the calls before it from the survivors' record, and joins their first run."""
     caught_at = time.time()
     rt._emit("failure", step=-1, error=type(caught).__name__, detected_by="mpi")
     rt.comm.Respawn()  # (a failure during the repair is repaired there; one after it fails the call made again)
@@ -120,11 +120,10 @@ def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
 
 
 def _no_alternation(rt: Runtime, runs: int) -> None:
-    """Refuse a run of ``rt`` when another Runtime ran on its communicator since ``rt``'s last
-    run (``runs``: the runs of every Runtime so far, the same on every rank, a replacement's too):
-    a recovery restores the running Runtime's arrays only, and a replacement took the other's
-    epoch 0 while its survivors stepped (two models trained in alternate rounds, each with its own
-    Runtime, hung at their first failure: twenty-fourth session). Raised before any MPI call."""
+    """Refuse a run of ``rt`` when another Runtime ran on its communicator since ``rt``'s last run
+    (``runs``: every Runtime's runs so far, the same on every rank, a replacement's too): a recovery
+    restores the running Runtime's arrays only (two models trained in alternate rounds, each with
+    its own Runtime, hung at their first failure: twenty-fourth session). Before any MPI call."""
     if rt._ran_at is not None and rt._ran_at != runs:
         raise RuntimeError("dpmpi.Runtime.run: another dpmpi.Runtime ran on this communicator since this one's "
                            "last run. Runs of two Runtimes cannot alternate: a recovery restores the arrays of "
@@ -297,14 +296,15 @@ class Runtime:
                         faults.point("run-end")  # recovered like one inside a step)
                         _end(self)
                     break
-                except _RECOVERABLE as exc:
-                    self._recover(caught=exc)
+                except _RECOVERABLE as exc:  # (the step's frames let go of: their closures may hold its communicators)
+                    self._recover(caught=holding.let_go_of(exc))
                 except MPI.Exception as exc:  # raised by mpi4py itself (MPI.Request.Waitall(reqs), comm.mpi...)
                     if isinstance(exc, DpmpiError):  # (dpmpi's own: not a peer's failure)
                         raise
                     failure = peer_failure(exc, self.comm.mpi) or interrupts.noticed_failure()
                     if failure is None:
                         raise
+                    holding.let_go_of(exc)
                     self._recover(caught=failure)
         finally:
             self._running = False

@@ -685,6 +685,49 @@ def test_a_repair_event_names_the_communicators_it_remade_and_those_this_process
     assert rebuilt_account([], [], []) == {"rebuilt": [], "held_here": []}
 
 
+def test_a_failure_the_runtime_handles_lets_go_of_what_the_steps_closures_held():
+    """``holding.let_go_of``: a cleared frame still keeps its function, and so the function's
+    closure; only dropping the frames lets go of what a closure of the step's own held (the hang
+    of ``derived_per_step.py closure``, thirty-sixth session). ``let_go_of_unwound``, for a failure
+    the program handles itself, keeps the program's frames (and so that closure)."""
+    import gc
+    import traceback
+    import weakref
+
+    from dpmpi.resilient import holding
+
+    class Handle:
+        pass
+
+    refs = []
+
+    def step():
+        sub = Handle()
+        refs.append(weakref.ref(sub))
+
+        def pair_sum():
+            sub.used = True
+            raise RuntimeError("a peer failed")
+        pair_sum()
+
+    def fail() -> BaseException:
+        try:
+            try:
+                step()
+            except RuntimeError as cause:
+                raise ValueError("raised from it") from cause
+        except ValueError as exc:
+            return exc
+
+    exc = fail()
+    traceback.clear_frames(exc.__cause__.__traceback__)  # (what let_go_of_unwound does to them)
+    gc.collect()
+    assert refs[0]() is not None  # cleared, the frames still hold the closure's function
+    assert holding.let_go_of(exc) is exc and exc.__traceback__ is None and exc.__cause__.__traceback__ is None
+    gc.collect()
+    assert refs[0]() is None
+
+
 def test_a_replacement_is_handed_a_kept_communicator_only_for_the_call_that_made_it():
     from dpmpi.resilient.plan import replays
     from dpmpi.resilient.plan import Recipe

@@ -112,6 +112,25 @@ def let_go_of_unwound() -> None:
         exc = exc.__cause__ or exc.__context__
 
 
+def let_go_of(exc: BaseException) -> BaseException:
+    """Drop the whole traceback of a failure that dpmpi handles itself (``dpmpi.Runtime``'s, caught
+    from the step), and of the exceptions it was raised from, clearing its frames first; returns
+    ``exc``. Unlike ``let_go_of_unwound`` (a failure the program handles keeps its own frames),
+    this also lets go of what the step's own frames hold: a cleared frame still keeps its
+    function, so a closure of the step's that used a communicator made in the step (cut short
+    by the failure) kept it in use, and the repair rebuilt it and handed it to the replacement
+    at its next ``Split``, made anew by the others: the job hung (2 of 2 runs of
+    ``tests/programs/derived_per_step.py closure``, thirty-sixth session)."""
+    at, seen = exc, set()
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if at.__traceback__ is not None:
+            traceback.clear_frames(at.__traceback__)  # (skips frames still running)
+            at.__traceback__ = None
+        at = at.__cause__ or at.__context__
+    return exc
+
+
 def program_part(tb: TracebackType | None) -> TracebackType | None:
     """``tb`` up to the program's last frame (None: it has none: an exception dpmpi raised and
     handled inside its own code). Frames are the program's unless their module is dpmpi's."""

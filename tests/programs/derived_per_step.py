@@ -4,6 +4,8 @@ and 2 only: the others get COMM_NULL) and one made lazily at step 2 and kept. Fa
 (after the step's Split, before its first use). 4 active ranks.
 
     derived_per_step.py runtime N   dpmpi.Runtime; prints each rank's state after N steps
+    derived_per_step.py closure N   the same, the step's Split used inside a function of the step's
+                                    own (a closure that holds it)
     derived_per_step.py loop N      the program's own loop (try / Respawn); prints the last step's
                                     values
     derived_per_step.py inline N    the same with the step's Split in the loop itself, freed in the
@@ -28,7 +30,13 @@ kept = {}
 def step(k):
     sub = comm.Split(r % 2, r)
     dpmpi.faults.point("split")
-    s = sub.allreduce(r + k)  # (the two ranks of r's parity)
+    if mode == "closure":  # the use inside a function of the step's own, whose closure holds sub
+
+        def pair_sum(v):
+            return sub.allreduce(v)
+        s = pair_sum(r + k)
+    else:
+        s = sub.allreduce(r + k)  # (the two ranks of r's parity)
     sub.Free()
     e = evens.allreduce(k) if evens else 0
     if k >= 2 and "dup" not in kept:
@@ -37,7 +45,7 @@ def step(k):
     return s, e, d
 
 
-if mode == "runtime":
+if mode in ("runtime", "closure"):
     x = np.zeros(3, dtype=np.int64)
     rt = dpmpi.Runtime(comm, {"x": x})
 
