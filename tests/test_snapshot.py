@@ -206,18 +206,25 @@ def test_a_rank_dying_in_the_first_commit_of_a_primitives_program_is_recovered(d
     it): no epoch exists for rank 2, and every rank's arrays still hold the state it built, so
     restore(carry=-1, as_built=True) returns -1 and the program commits epoch 0 again. Before the
     fifteenth session the example ended with SnapshotLostError on every rank."""
+    final = _primitives_against_failure_free(dpmpi_run, "2:snapshot-commit@1:KILL")
+    assert final[2]["role"] == "RECOVERED" and final[2]["restored"] == [0], final[2]
+
+
+def _primitives_against_failure_free(dpmpi_run, faults: str, steps: int = 20) -> dict:
+    """examples/primitives.py at 4 + 1, failure-free and then with ``faults``: both exit 0 with
+    every rank's final line at ``steps``, the same digests. The faulted run's final lines."""
     from pathlib import Path
 
     program = str(Path(__file__).resolve().parent.parent / "examples" / "primitives.py")
     digests = []
-    for faults in ("", "2:snapshot-commit@1:KILL"):
-        job = dpmpi_run(5, program, "--steps", 20, launcher_args=["--spares", "1"], faults=faults)
+    for plan in ("", faults):
+        job = dpmpi_run(5, program, "--steps", steps, launcher_args=["--spares", "1"], faults=plan)
         assert job.returncode == 0, job.stdout + job.stderr
         final = {e["rank"]: e for e in job.events if e["event"] == "final"}
-        assert sorted(final) == [0, 1, 2, 3] and all(e["step"] == 20 for e in final.values()), job.stdout
+        assert sorted(final) == [0, 1, 2, 3] and all(e["step"] == steps for e in final.values()), job.stdout
         digests.append({r: e["digest"] for r, e in final.items()})
     assert digests[1] == digests[0]
-    assert final[2]["role"] == "RECOVERED" and final[2]["restored"] == [0], final[2]
+    return final
 
 
 def test_a_rank_dying_after_the_last_commit_of_a_primitives_program_is_recovered(dpmpi_run):
@@ -226,17 +233,7 @@ def test_a_rank_dying_after_the_last_commit_of_a_primitives_program_is_recovered
     restores the final epoch. Before the barrier, the others left the program with nothing to
     repair around the dead rank: its result was lost and dpmpi-run exited 1 (chaos, jacobi-prim,
     a rank killed in its last restore's own part after a repair at the end)."""
-    from pathlib import Path
-
-    program = str(Path(__file__).resolve().parent.parent / "examples" / "primitives.py")
-    digests = []
-    for faults in ("", "2:Barrier@1:KILL"):
-        job = dpmpi_run(5, program, "--steps", 20, launcher_args=["--spares", "1"], faults=faults)
-        assert job.returncode == 0, job.stdout + job.stderr
-        final = {e["rank"]: e for e in job.events if e["event"] == "final"}
-        assert sorted(final) == [0, 1, 2, 3] and all(e["step"] == 20 for e in final.values()), job.stdout
-        digests.append({r: e["digest"] for r, e in final.items()})
-    assert digests[1] == digests[0]
+    final = _primitives_against_failure_free(dpmpi_run, "2:Barrier@1:KILL")
     assert final[2]["role"] == "RECOVERED" and final[2]["restored"] == [20], final[2]
     assert all(final[r]["restored"] == [20] for r in (0, 1, 3)), final
 
