@@ -40,6 +40,10 @@ void dpmpi_die(int status);
 int dpmpi_hook_mpi_abort(void);
 /* Only Open MPI's revoke of a communicator still being created (dpmpi_revoke.c), before MPI_Init. */
 int dpmpi_hook_revoke(void);
+/* A deadline of ``seconds`` on the MPI library's fatal-signal handlers (dpmpi_fatal.c): a process
+ * stuck in one ends by SIGALRM. Returns how many handlers it put itself in front of. */
+int dpmpi_fatal_deadline(unsigned seconds);
+#define DPMPI_FATAL_DEADLINE_S 5
 
 /* ---- stall watchdog ---- */
 int dpmpi_stall_start(double seconds);

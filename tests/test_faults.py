@@ -81,6 +81,21 @@ def test_a_dead_ranks_children_do_not_keep_the_job_from_ending(dpmpi_run, how):
     assert state in ("gone", "Z"), (child, state)  # (a zombie until PID 1 reaps it)
 
 
+def test_a_rank_stuck_in_its_fatal_signal_handler_is_ended_and_replaced(dpmpi_run):
+    """Seen in chaos: a Jacobi rank sent SIGSEGV printed the first lines of Open MPI's handler and
+    no frame, and stayed inside it (its backtrace() met a lock), alive to ULFM, its heartbeat
+    beating: the job hung until its limit. Here rank 1's handler sleeps for ever; dpmpi's
+    deadline in front of it (cext/dpmpi_fatal.c) ends the process by SIGALRM after 5 s, and the
+    spare takes its place. Without it the job hangs (its time limit ends it)."""
+    job = dpmpi_run(5, "stuck_in_handler.py", launcher_args=["--spares", "1"], timeout=40)
+    assert job.returncode == 0, job.stdout + job.stderr
+    done = job.by_rank("done")
+    want = [sum(6 + 4 * k for k in range(12))] * 4  # (the Allreduce of r + k over 4 ranks, 12 steps)
+    assert sorted(done) == [0, 1, 2, 3] and all(d["x"] == want for d in done.values()), job.stdout + job.stderr
+    assert done[1]["role"] == "RECOVERED", done
+    assert "rank 1 died" in job.stderr and "Traceback" not in job.stderr, job.stderr
+
+
 def test_victim_is_rank_0(dpmpi_run):
     check_recovered(dpmpi_run(N, "survive.py", faults="0:Allreduce@100:KILL"), [0])
 

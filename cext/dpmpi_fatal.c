@@ -1,0 +1,83 @@
+/* A deadline on the fatal-signal handlers that the MPI library installed.
+ *
+ * Open MPI installs a handler for SIGABRT, SIGBUS, SIGFPE and SIGSEGV (its opal_signal setting)
+ * that prints the signal and a backtrace, then raises the signal again. backtrace() is not
+ * async-signal-safe: its first call loads libgcc_s (dlopen, malloc), and the unwinder takes the
+ * loader's lock. A signal that lands while the thread holds one of those locks leaves the
+ * process inside the handler for ever: alive to ULFM, its heartbeat thread still beating, so no
+ * one repairs around it and the job hangs (seen in chaos: a Jacobi rank sent SIGSEGV printed the
+ * handler's first four lines and no frame; the others waited for it until the 60 s limit).
+ *
+ * dpmpi_fatal_deadline() puts a handler of its own in front of each such handler found: it sets
+ * SIGALRM to its default action (end the process), unblocks it in this thread and arms
+ * alarm(seconds), then runs the library's handler. If that returns (it raised the signal again,
+ * pending until then), the process ends by that signal as before; if it hangs, SIGALRM ends the
+ * process and the others repair around it. It also calls backtrace() once now, so that the
+ * handler's own call does not load libgcc_s.
+ *
+ * Owner: the thread that initialised MPI calls it, once per copy of this code (the preloaded
+ * guard at MPI_Init, the Python module at its first dpmpi communicator: the second copy wraps
+ * the first's handler, harmless); the saved actions are written before the new handler is
+ * installed and only read afterwards, from a signal handler. Nothing here is ever freed. */
+#define _GNU_SOURCE
+#include <execinfo.h>
+#include <stdint.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dpmpi_c.h"
+
+static const int fatal_signals[] = {SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGILL};
+#define N_FATAL (sizeof fatal_signals / sizeof fatal_signals[0])
+static struct sigaction saved[N_FATAL];
+static volatile sig_atomic_t wrapped[N_FATAL];
+static unsigned deadline_s;
+
+static void in_front(int sig, siginfo_t *info, void *ctx) {
+    size_t i = 0;
+    while (i < N_FATAL && fatal_signals[i] != sig) i++;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGALRM, &dfl, NULL);
+    sigset_t alrm;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    sigprocmask(SIG_UNBLOCK, &alrm, NULL);
+    alarm(deadline_s);
+    if (i == N_FATAL || !wrapped[i]) { /* (not reached: installed only over a saved handler) */
+        sigaction(sig, &dfl, NULL);
+        raise(sig);
+        return;
+    }
+    const struct sigaction *prev = &saved[i];
+    if (prev->sa_flags & SA_SIGINFO) prev->sa_sigaction(sig, info, ctx);
+    else prev->sa_handler(sig);
+}
+
+int dpmpi_fatal_deadline(unsigned seconds) {
+    if (seconds == 0) return 0;
+    const char *delay = getenv("OMPI_MCA_opal_abort_delay"); /* (a user waiting to attach a debugger) */
+    if (delay && *delay && strcmp(delay, "0") != 0) return 0;
+    deadline_s = seconds;
+    void *frame[1];
+    (void)backtrace(frame, 1);
+    int n = 0;
+    for (size_t i = 0; i < N_FATAL; i++) {
+        struct sigaction cur;
+        if (wrapped[i] || sigaction(fatal_signals[i], NULL, &cur) != 0) continue;
+        int has_handler = (cur.sa_flags & SA_SIGINFO) ? cur.sa_sigaction != NULL
+                                                      : (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN);
+        if (!has_handler) continue;
+        saved[i] = cur;
+        wrapped[i] = 1;
+        struct sigaction mine = cur;
+        mine.sa_flags |= SA_SIGINFO;
+        mine.sa_sigaction = in_front;
+        if (sigaction(fatal_signals[i], &mine, NULL) == 0) n++;
+        else wrapped[i] = 0;
+    }
+    return n;
+}
