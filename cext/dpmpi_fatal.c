@@ -34,6 +34,7 @@ static const int fatal_signals[] = {SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGILL};
 static struct sigaction saved[N_FATAL];
 static volatile sig_atomic_t wrapped[N_FATAL];
 static unsigned deadline_s;
+static volatile sig_atomic_t armed;
 
 static void in_front(int sig, siginfo_t *info, void *ctx) {
     size_t i = 0;
@@ -46,7 +47,11 @@ static void in_front(int sig, siginfo_t *info, void *ctx) {
     sigemptyset(&alrm);
     sigaddset(&alrm, SIGALRM);
     sigprocmask(SIG_UNBLOCK, &alrm, NULL);
-    alarm(deadline_s);
+    if (!armed) { /* once: a handler that returns on a fault that recurs (the same instruction) must
+                   * not push the deadline back at every entry */
+        armed = 1;
+        alarm(deadline_s);
+    }
     if (i == N_FATAL || !wrapped[i]) { /* (not reached: installed only over a saved handler) */
         sigaction(sig, &dfl, NULL);
         raise(sig);
