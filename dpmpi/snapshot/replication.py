@@ -217,14 +217,9 @@ class Replication:
     def close(self) -> bool:
         """Stop and free the thread and the communicator (local); False if memory must be kept
         for the life of the process (a job that a failure interrupted may still complete)."""
-        # the peers finish the same epoch's replication; waiting lets theirs complete too
-        self.stop(revoke=True, grace=30.0)
-        if self.repl is not None and self.repl.error != 0:
-            # a failure ended the job here, and no repair follows a close: the peers' jobs may
-            # wait for this process's messages (its barrier's); the revoke ends them (before, a
-            # rank that died during the last replication of a job left the others waiting out
-            # their 30 s grace here)
-            self.revoke()
+        self.stop(revoke=True, grace=30.0)  # (the peers finish the same epoch's: waiting lets theirs complete)
+        if self.repl is not None and self.repl.error != 0:  # (no repair follows a close: the peers'
+            self.revoke()  # jobs waiting for this one's barrier waited out their 30 s grace here)
         clean = True
         if self.repl is not None:
             interrupted = self.repl.error != 0 or self.repl.leaked() > 0  # MPI may still use the memory
