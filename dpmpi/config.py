@@ -172,6 +172,9 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_GPU_FAKE_FAULTS", "text", "", "faults of the fake GPU backend, RANK:POINT@COUNT:KIND,... "
         "(collective: HANG or ASYNC_ERROR; abort: HANG)"),
     # -- launching and testing --
+    Var("DPMPI_FORM_TIMEOUT", "seconds", 60.0, "dpmpi-run ends and launches again (DPMPI_START_RETRIES) a job "
+        "whose formation in dpmpi.init has not completed this long after every rank entered it or died "
+        "(a death during start-up left Open MPI stuck there); 0: never", minimum=1.0, zero_ok=True),
     Var("DPMPI_START_RETRIES", "int", 2, "how many times dpmpi-run launches the job again when a process "
         "died before any rank's MPI_Init returned (Open MPI's start-up is not fault tolerant; no rank "
         "ran past MPI_Init, so nothing is repeated but what the program does before it); 0: end the job",

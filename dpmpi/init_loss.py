@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 INIT_TAG = "[dpmpi-init] "
+FORMING_TAG = "[dpmpi-forming] "  # a rank entered dpmpi.init's formation of the job (dpmpi.init_mark)
+FORMED_TAG = "[dpmpi-formed] "  # ... and came out of it
 GRACE = 2.0  # seconds between PRRTE's report of a death and dpmpi-run's verdict
 HOLD_S = 10.0  # seconds after a launch during which its stderr is held back until a rank has initialised
 _ABORTED = re.compile(r"errmgr:dvm: proc \[[^\]]*@1,(\d+)\] aborted by signal")  # @1: the program's job
@@ -37,15 +39,25 @@ class InitWatch:
     n: int  # the job's processes (ranks 0..n-1 of its MPI_COMM_WORLD)
     initialised: set[int] = field(default_factory=set)
     died: dict[int, float] = field(default_factory=dict)  # rank -> when PRRTE said it died
+    forming: dict[int, float] = field(default_factory=dict)  # rank -> when it entered the formation
+    formed: set[int] = field(default_factory=set)
 
     def note(self, line: str) -> bool:
         """Note a line of mpirun's stderr; False when it is dpmpi's own (not for the user)."""
-        at = line.find(INIT_TAG)
-        if at >= 0:
+        for tag in (INIT_TAG, FORMING_TAG, FORMED_TAG):
+            at = line.find(tag)
+            if at < 0:
+                continue
             try:
-                self.initialised.add(int(line[at + len(INIT_TAG):].split()[0]))
+                rank = int(line[at + len(tag):].split()[0])
             except (ValueError, IndexError):
                 return True
+            if tag is INIT_TAG:
+                self.initialised.add(rank)
+            elif tag is FORMING_TAG:
+                self.forming.setdefault(rank, time.monotonic())
+            else:
+                self.formed.add(rank)
             return False
         dead = _ABORTED.search(line)
         if dead:
@@ -71,6 +83,22 @@ class InitWatch:
         if self.initialised or not self.died:
             return None
         return min(self.died, key=lambda r: self.died[r])
+
+    def stuck_forming(self, timeout: float, now: float | None = None) -> int | None:
+        """The job's formation (``dpmpi.init``) is stuck: every rank entered it or died, none came
+        out, and ``timeout`` seconds passed since the last of those (once every process is in
+        it, it takes milliseconds). Seen after a death during start-up, inside Open MPI: the
+        survivors in the formation's ``Shrink`` or in an ``Allreduce`` that the death never
+        failed, for ever (docs/limitations.md). Returns a rank that PRRTE said died, else -1;
+        None when not stuck (``timeout`` 0: never)."""
+        if timeout <= 0 or self.formed or not self.forming:
+            return None
+        if any(r not in self.forming and r not in self.died for r in range(self.n)):
+            return None  # (a rank still starting, however slowly: the formation waits for it)
+        now = time.monotonic() if now is None else now
+        if now - max([*self.forming.values(), *self.died.values()]) < timeout:
+            return None
+        return min(self.died, key=lambda r: self.died[r]) if self.died else -1
 
     def account(self, rank: int) -> str:
         return (f"rank {rank} died before its MPI_Init returned, and ranks still inside MPI_Init wait for it "
@@ -138,3 +166,10 @@ class HeldStderr:
             self.out(line)
         if raw is not None:
             self.out(raw)
+
+
+def formation_account(rank: int, timeout: float, again: str) -> str:
+    """dpmpi-run's line for a launch whose formation was stuck (``again``: what it does next)."""
+    who = f"rank {rank} died during the job's start-up and " if rank >= 0 else ""
+    return (f"{who}the job's formation (dpmpi.init) did not complete within {timeout:g} s of every rank "
+            f"entering it (Open MPI's start-up is not fault tolerant; DPMPI_FORM_TIMEOUT): {again}")

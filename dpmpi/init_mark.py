@@ -47,6 +47,18 @@ def announce() -> None:
         pass
 
 
+def announce_formation(formed: bool) -> None:
+    """Tell dpmpi-run that this rank entered (``formed`` False) or came out of ``dpmpi.init``'s
+    formation of the job, which it watches for a formation a death left stuck (dpmpi.init_loss).
+    Under the same conditions as ``announce``."""
+    if not _done:
+        return
+    try:
+        os.write(2, f"[dpmpi-{'formed' if formed else 'forming'}] {_rank}\n".encode())
+    except OSError:
+        pass
+
+
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name != "mpi4py.MPI":

@@ -286,7 +286,7 @@ def launch(opts: Options, mpirun: str) -> int:
         return 0
     cancel = Cancel()
     cancel.install()  # (SIGTERM/SIGHUP/SIGINT to dpmpi-run end the job, not only dpmpi-run: dpmpi/cancel.py)
-    relaunches = config.get("DPMPI_START_RETRIES")
+    relaunches, form_timeout = config.get("DPMPI_START_RETRIES"), config.get("DPMPI_FORM_TIMEOUT")
     failed_starts = relaunched = 0
     died_early: set[int] = set()  # ranks that died before any rank's MPI_Init returned, in an earlier launch
     repeated = False
@@ -299,6 +299,7 @@ def launch(opts: Options, mpirun: str) -> int:
         pump = threading.Thread(target=pump_stderr, args=(proc.stderr, outcome, held), daemon=True)
         pump.start()
         stuck: int | None = None
+        unformed: int | None = None  # (a formation in dpmpi.init that a death left stuck: init_loss)
         while True:
             try:
                 rc = proc.wait(timeout=0.5)
@@ -306,9 +307,10 @@ def launch(opts: Options, mpirun: str) -> int:
             except subprocess.TimeoutExpired:
                 cancel.tick()
                 held.tick()
-                if stuck is None:
+                if stuck is None and unformed is None:
                     stuck = outcome.init.stuck()
-                    if stuck is not None:
+                    unformed = None if stuck is not None else outcome.init.stuck_forming(form_timeout)
+                    if stuck is not None or unformed is not None:
                         proc.terminate()  # (mpirun ends every process of the job)
             except KeyboardInterrupt:  # mpirun got the same SIGINT from the terminal, or not: cancel.tick
                 cancel.interrupted()
@@ -323,7 +325,7 @@ def launch(opts: Options, mpirun: str) -> int:
         # a death inside MPI_Init ends the launch (init_loss); nothing ran past it on any rank
         # (the same rank dead early in two launches: a fault of the program's, launching again repeats it)
         repeated = early is not None and early in died_early
-        relaunch = early is not None and relaunched < relaunches and not repeated
+        relaunch = (early is not None and not repeated or unformed is not None) and relaunched < relaunches
         if early is not None:
             died_early.add(early)
         if cancel.signum or outcome.lost.node is not None or not (restart or relaunch):
@@ -338,6 +340,10 @@ def launch(opts: Options, mpirun: str) -> int:
         relaunched += 1
         env["DPMPI_REPLACEMENT"] = "1"  # (planned faults strike a job's first life only: dpmpi.faults)
         dropped = held.drop()
+        if early is None:  # (the formation was stuck)
+            again = f"launching the job again, {relaunched} of {relaunches} (DPMPI_START_RETRIES)"
+            sys.stderr.write(f"dpmpi-run: {init_loss.formation_account(unformed, form_timeout, again)}\n")
+            continue
         sys.stderr.write(f"dpmpi-run: rank {early} died before any rank's MPI_Init returned (Open MPI's start-up is "
                          f"not fault tolerant; no rank ran past MPI_Init): launching the job again, {relaunched} of "
                          f"{relaunches} (DPMPI_START_RETRIES" + (f"; the ended launch's {dropped} line(s) of stderr "
@@ -351,6 +357,8 @@ def launch(opts: Options, mpirun: str) -> int:
     if stuck is not None:
         code, account = 1, outcome.init.account(stuck) + (
             " (it died before its MPI_Init returned in the launch before too: not launched again)" if repeated else "")
+    if unformed is not None:
+        code, account = 1, init_loss.formation_account(unformed, form_timeout, "dpmpi-run ended the job")
     if cancel.signum is not None:
         code, account = cancel.exit_code(), cancel.account()
     if outcome.lost.node is not None:

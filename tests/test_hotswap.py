@@ -124,6 +124,23 @@ def test_a_rank_dying_in_dpmpi_init_leaves_its_place_to_a_spare(dpmpi_run, tmp_p
     assert "rank 2 died" in job.stderr and "Traceback" not in job.stderr, job.stderr
 
 
+def test_a_formation_a_death_left_stuck_is_launched_again(dpmpi_run):
+    """Seen under load: a rank killed during start-up left the others inside Open MPI in
+    dpmpi.init's formation for ever (its Shrink, or an Allreduce the death never failed). Here
+    rank 1 hangs and rank 2 dies at the formation's fault point, so the others wait in its next
+    Shrink for rank 1 for ever. dpmpi-run ends the launch DPMPI_FORM_TIMEOUT seconds after every
+    rank entered the formation or died, and launches the job again (planned faults strike a
+    job's first life only): it completes. Without the watch the job hangs until its limit."""
+    job = dpmpi_run(5, "hotswap.py", launcher_args=["--spares", "1"], faults="1:init@1:HANG,2:init@1:KILL",
+                    env={"DPMPI_FORM_TIMEOUT": "3"}, timeout=60)
+    done = check(job, 4)
+    assert all(e["role"] == "INITIAL" for e in done.values()), done
+    lines = [ln for ln in job.stderr.splitlines() if ln.startswith("dpmpi-run:")]
+    assert len(lines) == 1 and lines[0].startswith("dpmpi-run: rank 2 died during the job's start-up and the "
+                                                   "job's formation (dpmpi.init) did not complete within 3 s"), lines
+    assert "launching the job again, 1 of 2" in lines[0], lines
+
+
 def test_spare_being_swapped_in_dies_during_repair(dpmpi_run):
     job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
                     faults="2:iteration@51:KILL,4:repair@1:KILL")

@@ -80,6 +80,36 @@ def test_a_rank_dead_before_its_mpi_init_returned_ends_a_job_stuck_in_mpi_init()
     assert init_loss.InitWatch(4).before_any_init() is None  # nobody died
 
 
+def test_a_formation_that_a_death_left_stuck_is_seen_once_every_rank_entered_it_or_died():
+    """dpmpi.init's formation of the job, after a death during start-up: the survivors stayed
+    inside Open MPI's Shrink or an Allreduce for ever (thirty-sixth session). dpmpi-run ends such
+    a launch ``DPMPI_FORM_TIMEOUT`` seconds after the last rank entered the formation or died,
+    but never while a rank is still starting (the formation waits for it, however slow) nor
+    once any rank came out of it."""
+    from dpmpi import init_loss
+
+    dead = "[vm:02184] [prterun-vm-2184@0,0] errmgr:dvm: proc [prterun-vm-2184@1,2] aborted by signal\n"
+    w = init_loss.InitWatch(4)
+    for r in (0, 1, 3):
+        assert w.note(f"[dpmpi-init] {r}\n") is False and w.note(f"[dpmpi-forming] {r}\n") is False
+    assert w.stuck_forming(5.0, now=1e12) is None  # rank 2 neither entered nor died: it may be slow
+    w.note(dead)
+    last = max([*w.forming.values(), *w.died.values()])
+    assert w.stuck_forming(5.0, now=last + 4.9) is None and w.stuck_forming(5.0, now=last + 5.0) == 2
+    assert w.stuck_forming(0.0, now=last + 1e6) is None  # (0: never)
+    unknown = init_loss.InitWatch(2)  # every rank in it, no death reported (PRRTE said nothing)
+    unknown.note("[dpmpi-forming] 0\n")
+    unknown.note("[dpmpi-forming] 1\n")
+    assert unknown.stuck_forming(5.0, now=unknown.forming[1] + 5.0) == -1
+    w.note("[dpmpi-formed] 3\n")  # one rank came out: the job formed (a later death is a repair's)
+    assert w.stuck_forming(5.0, now=last + 1e6) is None
+    assert init_loss.InitWatch(4).stuck_forming(5.0, now=1e12) is None  # a program without dpmpi.init
+    text = init_loss.formation_account(2, 60.0, "launching the job again")
+    assert text.startswith("rank 2 died during the job's start-up and the job's formation (dpmpi.init) did not "
+                           "complete within 60 s") and "DPMPI_FORM_TIMEOUT" in text, text
+    assert init_loss.formation_account(-1, 60.0, "x").startswith("the job's formation")
+
+
 def test_stderr_is_held_until_a_rank_initialised_and_dropped_when_the_job_is_launched_again():
     from dpmpi import init_loss
 

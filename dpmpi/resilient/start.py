@@ -59,8 +59,10 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     n_spares = settings.spares_from(spares, MPI.COMM_WORLD.Get_size())
     policy = settings.policy_from(on_depleted)
     Comm(MPI.COMM_WORLD)  # checks that the job is fault tolerant
+    init_mark.announce_formation(formed=False)  # (dpmpi-run ends a formation a death left stuck)
     with _hooks.idle():  # (the formation waits for every process, however slow its start: not a hang)
         state, raw, formed = _form(n_spares, policy, settings.spare_poll())
+    init_mark.announce_formation(formed=True)
     if config.get("DPMPI_HELPER_CPUS") == "auto":  # (the snapshot threads: CPUs no process is bound to)
         node, mine = my_place()
         use_helper_cpus(nearest(helper_cpus(state.places, node, launcher_cpus()), numa_nodes(), mine))
