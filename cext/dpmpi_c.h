@@ -43,7 +43,9 @@ int dpmpi_hook_revoke(void);
 /* A deadline of ``seconds`` on the MPI library's fatal-signal handlers (dpmpi_fatal.c): a process
  * stuck in one ends by SIGALRM. Returns how many handlers it put itself in front of. */
 int dpmpi_fatal_deadline(unsigned seconds);
-#define DPMPI_FATAL_DEADLINE_S 5
+/* The same with DPMPI_FATAL_DEADLINE's value (default 5 s; a bad value: the default), for the
+ * preloaded guard, which reads its settings itself. */
+int dpmpi_fatal_deadline_from_env(void);
 
 /* ---- stall watchdog ---- */
 int dpmpi_stall_start(double seconds);

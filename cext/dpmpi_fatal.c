@@ -86,3 +86,14 @@ int dpmpi_fatal_deadline(unsigned seconds) {
     }
     return n;
 }
+
+int dpmpi_fatal_deadline_from_env(void) {
+    const char *v = getenv("DPMPI_FATAL_DEADLINE");
+    long seconds = 5;
+    if (v && *v) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (end != v && *end == '\0' && n >= 0 && n <= 3600) seconds = n;
+    }
+    return dpmpi_fatal_deadline((unsigned)seconds);
+}

@@ -135,7 +135,7 @@ static int spawned(void *h) {
  * COMM_WORLD. */
 static void arm(void) {
     dpmpi_hook_mpi_abort();
-    dpmpi_fatal_deadline(DPMPI_FATAL_DEADLINE_S); /* (a process stuck in libmpi's SIGSEGV handler hung the job) */
+    dpmpi_fatal_deadline_from_env(); /* (a process stuck in libmpi's SIGSEGV handler hung the job) */
     install_late_filter();
     if (disabled || armed) return;
     void *h = libmpi();

@@ -145,10 +145,10 @@ def hook_mpi_abort() -> None:
     """Once MPI is loaded: an abort by the MPI library itself (it ends the process with a
     non-zero _exit, which the survivors never notice) becomes a death they notice, and so does
     a process stuck in the library's fatal-signal handler (it ends by SIGALRM after
-    ``DPMPI_FATAL_DEADLINE_S`` seconds: cext/dpmpi_fatal.c)."""
+    ``DPMPI_FATAL_DEADLINE`` seconds: cext/dpmpi_fatal.c)."""
     if _lib is not None and _mpi() is not None:
         _lib.lib.dpmpi_hook_mpi_abort()
-        _lib.lib.dpmpi_fatal_deadline(_lib.lib.DPMPI_FATAL_DEADLINE_S)
+        _lib.lib.dpmpi_fatal_deadline(int(config.get("DPMPI_FATAL_DEADLINE")))
 
 
 ENV_LATE_FILTER = "DPMPI_LATE_FILTER"

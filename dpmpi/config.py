@@ -6,7 +6,8 @@ names the variable, wherever it is read. ``docs/configuration.md`` is generated 
 
 The C code gets its values from here too (the snapshot engine's settings are passed in by
 Python), except in ``libdpmpi_guard.so``, which is preloaded into programs that may not be
-Python: it reads ``DPMPI_STATUS``, ``DPMPI_FINALIZE_TIMEOUT`` and ``DPMPI_LATE_FILTER`` itself,
+Python: it reads ``DPMPI_STATUS``, ``DPMPI_FINALIZE_TIMEOUT``, ``DPMPI_FATAL_DEADLINE`` and
+``DPMPI_LATE_FILTER`` itself,
 and ``dpmpi-run`` validates them here before it starts the job.
 
 Pure: imports only the standard library (the boot hook imports it before anything else)."""
@@ -136,6 +137,9 @@ VARS: tuple[Var, ...] = (
         "spare's wait and the wait at the end for the other ranks are not a hang)", minimum=0),
     Var("DPMPI_FINALIZE_TIMEOUT", "seconds", None, "MPI_Finalize runs under this watchdog (default "
         "2 s + 2 ms per process)", minimum=0),
+    Var("DPMPI_FATAL_DEADLINE", "int", 5, "a process still inside the MPI library's handler of a fatal "
+        "signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) this many seconds later ends by SIGALRM, so that "
+        "the others repair around it (0: no deadline)", minimum=0, maximum=3600),
     Var("DPMPI_REQUIRE_FT", "bool", True, "refuse to run on an MPI without fault tolerance "
         "(0 allows it)"),
     # -- snapshots --

@@ -85,9 +85,11 @@ def test_a_rank_stuck_in_its_fatal_signal_handler_is_ended_and_replaced(dpmpi_ru
     """Seen in chaos: a Jacobi rank sent SIGSEGV printed the first lines of Open MPI's handler and
     no frame, and stayed inside it (its backtrace() met a lock), alive to ULFM, its heartbeat
     beating: the job hung until its limit. Here rank 1's handler sleeps for ever; dpmpi's
-    deadline in front of it (cext/dpmpi_fatal.c) ends the process by SIGALRM after 5 s, and the
-    spare takes its place. Without it the job hangs (its time limit ends it)."""
-    job = dpmpi_run(5, "stuck_in_handler.py", launcher_args=["--spares", "1"], timeout=40)
+    deadline in front of it (cext/dpmpi_fatal.c) ends the process by SIGALRM after
+    DPMPI_FATAL_DEADLINE (1 s here), and the spare takes its place. Without it the job hangs
+    (its time limit ends it)."""
+    job = dpmpi_run(5, "stuck_in_handler.py", launcher_args=["--spares", "1"], env={"DPMPI_FATAL_DEADLINE": "1"},
+                    timeout=40)
     assert job.returncode == 0, job.stdout + job.stderr
     done = job.by_rank("done")
     want = [sum(6 + 4 * k for k in range(12))] * 4  # (the Allreduce of r + k over 4 ranks, 12 steps)

@@ -132,12 +132,12 @@ def test_a_formation_a_death_left_stuck_is_launched_again(dpmpi_run):
     rank entered the formation or died, and launches the job again (planned faults strike a
     job's first life only): it completes. Without the watch the job hangs until its limit."""
     job = dpmpi_run(5, "hotswap.py", launcher_args=["--spares", "1"], faults="1:init@1:HANG,2:init@1:KILL",
-                    env={"DPMPI_FORM_TIMEOUT": "3"}, timeout=60)
+                    env={"DPMPI_FORM_TIMEOUT": "1"}, timeout=60)
     done = check(job, 4)
     assert all(e["role"] == "INITIAL" for e in done.values()), done
     lines = [ln for ln in job.stderr.splitlines() if ln.startswith("dpmpi-run:")]
     assert len(lines) == 1 and lines[0].startswith("dpmpi-run: rank 2 died during the job's start-up and the "
-                                                   "job's formation (dpmpi.init) did not complete within 3 s"), lines
+                                                   "job's formation (dpmpi.init) did not complete within 1 s"), lines
     assert "launching the job again, 1 of 2" in lines[0], lines
 
 
