@@ -325,7 +325,7 @@ def launch(opts: Options, mpirun: str) -> int:
         # a death inside MPI_Init ends the launch (init_loss); nothing ran past it on any rank
         # (the same rank dead early in two launches: a fault of the program's, launching again repeats it)
         repeated = early is not None and early in died_early
-        relaunch = (early is not None and not repeated or unformed is not None) and relaunched < relaunches
+        relaunch = ((early is not None and not repeated) or unformed is not None) and relaunched < relaunches
         if early is not None:
             died_early.add(early)
         if cancel.signum or outcome.lost.node is not None or not (restart or relaunch):
