@@ -31,6 +31,9 @@ FORMING_TAG = "[dpmpi-forming] "  # a rank entered dpmpi.init's formation of the
 FORMED_TAG = "[dpmpi-formed] "  # ... and came out of it
 GRACE = 2.0  # seconds between PRRTE's report of a death and dpmpi-run's verdict
 HOLD_S = 10.0  # seconds after a launch during which its stderr is held back until a rank has initialised
+# seconds dpmpi-run gives mpirun to end a launch it found stuck before it SIGKILLs it: seen, prterun itself
+# stuck on a mutex in PRRTE's event loop after ranks aborted in MPI_Init, SIGTERM never handled
+KILL_GRACE = 5.0
 _ABORTED = re.compile(r"errmgr:dvm: proc \[[^\]]*@1,(\d+)\] aborted by signal")  # @1: the program's job
 
 
@@ -168,8 +171,11 @@ class HeldStderr:
             self.out(raw)
 
 
-def formation_account(rank: int, timeout: float, again: str) -> str:
-    """dpmpi-run's line for a launch whose formation was stuck (``again``: what it does next)."""
-    who = f"rank {rank} died during the job's start-up and " if rank >= 0 else ""
+def formation_account(rank: int | None, timeout: float, relaunched: int = 0, relaunches: int = 0) -> str:
+    """dpmpi-run's line for a launch whose formation was stuck: launched again (the
+    ``relaunched``-th time of ``relaunches``), or, 0, ended."""
+    who = f"rank {rank} died during the job's start-up and " if rank is not None and rank >= 0 else ""
+    again = (f"launching the job again, {relaunched} of {relaunches} (DPMPI_START_RETRIES)" if relaunched
+             else "dpmpi-run ended the job")
     return (f"{who}the job's formation (dpmpi.init) did not complete within {timeout:g} s of every rank "
             f"entering it (Open MPI's start-up is not fault tolerant; DPMPI_FORM_TIMEOUT): {again}")

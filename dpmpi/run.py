@@ -300,6 +300,7 @@ def launch(opts: Options, mpirun: str) -> int:
         pump.start()
         stuck: int | None = None
         unformed: int | None = None  # (a formation in dpmpi.init that a death left stuck: init_loss)
+        ended_at = 0.0
         while True:
             try:
                 rc = proc.wait(timeout=0.5)
@@ -312,18 +313,19 @@ def launch(opts: Options, mpirun: str) -> int:
                     unformed = None if stuck is not None else outcome.init.stuck_forming(form_timeout)
                     if stuck is not None or unformed is not None:
                         proc.terminate()  # (mpirun ends every process of the job)
+                        ended_at = time.monotonic()
+                elif time.monotonic() - ended_at > init_loss.KILL_GRACE:  # (prterun itself stuck on a lock)
+                    proc.kill()
             except KeyboardInterrupt:  # mpirun got the same SIGINT from the terminal, or not: cancel.tick
                 cancel.interrupted()
-        # mpirun's stderr closes when mpirun ends, unless a process it started still holds it: the launcher
-        # of a daemon on a node that went silent (ssh, or the simulated cluster's agent) lives on, and
-        # waiting for it hung dpmpi-run after the job had ended (3 of 4 runs)
+        # mpirun's stderr closes when mpirun ends, unless a process it started still holds it (a silent
+        # node's daemon launcher, ssh or the simulated cluster's agent: it hung dpmpi-run, 3 of 4 runs)
         pump.join(PUMP_GRACE)
         early = outcome.init.before_any_init()
         # PRRTE's PMIx server did not start: no rank ran, so launching again repeats nothing
         # (seen here about once in 300 jobs, and in other projects' CI)
         restart = outcome.startup_failed and not outcome.records and failed_starts < STARTUP_ATTEMPTS - 1
-        # a death inside MPI_Init ends the launch (init_loss); nothing ran past it on any rank
-        # (the same rank dead early in two launches: a fault of the program's, launching again repeats it)
+        # a death inside MPI_Init ends the launch (init_loss), nothing ran past it (the same rank twice: the program's)
         repeated = early is not None and early in died_early
         relaunch = ((early is not None and not repeated) or unformed is not None) and relaunched < relaunches
         if early is not None:
@@ -341,8 +343,8 @@ def launch(opts: Options, mpirun: str) -> int:
         env["DPMPI_REPLACEMENT"] = "1"  # (planned faults strike a job's first life only: dpmpi.faults)
         dropped = held.drop()
         if early is None:  # (the formation was stuck)
-            again = f"launching the job again, {relaunched} of {relaunches} (DPMPI_START_RETRIES)"
-            sys.stderr.write(f"dpmpi-run: {init_loss.formation_account(unformed, form_timeout, again)}\n")
+            account = init_loss.formation_account(unformed, form_timeout, relaunched, relaunches)
+            sys.stderr.write(f"dpmpi-run: {account}\n")
             continue
         sys.stderr.write(f"dpmpi-run: rank {early} died before any rank's MPI_Init returned (Open MPI's start-up is "
                          f"not fault tolerant; no rank ran past MPI_Init): launching the job again, {relaunched} of "
@@ -358,7 +360,7 @@ def launch(opts: Options, mpirun: str) -> int:
         code, account = 1, outcome.init.account(stuck) + (
             " (it died before its MPI_Init returned in the launch before too: not launched again)" if repeated else "")
     if unformed is not None:
-        code, account = 1, init_loss.formation_account(unformed, form_timeout, "dpmpi-run ended the job")
+        code, account = 1, init_loss.formation_account(unformed, form_timeout)
     if cancel.signum is not None:
         code, account = cancel.exit_code(), cancel.account()
     if outcome.lost.node is not None:

@@ -993,6 +993,26 @@ def test_a_transient_mpirun_startup_failure_is_launched_again(tmp_path):
     assert "listener thread failed to start" in proc.stderr  # mpirun's own account is shown, not held back
 
 
+def test_a_stuck_launch_whose_mpirun_ignores_the_end_is_killed(tmp_path):
+    """Seen under load: ranks aborted in MPI_Init after one was killed, and prterun itself stayed
+    stuck on a mutex in PRRTE's event loop, never handling the SIGTERM that dpmpi-run sent when
+    it found the launch stuck: dpmpi-run waited for it for ever. Now it SIGKILLs mpirun
+    ``init_loss.KILL_GRACE`` seconds later. The fake mpirun reports rank 1 dead before its
+    MPI_Init returned and then ignores SIGTERM."""
+    fake = tmp_path / "mpirun"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo '[vm:1] [prterun-vm-1@0,0] errmgr:dvm: proc [prterun-vm-1@1,1] aborted by signal' >&2\n"
+        "trap '' TERM\n"
+        "exec sleep 600\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, DPMPI_MPIRUN=str(fake), DPMPI_START_RETRIES="0")
+    proc = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", "2", "--", "hostname"], capture_output=True,
+                          text=True, cwd="/", env=env, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "dpmpi-run: rank 1 died before its MPI_Init returned" in proc.stderr, proc.stderr
+
+
 def test_a_program_mpirun_cannot_launch_is_said_so_not_killed_by_a_signal(tmp_path):
     """dpmpi-run's account said "every rank died without a status (killed by a signal)" when
     mpirun could not start the program at all (a path that does not exist, a file that is not

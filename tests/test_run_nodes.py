@@ -104,10 +104,12 @@ def test_a_formation_that_a_death_left_stuck_is_seen_once_every_rank_entered_it_
     w.note("[dpmpi-formed] 3\n")  # one rank came out: the job formed (a later death is a repair's)
     assert w.stuck_forming(5.0, now=last + 1e6) is None
     assert init_loss.InitWatch(4).stuck_forming(5.0, now=1e12) is None  # a program without dpmpi.init
-    text = init_loss.formation_account(2, 60.0, "launching the job again")
+    text = init_loss.formation_account(2, 60.0, 1, 2)
     assert text.startswith("rank 2 died during the job's start-up and the job's formation (dpmpi.init) did not "
                            "complete within 60 s") and "DPMPI_FORM_TIMEOUT" in text, text
-    assert init_loss.formation_account(-1, 60.0, "x").startswith("the job's formation")
+    assert text.endswith("launching the job again, 1 of 2 (DPMPI_START_RETRIES)"), text
+    assert init_loss.formation_account(-1, 60.0).startswith("the job's formation")
+    assert init_loss.formation_account(-1, 60.0).endswith("dpmpi-run ended the job")
 
 
 def test_stderr_is_held_until_a_rank_initialised_and_dropped_when_the_job_is_launched_again():
