@@ -15,6 +15,8 @@ import os
 import sys
 from typing import Any
 
+from dpmpi.init_loss import FORMED_TAG, FORMING_TAG, INIT_TAG  # (the lines dpmpi-run reads: one spelling)
+
 _rank = -1
 _done = False
 
@@ -42,7 +44,7 @@ def announce() -> None:
         return
     _done = True
     try:
-        os.write(2, f"[dpmpi-init] {_rank}\n".encode())
+        os.write(2, f"{INIT_TAG}{_rank}\n".encode())
     except OSError:
         pass
 
@@ -54,7 +56,7 @@ def announce_formation(formed: bool) -> None:
     if not _done:
         return
     try:
-        os.write(2, f"[dpmpi-{'formed' if formed else 'forming'}] {_rank}\n".encode())
+        os.write(2, f"{FORMED_TAG if formed else FORMING_TAG}{_rank}\n".encode())
     except OSError:
         pass
 
