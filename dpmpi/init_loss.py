@@ -10,10 +10,14 @@ repaired before MPI is initialised, so dpmpi-run ends such a job and says why:
   rank through ``dpmpi.init_mark``, any other through the exit guard's ``MPI_Init`` in
   libdpmpi_guard.so); dpmpi-run keeps that line from the user;
 * PRRTE's error-manager trace, which dpmpi-run asks for anyway (``node_loss``), names a process
-  that died: ``errmgr:dvm: proc [JOB@1,RANK] aborted by signal``;
+  that died: ``errmgr:dvm: proc [JOB@1,RANK] aborted by signal``, and one that ended by itself
+  (``called abort``, ``exited with non-zero status``: e.g. its ``MPI_Init`` failed after a
+  peer's death), which is not waiting in ``MPI_Init`` either;
 * a rank that died without its line, while another live rank has not written its own either,
   ``GRACE`` seconds later (the line of a rank that died just after its ``MPI_Init`` returned may
-  reach dpmpi-run after PRRTE's trace), means the job is stuck in ``MPI_Init``.
+  reach dpmpi-run after PRRTE's trace), means the job is stuck in ``MPI_Init``. (Before the
+  thirty-seventh session a rank whose ``MPI_Init`` aborted counted as waiting: a job whose
+  other ranks had formed without the two, and would have ended right, was ended.)
 
 Owner and lifetime: one ``InitWatch`` per launch attempt; ``note`` runs in dpmpi-run's stderr
 pump thread, ``stuck`` in its main thread (sets and dicts of ints, each update one operation
@@ -35,6 +39,9 @@ HOLD_S = 10.0  # seconds after a launch during which its stderr is held back unt
 # stuck on a mutex in PRRTE's event loop after ranks aborted in MPI_Init, SIGTERM never handled
 KILL_GRACE = 5.0
 _ABORTED = re.compile(r"errmgr:dvm: proc \[[^\]]*@1,(\d+)\] aborted by signal")  # @1: the program's job
+# a rank that ended by itself: its MPI_Init failed (e.g. "unable to reach each other" after a peer's
+# death) and aborted, or the program exited before its MPI_Init returned
+_ENDED = re.compile(r"errmgr:dvm: proc \[[^\]]*@1,(\d+)\] (?:called abort|exited with non-zero status)")
 
 
 @dataclass
@@ -44,6 +51,7 @@ class InitWatch:
     died: dict[int, float] = field(default_factory=dict)  # rank -> when PRRTE said it died
     forming: dict[int, float] = field(default_factory=dict)  # rank -> when it entered the formation
     formed: set[int] = field(default_factory=set)
+    ended: set[int] = field(default_factory=set)  # ranks that ended by themselves (not waiting in MPI_Init)
 
     def note(self, line: str) -> bool:
         """Note a line of mpirun's stderr; False when it is dpmpi's own (not for the user)."""
@@ -65,13 +73,16 @@ class InitWatch:
         dead = _ABORTED.search(line)
         if dead:
             self.died.setdefault(int(dead.group(1)), time.monotonic())
+        ended = _ENDED.search(line)
+        if ended:
+            self.ended.add(int(ended.group(1)))
         return True
 
     def stuck(self, now: float | None = None) -> int | None:
         """A rank that died before its MPI_Init returned while a live rank is still inside its
         own (so the job can never get out of MPI_Init), or None."""
         now = time.monotonic() if now is None else now
-        waiting = [r for r in range(self.n) if r not in self.initialised and r not in self.died]
+        waiting = [r for r in range(self.n) if r not in self.initialised and r not in self.died and r not in self.ended]
         if not waiting:
             return None
         for rank, when in sorted(self.died.items()):
@@ -96,7 +107,7 @@ class InitWatch:
         None when not stuck (``timeout`` 0: never)."""
         if timeout <= 0 or self.formed or not self.forming:
             return None
-        if any(r not in self.forming and r not in self.died for r in range(self.n)):
+        if any(r not in self.forming and r not in self.died and r not in self.ended for r in range(self.n)):
             return None  # (a rank still starting, however slowly: the formation waits for it)
         now = time.monotonic() if now is None else now
         if now - max([*self.forming.values(), *self.died.values()]) < timeout:

@@ -69,6 +69,19 @@ def test_a_rank_dead_before_its_mpi_init_returned_ends_a_job_stuck_in_mpi_init()
     for line in ("[dpmpi-init] 0\n", "[dpmpi-init] 2\n", dead):
         done.note(line)
     assert done.stuck(now + 60) is None
+    # rank 1 SIGKILLed in MPI_Init; rank 0's MPI_Init then failed ("unable to reach each other")
+    # and aborted: nobody waits in MPI_Init, and ranks 2-4 form the job without them (a stranger's
+    # job, thirty-sixth session: it was ended, exit code 1, while it ran)
+    aborted = init_loss.InitWatch(5)
+    for line in (dead, dead.replace("@1,1] aborted by signal", "@1,0] called abort with exit code 14"),
+                 "[dpmpi-init] 2\n", "[dpmpi-init] 3\n", "[dpmpi-init] 4\n"):
+        aborted.note(line)
+    assert aborted.ended == {0} and aborted.stuck(now + 60) is None
+    still = init_loss.InitWatch(5)  # the same with rank 4 still inside MPI_Init: stuck, rank 1 to blame
+    for line in (dead, dead.replace("@1,1] aborted by signal", "@1,0] exited with non-zero status 14"),
+                 "[dpmpi-init] 2\n", "[dpmpi-init] 3\n"):
+        still.note(line)
+    assert still.stuck(now + 60) == 1 and still.before_any_init() is None
     spawned = init_loss.InitWatch(4)  # a process of a spawned job (@2) is not a rank of the program's
     spawned.note(dead.replace("@1,1]", "@2,0]"))
     assert spawned.stuck(now + 60) is None
@@ -101,6 +114,11 @@ def test_a_formation_that_a_death_left_stuck_is_seen_once_every_rank_entered_it_
     unknown.note("[dpmpi-forming] 0\n")
     unknown.note("[dpmpi-forming] 1\n")
     assert unknown.stuck_forming(5.0, now=unknown.forming[1] + 5.0) == -1
+    aborted = init_loss.InitWatch(3)  # rank 2's MPI_Init aborted: it will never enter the formation
+    for line in ("[dpmpi-forming] 0\n", "[dpmpi-forming] 1\n", dead.replace("@1,2] aborted by signal",
+                                                                            "@1,2] called abort with exit code 14")):
+        aborted.note(line)
+    assert aborted.stuck_forming(5.0, now=aborted.forming[1] + 5.0) == -1
     w.note("[dpmpi-formed] 3\n")  # one rank came out: the job formed (a later death is a repair's)
     assert w.stuck_forming(5.0, now=last + 1e6) is None
     assert init_loss.InitWatch(4).stuck_forming(5.0, now=1e12) is None  # a program without dpmpi.init
