@@ -50,7 +50,9 @@ class Job:
 
 def run_cmd(cmd, cwd, env=None, timeout=90):
     """Run a command in its own session; on timeout kill the whole session (a hang fails).
-    With DPMPITEST_TRACE=path, each job's command, exit code and stderr tail are appended there."""
+    With DPMPITEST_TRACE=path, each job's test, command, exit code, seconds and stderr tail are
+    appended there (which jobs make test's time goes to)."""
+    started = time.monotonic()
     full_env = dict(os.environ)
     full_env.update(env or {})
     proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -65,7 +67,8 @@ def run_cmd(cmd, cwd, env=None, timeout=90):
                     f"the C stacks of the job's processes:\n{hung}")
     if os.environ.get("DPMPITEST_TRACE"):
         with open(os.environ["DPMPITEST_TRACE"], "a") as f:
-            f.write(json.dumps({"cmd": cmd, "rc": proc.returncode, "stderr": err[-3000:]}) + "\n")
+            f.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST"), "cmd": cmd, "rc": proc.returncode,
+                                "s": round(time.monotonic() - started, 2), "stderr": err[-3000:]}) + "\n")
     events = []
     for line in out.splitlines():
         line = line.strip()

@@ -341,8 +341,9 @@ def test_a_rank_dying_while_the_first_snapshot_is_taken_is_recovered(dpmpi_run, 
 
 # issue 10: a revoke that reaches a rank still inside the call creating the communicator made Open
 # MPI 5.0.11 segfault it (ompi_comm_revoke_local); dpmpi warms up intercommunicators too
-@pytest.mark.parametrize("how, who", [("create", "all"), ("create", "0"), ("dup", "all"), ("split", "0"),
-                                      ("create-group", "all"), ("merge", "0")])
+@pytest.mark.parametrize("how, who", [  # (the long ones: make test's budget; make test-long runs them)
+    ("create", "all"), pytest.param("create", "0", marks=pytest.mark.long), pytest.param("dup", "all", marks=pytest.mark.long),
+    ("split", "0"), pytest.param("create-group", "all", marks=pytest.mark.long), ("merge", "0")])
 def test_revoking_a_fresh_intercommunicator_is_safe(dpmpi_run, how, who):
     job = dpmpi_run(N, "inter_revoke.py", how, who, timeout=60)
     assert job.returncode == 0, f"exit code {job.returncode}\n{job.stdout}\n{job.stderr}"

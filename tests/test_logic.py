@@ -1007,7 +1007,10 @@ def test_a_stuck_launch_whose_mpirun_ignores_the_end_is_killed(tmp_path):
         "exec sleep 600\n")
     fake.chmod(0o755)
     env = dict(os.environ, DPMPI_MPIRUN=str(fake), DPMPI_START_RETRIES="0")
-    proc = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", "2", "--", "hostname"], capture_output=True,
+    # dpmpi-run with its two graces shortened (2 s for the verdict, 5 s for mpirun: 7 s of make test)
+    launcher = ("import sys; from dpmpi import init_loss, run; init_loss.GRACE = 0.2; init_loss.KILL_GRACE = 0.5; "
+                "sys.exit(run.main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", launcher, "-n", "2", "--", "hostname"], capture_output=True,
                           text=True, cwd="/", env=env, timeout=60)
     assert proc.returncode == 1, proc.stderr
     assert "dpmpi-run: rank 1 died before its MPI_Init returned" in proc.stderr, proc.stderr
