@@ -16,11 +16,11 @@ $(BIN)/python:
 
 # Build tools first (the package is built without isolation, against them), then dpmpi with
 # its dependencies. pip rebuilds a local package every time, so this reruns on source changes.
-# --no-compile: Python writes the bytecode of what is imported on first use instead (the venv is
-# the user's own); compiling every module of every package took 5 s of a fresh make test's ~23 s.
+# (pip compiles every module at install, ~5 s: without it each rank compiles numpy again when the
+# environment sets PYTHONDONTWRITEBYTECODE, as this machine's does: a fresh make test took 50 s more)
 $(VENV)/.installed: $(SOURCES) | $(BIN)/python
-	$(BIN)/pip install -q --no-compile "meson-python>=0.15" "meson>=1.1" ninja "cffi>=1.15"
-	$(BIN)/pip install -q --no-compile --no-build-isolation ".[embedded,test]"
+	$(BIN)/pip install -q "meson-python>=0.15" "meson>=1.1" ninja "cffi>=1.15"
+	$(BIN)/pip install -q --no-build-isolation ".[embedded,test]"
 	touch $@
 
 demo: $(VENV)/.installed
