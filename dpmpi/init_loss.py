@@ -90,6 +90,10 @@ class InitWatch:
                 return rank
         return None
 
+    def died_in_start(self) -> bool:
+        """Whether a rank died or ended before its MPI_Init returned (as far as dpmpi-run knows)."""
+        return any(r not in self.initialised for r in (*self.died, *self.ended))
+
     def before_any_init(self) -> int | None:
         """A rank that died (by a signal, PRRTE says) while no rank's MPI_Init had returned: then
         no rank ran any of the program past MPI_Init, and launching the job again repeats nothing

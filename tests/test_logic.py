@@ -1016,6 +1016,24 @@ def test_a_stuck_launch_whose_mpirun_ignores_the_end_is_killed(tmp_path):
     assert "dpmpi-run: rank 1 died before its MPI_Init returned" in proc.stderr, proc.stderr
 
 
+def test_open_mpis_notice_of_a_segment_a_death_in_start_up_left_unnamed_is_one_line_of_dpmpi_runs(tmp_path):
+    """The notice goes through dpmpi-run's stderr pump (tests/test_run_nodes.py has the rules): a
+    fake mpirun reports ranks 0 and 2 initialised, prints Open MPI's notice, then rank 1 killed."""
+    rule = "-" * 74
+    said = tmp_path / "stderr.txt"
+    said.write_text(
+        f"[dpmpi-init] 0\n[dpmpi-init] 2\n{rule}\nA system call failed during shared memory initialization that "
+        f"should\nnot have.\n  System call: open(2) \n  Error:       No such file or directory (errno 2)\n{rule}\n"
+        "[vm:1] [prterun-vm-1@0,0] errmgr:dvm: proc [prterun-vm-1@1,1] aborted by signal\n")
+    fake = tmp_path / "mpirun"
+    fake.write_text(f"#!/bin/sh\ncat {said} >&2\n")
+    fake.chmod(0o755)
+    proc = subprocess.run([sys.executable, "-m", "dpmpi.run", "-n", "3", "--", "hostname"], capture_output=True,
+                          text=True, cwd="/", env=dict(os.environ, DPMPI_MPIRUN=str(fake)), timeout=60)
+    assert "not have." not in proc.stderr and rule not in proc.stderr, proc.stderr  # (Open MPI's block)
+    assert "dpmpi-run: 1 process(es) printed Open MPI's \"A system call failed during shared memory" in proc.stderr
+
+
 def test_a_program_mpirun_cannot_launch_is_said_so_not_killed_by_a_signal(tmp_path):
     """dpmpi-run's account said "every rank died without a status (killed by a signal)" when
     mpirun could not start the program at all (a path that does not exist, a file that is not
