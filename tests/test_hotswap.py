@@ -430,6 +430,40 @@ def test_a_kept_child_of_a_freed_parent_is_rebuilt_with_the_replacement(dpmpi_ru
     assert got["digest"] == clean["digest"], (clean, got)
 
 
+@pytest.mark.parametrize("faults, spares", [
+    ("1:step@20:KILL", 1),  # the odd half's leader
+    pytest.param("0:step@10:KILL,2:step@30:KILL", 2, marks=pytest.mark.long),  # the even half, one after the other
+    # the odd half together (rank 3 inside rank 1's repair): no survivor knew their call, so their
+    # replacements make it when their program calls Create_intercomm again, the others waiting in the repair
+    ("1:step@20:KILL,3:repair@1:KILL", 2),
+    ("3:step@20:KILL", 0),  # no spare: the job shrinks to 3 ranks, the odd half to one
+])
+def test_an_intercommunicator_its_merge_and_its_dup_kept_from_before_the_loop_are_rebuilt(dpmpi_run, faults, spares):
+    """bench/strangers/intercomm_halves.py (two halves, ``Create_intercomm`` with dpmpi.init's
+    communicator as the peer, made once and kept) hung at its first failure: no repair rebuilt
+    intercommunicators (a RuntimeWarning said so). tests/programs/intercomm_kept.py also keeps
+    the intercommunicator's ``Merge`` and ``Dup``; every value is checked against its closed form."""
+    n = 40
+    job = dpmpi_run(4 + spares, "intercomm_kept.py", n, launcher_args=["--spares", str(spares)], faults=faults,
+                    timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "not rebuilt" not in job.stderr and "Traceback" not in job.stderr, job.stderr
+    done = job.by_rank("done")
+    assert all(d["types"] == ["Derived"] * 3 for d in done.values()), done
+    assert max(d["recoveries"] for d in done.values()) == faults.count(":step@"), done  # (one repair a step kill)
+    if spares:  # every rank's state bit for bit the failure-free one
+        assert sorted(done) == [0, 1, 2, 3], job.stdout
+        assert {r: d["x"] for r, d in done.items()} == {r: [n * (2 if r % 2 else 4), 6 * n, 2 * n] for r in range(4)}
+        assert {r: d["merged"] for r, d in done.items()} == {r: [r // 2 + 2 * (r % 2), 4] for r in range(4)}
+        assert done[int(faults.split(",")[-1].split(":")[0])]["role"] == "RECOVERED", done
+        return
+    assert sorted(done) == [0, 1, 2], job.stdout  # ranks 0 and 2 against rank 1
+    k = (done[0]["x"][0] - n) // 3  # the steps done at 4 ranks (4 a step, then 1)
+    assert 0 < k < n and [done[0]["x"], done[2]["x"]] == [[4 * k + n - k, 6 * k + 3 * (n - k), 2 * k + n - k]] * 2
+    assert done[1]["x"] == [2 * n, 6 * k + 3 * (n - k), 2 * n] and done[1]["merged"] == [2, 3], done
+    assert [done[r]["remote"] for r in range(3)] == [1, 2, 1], done
+
+
 def test_a_member_dying_before_it_joins_a_create_group_does_not_hang_the_others(dpmpi_run, victim=1):
     """Open MPI's Create_group left the other members of the group inside it for ever when one
     died before joining (tests/programs/group_join.py, one made in every step; the job hung):

@@ -597,6 +597,25 @@ def test_plan_names_the_logical_rank_of_a_process():
     assert [plan.logical(p) for p in (0, 5, 2, 4, 1, 99)] == [0, 1, 2, -1, -1, -1]  # a spare, the dead: -1
 
 
+def test_an_intercommunicators_recipe_names_its_remote_leader_as_a_logical_rank():
+    """``half.Create_intercomm(local_leader, comm, remote_leader, tag)`` is recorded with the remote
+    leader as a rank of the active communicator: a shrink renumbers it, or drops it (the
+    intercommunicator cannot be made again: None); a bad argument raises before any collective."""
+    from dpmpi.resilient import intercomms
+    from dpmpi.resilient.plan import Recipe
+
+    assert intercomms.own_args("Create_intercomm", (0, 3, 7), 4) == (0, 3, 7)
+    assert intercomms.own_args("Merge", (1,), 4) == (True,)
+    with pytest.raises(ValueError, match="remote_leader 4 is not a rank"):
+        intercomms.own_args("Create_intercomm", (0, 4, 7), 4)
+    with pytest.raises(TypeError, match="tag must be an int"):
+        intercomms.own_args("Create_intercomm", (0, 1, "7"), 4)
+    inter = Recipe("Create_intercomm", 2, {-1: (0, 3, 7)})
+    assert inter.renumbered({0: 0, 1: 1, 3: 2}) == Recipe("Create_intercomm", 2, {-1: (0, 2, 7)})
+    assert inter.renumbered({0: 0, 1: 1, 2: 2}).args == {-1: (0, None, 7)}  # its remote leader dropped
+    assert Recipe("Merge", 3, {-1: (True,)}).renumbered({0: 0}) == Recipe("Merge", 3, {-1: (True,)})
+
+
 def test_recipes_follow_the_renumbering_of_a_shrink():
     from dpmpi.resilient.plan import Recipe
 

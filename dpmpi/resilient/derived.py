@@ -19,15 +19,16 @@ from typing import Any
 from mpi4py import MPI
 
 from dpmpi import faults, interrupts
+from dpmpi.calls import raw
 from dpmpi.comm import Comm, plain_method, rebind
 from dpmpi.mpicall import exchange, hold_context_id, warm_up
 from dpmpi.errors import from_mpi
-from dpmpi.resilient import holding, prologue, topology
+from dpmpi.resilient import holding, intercomms, prologue, recipe_args, topology
 from dpmpi.resilient.plan import PER_RANK, Recipe, kept_recipes, replays, unknown_to_survivors, with_parents
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
-NOT_REBUILT = frozenset({"Create_dist_graph", "Create_intercomm", "Idup", "Idup_with_info"})
+NOT_REBUILT = frozenset({"Create_dist_graph", "Idup", "Idup_with_info"})
 _warned: set[str] = set()
 
 
@@ -39,16 +40,8 @@ class Tracked(Comm):
 
     @interrupts.uninterrupted  # (as Comm's: the prologue's wrapper replaces the one its super() caches)
     def __getattr__(self, name: str) -> Any:
-        if name in NOT_REBUILT and name not in _warned:
-            _warned.add(name)
-            level, frame = 2, sys._getframe(1)
-            while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
-                level, frame = level + 1, frame.f_back  # (point at the program's line)
-            warnings.warn(f"dpmpi: a communicator made with {name} is not rebuilt by a repair; a failure while "
-                          f"the program still uses it after the repair can hang the job. Make it inside the step "
-                          f"(then it is made again with the survivors) or, where it fits, with Split, Dup, Create, "
-                          f"Create_group, Create_cart or Create_dist_graph_adjacent (docs/spares.md)",
-                          RuntimeWarning, stacklevel=level)
+        if name in NOT_REBUILT:
+            _warn_not_rebuilt(name)
         attr = super().__getattr__(name)
         if name in prologue.WATCHED and callable(attr) and not self._state.prologue.done:
             attr = self.__dict__[name] = prologue.cached(self, name, attr, self._state.prologue, self._index >= 0,
@@ -115,6 +108,22 @@ class Tracked(Comm):
         return derive(self._state, "Sub", self, (remain_dims,))
 
     @interrupts.uninterrupted
+    def Create_intercomm(self, local_leader: int, peer_comm: Any, remote_leader: int, tag: int = 0) -> Comm:
+        """Rebuilt by repairs when ``peer_comm`` is the active communicator (intercomms.py)."""
+        if raw(peer_comm) != _active(self._state):
+            _warn_not_rebuilt("Create_intercomm (with another peer communicator than dpmpi.init's)")
+            return plain_method(self, "Create_intercomm")(local_leader, peer_comm, remote_leader, tag)
+        self._state.not_spare("Create_intercomm")
+        return derive(self._state, "Create_intercomm", self, (local_leader, remote_leader, tag))
+
+    @interrupts.uninterrupted
+    def Merge(self, high: bool = False) -> Comm:
+        if not self.mpi.Is_inter():
+            raise AttributeError(f"'{type(self.mpi).__name__}' object has no attribute 'Merge' (an intercommunicator has)")
+        self._state.not_spare("Merge")
+        return derive(self._state, "Merge", self, (high,))
+
+    @interrupts.uninterrupted
     def Create_graph(self, index: Any, edges: Any, reorder: bool = False) -> Comm:
         self._state.not_spare("Create_graph")
         return derive(self._state, "Create_graph", self, (index, edges, reorder))
@@ -150,6 +159,20 @@ class Tracked(Comm):
         self._state.listeners.discard(listener)
 
 
+def _warn_not_rebuilt(what: str) -> None:
+    if what in _warned:
+        return
+    _warned.add(what)
+    level, frame = 3, sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
+        level, frame = level + 1, frame.f_back  # (point at the program's line)
+    warnings.warn(f"dpmpi: a communicator made with {what} is not rebuilt by a repair; a failure while the program "
+                  f"still uses it after the repair can hang the job. Make it inside the step (then it is made again "
+                  f"with the survivors) or, where it fits, with Split, Dup, Create, Create_group, Create_cart, "
+                  f"Create_dist_graph_adjacent or Create_intercomm of dpmpi.init's communicator (docs/spares.md)",
+                  RuntimeWarning, stacklevel=level)
+
+
 class Derived(Tracked):
     """A communicator derived from the active one; rebuilt in place after each repair."""
 
@@ -162,7 +185,10 @@ class Derived(Tracked):
 def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     """``parent.<op>(*args)`` (collective over ``parent``), recorded so that repairs remake it."""
     me = state.logical()
-    mine = _own_args(state, op, args, parent.mpi)
+    if parent.mpi.Is_inter() and op not in intercomms.ON_INTER:  # (Split: its allgather is the remote group's)
+        _warn_not_rebuilt(f"{op} of an intercommunicator")
+        return plain_method(parent, op)(*args[: 1 if op == "Create" else len(args)])
+    mine = recipe_args.own_args(op, args, parent.mpi, _active(state))
     if state.replay and replays(state.recipes[state.replay[0][0]], op, parent._index, me, mine):
         place, handle = state.replay.pop(0)  # a replacement catching up: the survivors made this one already
         return handle if handle is not None else _make_late(state, place, op, parent, mine)
@@ -204,42 +230,6 @@ def _handle(state: State, place: int, made: MPI.Comm | None) -> Any:
     result = Derived(made, place, state)
     state.derived[place], state.handles[place] = made, weakref.ref(result)
     return result
-
-
-def _own_args(state: State, op: str, args: tuple, praw: MPI.Comm) -> Any:
-    """What this rank's call of ``op`` is recorded as (checked: a bad argument raises here, the
-    same on every rank, before any collective)."""
-    if op == "Create_graph":
-        return topology.graph_args(*args)
-    if op == "Create_dist_graph_adjacent":
-        return topology.dist_args(*args, to_logical=lambda ranks: _translate(praw, ranks, _active(state)))
-    if op in PER_RANK:
-        color, key, *info = args
-        what = "color" if op == "Split" else "split_type"
-        if color != MPI.UNDEFINED and (isinstance(color, bool) or not isinstance(color, int) or color < 0):
-            raise ValueError(f"{op} {what} must be an int >= 0 or MPI.UNDEFINED, got {color!r}")
-        if isinstance(key, bool) or not isinstance(key, int):
-            raise TypeError(f"{op} key must be an int, got {key!r}")
-        hints = topology.info_items(op, info[0]) if info else None
-        return (color, key) if hints is None else (color, key, hints)
-    if op == "Dup":
-        return topology.info_items(op, args[0])
-    if op == "Sub":
-        return tuple(bool(d) for d in args[0])
-    if op == "Create_cart":
-        dims, periods, reorder = args
-        dims = tuple(int(d) for d in dims)
-        periods = tuple(bool(p) for p in periods) if periods is not None else (False,) * len(dims)
-        if len(periods) != len(dims):
-            raise ValueError(f"Create_cart: {len(dims)} dims but {len(periods)} periods")
-        return (dims, periods, bool(reorder))
-    group, tag = args  # Create_group, Create (tag None)
-    if not isinstance(group, MPI.Group):
-        raise TypeError(f"{op} takes an MPI.Group, got {type(group).__name__}")
-    agroup = _active(state).Get_group()
-    members = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), agroup)
-    agroup.Free()
-    return (tuple(members), tag)
 
 
 FORGOTTEN = Recipe("forgotten", -1, {})  # a recipe compact() dropped (in its place: positions are shared)
@@ -343,16 +333,6 @@ def _make_late(state: State, place: int, op: str, parent: Tracked, mine: Any) ->
     return _handle(state, place, _make(state, state.recipes[place], parent.mpi))
 
 
-def _translate(src: MPI.Comm, ranks: list[int], dst: MPI.Comm) -> list[int]:
-    """``ranks`` of ``src`` as ranks of ``dst``."""
-    sg, dg = src.Get_group(), dst.Get_group()
-    try:
-        return list(MPI.Group.Translate_ranks(sg, ranks, dg))
-    finally:
-        sg.Free()
-        dg.Free()
-
-
 def _active(state: State) -> MPI.Comm:
     assert state.active is not None
     return state.active.mpi
@@ -363,7 +343,7 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
     try:
         if recipe.op in topology.GRAPH_OPS:
             raw = topology.make(recipe.op, recipe.args[me if recipe.op in PER_RANK else -1], praw,
-                                lambda ranks: _translate(_active(state), ranks, praw))
+                                lambda ranks: recipe_args.translate(_active(state), ranks, praw))
         elif recipe.op in PER_RANK:
             color, key, *hints = recipe.args[me]
             raw = praw.Split(color, key) if recipe.op == "Split" else topology.with_info(
@@ -371,6 +351,10 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
         elif recipe.op == "Dup":
             hints = recipe.args.get(-1)
             raw = praw.Dup() if hints is None else topology.with_info(hints, praw.Dup)
+        elif recipe.op in intercomms.OPS:
+            raw = intercomms.make(recipe.op, recipe.args[-1], praw, _active(state))
+            if raw is None:  # (a shrink dropped its remote leader)
+                return None
         elif recipe.op == "Sub":
             raw = praw.Sub(list(recipe.args[-1]))
         elif recipe.op == "Create_cart":
@@ -384,7 +368,7 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
         else:  # Create (every rank of the parent)
             members = recipe.args[-1][0]
             pgroup = praw.Get_group()
-            g = pgroup.Incl(_translate(_active(state), list(members), praw))
+            g = pgroup.Incl(recipe_args.translate(_active(state), list(members), praw))
             raw = praw.Create(g)
             for x in (g, pgroup):
                 x.Free()

@@ -13,6 +13,7 @@ from mpi4py import MPI
 
 from dpmpi.errors import DpmpiError
 from dpmpi.placement import choose_spares
+from dpmpi.resilient import intercomms
 from dpmpi.resilient.topology import renumbered_dist
 
 POLICIES = ("shrink", "abort", "respawn")  # what a repair does when spares run out (dpmpi.config: the default)
@@ -53,14 +54,15 @@ class Recipe:
     """How a derived communicator was made, keyed by *logical* rank (rank in the active
     communicator), so that it can be remade after a repair, on a replacement too."""
 
-    op: str  # "Split", "Split_type", "Dup", "Create_group", "Create", "Create_cart", "Create_graph" or
-    #          "Create_dist_graph_adjacent"
+    op: str  # "Split", "Split_type", "Dup", "Create_group", "Create", "Create_cart", "Create_graph",
+    #          "Create_dist_graph_adjacent", "Create_intercomm" or "Merge"
     parent: int  # index of the parent recipe, -1 for the active communicator
     # Split, Split_type: logical -> (color or type, key[, info pairs]); Create_group, Create: {-1:
     # (logical members, tag or None)}; Create_cart: {-1: (dims, periods, reorder)}; Dup: {} or
     # {-1: info pairs}; Create_graph: {-1: (index, edges, reorder)}; Create_dist_graph_adjacent:
     # logical -> (logical sources, their weights, logical destinations, their weights, reorder[,
-    # info pairs]) (topology.py)
+    # info pairs]) (topology.py); Create_intercomm: {-1: (local leader, logical remote leader, tag)},
+    # Merge: {-1: (high,)} (intercomms.py)
     args: dict[int, Any]
 
     def renumbered(self, renumber: dict[int, int]) -> Recipe:
@@ -75,6 +77,8 @@ class Recipe:
         elif self.op in ("Create_group", "Create"):
             members, tag = self.args[-1]
             args = {-1: (tuple(renumber[m] for m in members if m in renumber), tag)}
+        elif self.op == "Create_intercomm":
+            args = intercomms.renumbered(self.op, self.args, renumber)
         else:
             args = dict(self.args)
         return Recipe(self.op, self.parent, args)
