@@ -72,6 +72,16 @@ def _record(comm: MPI.Comm, dups: list[MPI.Comm]) -> None:
             known.append(dup)
 
 
+def revoke(comm: MPI.Comm) -> None:
+    """Revoke ``comm`` and its hidden duplicates (local call; revoking propagates to their other
+    members); nothing if it is already revoked or unusable."""
+    revoke_hidden(comm)
+    try:
+        comm.Revoke()
+    except MPI.Exception:
+        pass
+
+
 def revoke_hidden(comm: MPI.Comm) -> int:
     """Revoke the hidden duplicates of ``comm`` that this process made (local call; revoking
     propagates to their other members). Returns how many."""

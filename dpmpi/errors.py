@@ -76,7 +76,8 @@ class FaultToleranceUnavailableError(DpmpiError):
 PEER_FAILURE_CLASSES = (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED, MPI.ERR_OTHER)
 
 # error classes that say nothing of the cause: a peer's failure when one is known on the communicator
-_VAGUE = (MPI.ERR_OTHER, MPI.ERR_IN_STATUS)
+# (ERR_INTERN: seen from Create_intercomm when a process of the peer communicator died in it)
+_VAGUE = (MPI.ERR_OTHER, MPI.ERR_IN_STATUS, MPI.ERR_INTERN)
 
 _NAMES: dict[int, str] = {}
 for _name in sorted(dir(MPI)):  # error class -> its MPI name, e.g. 75 -> "ERR_PROC_FAILED"

@@ -21,8 +21,9 @@ from mpi4py import MPI
 from dpmpi import faults, interrupts
 from dpmpi.calls import raw
 from dpmpi.comm import Comm, plain_method, rebind
+from dpmpi.ctxcomms import revoke
+from dpmpi.errors import failed_ranks, from_mpi
 from dpmpi.mpicall import exchange, hold_context_id, warm_up
-from dpmpi.errors import from_mpi
 from dpmpi.resilient import holding, intercomms, prologue, recipe_args, topology
 from dpmpi.resilient.plan import PER_RANK, Recipe, kept_recipes, replays, unknown_to_survivors, with_parents
 from dpmpi.resilient.state import COMPACT_MIN, State
@@ -374,7 +375,12 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
                 x.Free()
     except MPI.Exception as exc:
         hold_context_id()  # (mpicall.hold_context_id says why)
-        raise from_mpi(exc, praw, recipe.op) from exc
+        # the others leave this creation, or its warm-up, at once: a death cut short an Open MPI
+        # schedule inside it and left them there for ever (a Create_intercomm in a program's setup,
+        # before its Runtime: the job hung at 3 of 4 points; a repair revokes them too)
+        for comm in (praw, _active(state)):
+            revoke(comm)
+        raise from_mpi(exc, praw if praw.Is_inter() or failed_ranks(praw) else _active(state), recipe.op) from exc
     if raw == MPI.COMM_NULL:
         return None
     warm_up(raw, recipe.op, watch=_active(state))  # (mpicall.warm_up says why it watches)

@@ -260,9 +260,5 @@ def bury(state: State) -> None:
     state.graveyard.clear()
 
 
-def revoke(comm: MPI.Comm) -> None:
-    ctxcomms.revoke_hidden(comm)  # (mpi4py's own Dup of it, where pkl5's collectives run)
-    try:
-        comm.Revoke()
-    except MPI.Exception:
-        pass  # already revoked, or unusable: the shrink that follows decides
+revoke = ctxcomms.revoke  # (with mpi4py's own Dup of it, where pkl5's collectives run; already revoked or
+# unusable: the shrink that follows decides)
