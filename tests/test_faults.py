@@ -60,7 +60,7 @@ def test_the_stall_watchdog_leaves_a_slow_start_and_an_uneven_end_alone(dpmpi_ru
     assert "made no progress" not in job.stderr and "launching the job again" not in job.stderr, job.stderr
 
 
-@pytest.mark.parametrize("how", ["kill", "hang"])
+@pytest.mark.parametrize("how", [pytest.param("kill", marks=pytest.mark.long), "hang"])  # (make test's budget)
 def test_a_dead_ranks_children_do_not_keep_the_job_from_ending(dpmpi_run, how):
     """A rank's child process (a pool worker) outlived the rank, SIGKILLed or ended by the stall
     watchdog; the job completed, every result right, and then never ended (until its time limit):

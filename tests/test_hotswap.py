@@ -436,7 +436,7 @@ def test_a_kept_child_of_a_freed_parent_is_rebuilt_with_the_replacement(dpmpi_ru
     # the odd half together (rank 3 inside rank 1's repair): no survivor knew their call, so their
     # replacements make it when their program calls Create_intercomm again, the others waiting in the repair
     ("1:step@20:KILL,3:repair@1:KILL", 2),
-    ("3:step@20:KILL", 0),  # no spare: the job shrinks to 3 ranks, the odd half to one
+    pytest.param("3:step@20:KILL", 0, marks=pytest.mark.long),  # no spare: 3 ranks, the odd half one (budget)
 ])
 def test_an_intercommunicator_its_merge_and_its_dup_kept_from_before_the_loop_are_rebuilt(dpmpi_run, faults, spares):
     """bench/strangers/intercomm_halves.py (two halves, ``Create_intercomm`` with dpmpi.init's

@@ -156,7 +156,7 @@ def test_overlapped_commit_still_restores_a_consistent_epoch(dpmpi_run):
 DIRTY = ("Segmentation fault", "Address not mapped", "OPAL ERROR", "signal", "MPI_ERRORS_ARE_FATAL")
 
 
-@pytest.mark.parametrize("n", [3, 5])
+@pytest.mark.parametrize("n", [3, pytest.param(5, marks=pytest.mark.long)])  # (make test's budget)
 def test_a_snapshot_never_closed_ends_cleanly(dpmpi_run, n):
     # a program that never calls close() and whose last replication is still running at exit:
     # the slots were freed while MPI still had requests on them (segfault at exit, 3 of 3 runs
