@@ -18,8 +18,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi import faults, interrupts
-from dpmpi.calls import raw
+from dpmpi import calls, faults, interrupts
 from dpmpi.comm import Comm, plain_method, rebind
 from dpmpi.ctxcomms import revoke
 from dpmpi.errors import failed_ranks, from_mpi
@@ -111,7 +110,7 @@ class Tracked(Comm):
     @interrupts.uninterrupted
     def Create_intercomm(self, local_leader: int, peer_comm: Any, remote_leader: int, tag: int = 0) -> Comm:
         """Rebuilt by repairs when ``peer_comm`` is the active communicator (intercomms.py)."""
-        if raw(peer_comm) != _active(self._state):
+        if calls.raw(peer_comm) != _active(self._state):
             _warn_not_rebuilt("Create_intercomm (with another peer communicator than dpmpi.init's)")
             return plain_method(self, "Create_intercomm")(local_leader, peer_comm, remote_leader, tag)
         self._state.not_spare("Create_intercomm")
@@ -375,9 +374,9 @@ def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | 
                 x.Free()
     except MPI.Exception as exc:
         hold_context_id()  # (mpicall.hold_context_id says why)
-        # the others leave this creation, or its warm-up, at once: a death cut short an Open MPI
-        # schedule inside it and left them there for ever (a Create_intercomm in a program's setup,
-        # before its Runtime: the job hung at 3 of 4 points; a repair revokes them too)
+        # the others leave this creation, or its warm-up, at once where Open MPI lets them: a death
+        # that cut short a schedule inside it left them there for ever (a Create_intercomm in a
+        # program's setup, before its Runtime, where no repair revokes anything: limitations.md)
         for comm in (praw, _active(state)):
             revoke(comm)
         raise from_mpi(exc, praw if praw.Is_inter() or failed_ranks(praw) else _active(state), recipe.op) from exc
