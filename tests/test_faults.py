@@ -28,7 +28,8 @@ def check_recovered(job, victims, n=N):
 
 
 # item 7: every way a rank can die, victim rank 2 in an Allreduce loop
-@pytest.mark.parametrize("kind", ["KILL", "TERM", "SEGV", "ABORT", "EXIT", "SYSEXIT", "EXCEPTION"])
+@pytest.mark.parametrize("kind", ["KILL", "TERM", "SEGV", pytest.param("ABORT", marks=pytest.mark.long),  # (long:
+                                  pytest.param("EXIT", marks=pytest.mark.long), "SYSEXIT", "EXCEPTION"])  # the budget)
 def test_every_kind_of_death_is_noticed(dpmpi_run, kind):
     job = dpmpi_run(N, "survive.py", "--op", "allreduce", faults=f"2:Allreduce@200:{kind}")
     check_recovered(job, [2])

@@ -51,14 +51,14 @@ def test_bootstrap_and_every_operation(dpmpi_run):
     assert {r: e["bad"] for r, e in job.by_rank("ops").items()} == {0: [], 1: [], 2: []}
 
 
-@pytest.mark.parametrize("watch", ["1", "0"])
+@pytest.mark.parametrize("watch", ["1", pytest.param("0", marks=pytest.mark.long)])  # (make test's budget)
 def test_peer_killed_inside_allreduce_spare_takes_over(dpmpi_run, watch):
     """watch=0: no failure watcher; the MPI-side probe (ULFM) ends the survivors' waits."""
     job = run(dpmpi_run, 5, 1, KILL_IN_ALLREDUCE, {"DPMPI_WATCH": watch})
     check(job, 4, replaced={1: 4}, survivors=[0, 2, 3])
 
 
-@pytest.mark.parametrize("policy", ["respawn", "shrink"])
+@pytest.mark.parametrize("policy", [pytest.param("respawn", marks=pytest.mark.long), "shrink"])  # (the budget)
 def test_peer_killed_inside_allreduce_no_spare(dpmpi_run, policy):
     """respawn: a process started by the repair takes rank 1; shrink: 2 ranks go on, renumbered,
     the NCCL communicators rebuilt at the new size."""

@@ -154,6 +154,7 @@ def test_idle_spare_killed_before_it_is_needed(dpmpi_run):
     assert "rank 4 died" in job.stderr  # and yet exit code 0: an idle spare holds no work
 
 
+@pytest.mark.long  # (make test's budget: test_a_spare_takes_the_place_of_a_stopped_rank covers the heartbeat's kill)
 def test_an_idle_spare_stopped_near_the_end_is_killed_and_the_job_ends(dpmpi_run):
     """A SIGSTOPped idle spare, its heartbeat's T not yet over when the actives end: they wait in
     their exit until their watch thread has killed it, then end cleanly (before, they ended
