@@ -82,7 +82,7 @@ class InitWatch:
         """A rank that died before its MPI_Init returned while a live rank is still inside its
         own (so the job can never get out of MPI_Init), or None."""
         now = time.monotonic() if now is None else now
-        waiting = [r for r in range(self.n) if r not in self.initialised and r not in self.died and r not in self.ended]
+        waiting = [r for r in range(self.n) if r not in self.initialised and r not in self._gone()]
         if not waiting:
             return None
         for rank, when in sorted(self.died.items()):
@@ -90,9 +90,13 @@ class InitWatch:
                 return rank
         return None
 
+    def _gone(self) -> set[int]:
+        """The ranks PRRTE said died or ended by themselves."""
+        return self.died.keys() | self.ended
+
     def died_in_start(self) -> bool:
         """Whether a rank died or ended before its MPI_Init returned (as far as dpmpi-run knows)."""
-        return any(r not in self.initialised for r in (*self.died, *self.ended))
+        return any(r not in self.initialised for r in self._gone())
 
     def before_any_init(self) -> int | None:
         """A rank that died (by a signal, PRRTE says) while no rank's MPI_Init had returned: then
@@ -111,7 +115,7 @@ class InitWatch:
         None when not stuck (``timeout`` 0: never)."""
         if timeout <= 0 or self.formed or not self.forming:
             return None
-        if any(r not in self.forming and r not in self.died and r not in self.ended for r in range(self.n)):
+        if any(r not in self.forming and r not in self._gone() for r in range(self.n)):
             return None  # (a rank still starting, however slowly: the formation waits for it)
         now = time.monotonic() if now is None else now
         if now - max([*self.forming.values(), *self.died.values()]) < timeout:

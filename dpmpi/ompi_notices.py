@@ -63,10 +63,11 @@ class Notices:
                 return []
             return [raw]
         self.block.append(raw)
-        if not _RULE.match(raw) and len(self.block) < MAX_BLOCK:
+        closed = bool(_RULE.match(raw))
+        if not closed and len(self.block) < MAX_BLOCK:
             return []
         block, self.block = self.block, None
-        if _RULE.match(raw) and is_dead_segment_notice(block):
+        if closed and is_dead_segment_notice(block):
             self.held += block
             self.processes += 1
             return []

@@ -35,11 +35,9 @@ def own_args(op: str, args: tuple, active_size: int) -> tuple:
     return (local_leader, remote_leader, tag)
 
 
-def renumbered(op: str, args: dict[int, Any], renumber: dict[int, int]) -> dict[int, Any]:
-    """The recorded call after a repair that renumbered the logical ranks: the remote leader's new
-    rank, None where a shrink dropped it (then the intercommunicator cannot be made again)."""
-    if op != "Create_intercomm" or -1 not in args:
-        return dict(args)
+def renumbered(args: dict[int, Any], renumber: dict[int, int]) -> dict[int, Any]:
+    """A ``Create_intercomm``'s record after a repair that renumbered the logical ranks: the remote
+    leader's new rank, None where a shrink dropped it (then it cannot be made again)."""
     local_leader, remote_leader, tag = args[-1]
     return {-1: (local_leader, renumber.get(remote_leader), tag)}
 

@@ -78,7 +78,7 @@ class Recipe:
             members, tag = self.args[-1]
             args = {-1: (tuple(renumber[m] for m in members if m in renumber), tag)}
         elif self.op == "Create_intercomm":
-            args = intercomms.renumbered(self.op, self.args, renumber)
+            args = intercomms.renumbered(self.args, renumber)
         else:
             args = dict(self.args)
         return Recipe(self.op, self.parent, args)

@@ -83,9 +83,9 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             listener.repair_begins()
         if state.active is not None and was_active:
             for comm in derived.communicators(state):  # (derived.communicators says why)
-                revoke(comm)
-            revoke(state.active.mpi)
-        revoke(state.world)
+                ctxcomms.revoke(comm)  # (with mpi4py's own Dup of it, where pkl5's collectives run)
+            ctxcomms.revoke(state.active.mpi)
+        ctxcomms.revoke(state.world)  # (already revoked or unusable: the shrink that follows decides)
         phases["revoke"] += time.perf_counter() - t
         faults.point("repair")  # lets tests fail a process in the middle of a repair
         try:
@@ -259,6 +259,3 @@ def bury(state: State) -> None:
         retire(comm)
     state.graveyard.clear()
 
-
-revoke = ctxcomms.revoke  # (with mpi4py's own Dup of it, where pkl5's collectives run; already revoked or
-# unusable: the shrink that follows decides)

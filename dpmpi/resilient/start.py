@@ -7,12 +7,12 @@ from typing import NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, _hooks, config, faults, init_mark, mpicall, placement, watcher
+from dpmpi import _guard, _hooks, config, ctxcomms, faults, init_mark, mpicall, placement, watcher
 from dpmpi.comm import Comm
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.eventlog import log_event
 from dpmpi.mpicall import exchange
-from dpmpi.resilient import repair, settings, spawned
+from dpmpi.resilient import settings, spawned
 from dpmpi.resilient.affinity import helper_cpus, launcher_cpus, my_place, nearest, numa_nodes, use_helper_cpus
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.resilient.events import SparesDepletedWarning
@@ -136,7 +136,7 @@ def _form(n_spares: int, policy: str, poll: float) -> tuple[State, MPI.Comm, For
                 raise from_mpi(exc, base, "init") from exc
             for comm in (raw, world):
                 if comm != MPI.COMM_NULL:
-                    repair.revoke(comm)
+                    ctxcomms.revoke(comm)
                     mpicall.retire(comm)
             if world != MPI.COMM_NULL:
                 base = world
