@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable, NoReturn
+from typing import Any, Iterable, NoReturn
 
 from dpmpi import _guard, _hooks, config
 
@@ -241,6 +241,12 @@ def point(name: str) -> None:
     the program's own ``point("step")`` calls are not counted (each step counts once)."""
     if _pending and not (_runtime_steps and name == STEP_POINT):
         hit(name)
+
+
+def pointed(name: str, value: Any) -> Any:
+    """``value``, after ``point(name)`` (a point right after a call that made it)."""
+    point(name)
+    return value
 
 
 def runtime_step() -> None:

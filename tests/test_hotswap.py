@@ -700,19 +700,28 @@ def _prologue_death(dpmpi_run, spares, faults=""):
     return final
 
 
+_prologue_failure_free: list = []  # (this pytest process's failure-free run of prologue_death.py, once)
+
+
 @pytest.mark.parametrize("faults,spares", [
     ("2:load@1:KILL", 1),  # before the Bcast of rank 0's weights
     pytest.param("0:load@2:KILL", 1, marks=pytest.mark.long),  # that Bcast's root, after it
     pytest.param("2:load@1:KILL,1:load@3:KILL", 2, marks=pytest.mark.long),  # two, one after the other
+    ("1:load@5:KILL", 1),  # before the Split: the others meet it there
+    ("3:created@1:KILL", 1),  # the Split made: the others in its agreement, holding it
+    pytest.param("0:created@2:KILL", 1, marks=pytest.mark.long),  # the Dup made; the Split kept for the replacement
 ])
 def test_a_death_in_the_prologue_is_repaired_there_when_the_runtime_was_made_before_it(dpmpi_run, faults, spares):
     """A Runtime made before the prologue's collectives (a Bcast of rank 0's weights, an
-    allreduce, a bcast, an Allreduce), a rank killed among them. Before, the survivors got
-    ProcFailedError in the program's own code and the job ended; now the communicator is repaired
-    where it happened, the replacement answers the calls before it from the survivors' record and
-    makes the interrupted one with them, and all take the first snapshot together: the result
-    equals a failure-free run's bit for bit."""
-    want = {r: f["digest"] for r, f in _prologue_death(dpmpi_run, 1).items()}
+    allreduce, a bcast, an Allreduce) and its communicators (a Split, a Dup), a rank killed among
+    them. Before, the survivors got ProcFailedError in the program's own code and the job ended
+    (the Split's cases: since the thirty-eighth session); now the communicator is repaired where
+    it happened, the replacement answers the calls before it from the survivors' record, takes
+    the communicators made before it from the repair and makes the interrupted call with them,
+    and all take the first snapshot together: the result equals a failure-free run's bit for bit."""
+    if not _prologue_failure_free:
+        _prologue_failure_free.append({r: f["digest"] for r, f in _prologue_death(dpmpi_run, 1).items()})
+    want = _prologue_failure_free[0]
     final = _prologue_death(dpmpi_run, spares, faults)
     assert {r: f["digest"] for r, f in final.items()} == want, final
     victims = [int(f.split(":")[0]) for f in faults.split(",")]

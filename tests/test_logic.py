@@ -1724,6 +1724,54 @@ def test_a_call_between_two_runs_is_left_together_and_made_again_after_a_repair(
     assert new.replay("bcast", ("x",), {}) is prologue.REAL and new.replaying is None and new.seen == rec.seen
 
 
+def test_a_communicator_made_between_runs_is_agreed_on_and_on_a_failure_made_again_by_every_rank(monkeypatch):
+    """Outside dpmpi.Runtime's runs (a Runtime made) a derived communicator's creation is followed
+    by an agreement; on a failure, where the creation had completed its result is let go of
+    before the repair (so that no rank holds it, the repair forgets it everywhere and every rank
+    makes it again; held on some ranks only, it would be rebuilt there and made anew elsewhere),
+    then the creation is made again. Inside a run, or with no Runtime, nothing is agreed."""
+    import gc
+    import weakref
+
+    from mpi4py import MPI
+
+    from dpmpi.errors import ProcFailedError
+
+    prologue, rec = _prologue_with(monkeypatch)
+    assert rec.watches_creation() is None  # (no Runtime)
+    events, alive = [], []
+
+    class Made:  # (a handle: held while a reference lives)
+        pass
+
+    def recover(exc):
+        gc.collect()
+        events.append(("recover", type(exc).__name__, [r() is not None for r in alive]))
+    rec.recover = recover
+    assert rec.watches_creation() is recover
+
+    def made():
+        handle = Made()
+        alive.append(weakref.ref(handle))
+        return handle
+    agree = lambda flag: events.append(("agree", flag)) or 0  # noqa: E731  (a peer's creation failed)
+    out = prologue.creation_between_runs("Split", made, agree, recover, lambda: "again")
+    assert out == "again" and events == [("agree", 1), ("recover", "ProcFailedError", [False])]
+
+    def failing():
+        raise ProcFailedError("a peer died", MPI.ERR_PROC_FAILED)
+    events.clear()
+    out = prologue.creation_between_runs("Dup", failing, lambda flag: events.append(("agree", flag)) or flag,
+                                         recover, lambda: "again")
+    assert out == "again" and events == [("agree", 0), ("recover", "ProcFailedError", [False])]
+    keep = prologue.creation_between_runs("Dup", made, lambda flag: flag, recover, lambda: "again")
+    assert isinstance(keep, Made) and len(events) == 2  # (every rank made it: no repair)
+    rec.run_begins()
+    assert rec.watches_creation() is None  # (inside a run: the step's failure is the Runtime's)
+    rec.run_ends()
+    assert rec.watches_creation() is recover
+
+
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):
     import numpy as np
 

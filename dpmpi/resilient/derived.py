@@ -29,6 +29,9 @@ from dpmpi.resilient.state import COMPACT_MIN, State
 
 
 NOT_REBUILT = frozenset({"Create_dist_graph", "Idup", "Idup_with_info"})
+# made by every rank of their parent (the others: by a part of it, Create_group, or over an intercommunicator)
+ALL_RANKS = frozenset({"Split", "Dup", "Split_type", "Create", "Create_cart", "Create_graph",
+                       "Create_dist_graph_adjacent"})
 _warned: set[str] = set()
 
 
@@ -192,6 +195,17 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     if state.replay and replays(state.recipes[state.replay[0][0]], op, parent._index, me, mine):
         place, handle = state.replay.pop(0)  # a replacement catching up: the survivors made this one already
         return handle if handle is not None else _make_late(state, place, op, parent, mine)
+    recover = state.prologue.watches_creation() if parent._index < 0 and op in ALL_RANKS else None
+    if recover is not None:  # (outside dpmpi.Runtime's runs, one made: a failure there is repaired)
+        def made() -> Any:
+            return faults.pointed("created", _derive_made(state, op, parent, mine))
+        return prologue.creation_between_runs(op, made, plain_method(parent, "Agree"), recover,
+                                              lambda: derive(state, op, parent, args))
+    return _derive_made(state, op, parent, mine)
+
+
+def _derive_made(state: State, op: str, parent: Tracked, mine: Any) -> Any:
+    """``derive``'s creation (this rank makes it with the others), recorded first."""
     praw = parent.mpi
     if parent._index < 0 and op != "Create_group" and len(state.live) >= state.compact_at:
         compact(state, praw)  # (collective over every active rank, as Split and Dup are)

@@ -41,7 +41,7 @@ from mpi4py import MPI
 from dpmpi import config
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
     NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
-    between_runs, make_entry, refused, result_buffer, root_of, rooted_reply, write_recorded)
+    between_runs, creation_between_runs, make_entry, refused, result_buffer, root_of, rooted_reply, write_recorded)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -188,6 +188,13 @@ class Prologue:
         if self.runs and not self.inside:  # (a failure between two runs: the replacement skips them all)
             return list(self.entries), self.full, self.runs + 1, self.seen, True
         return list(self.entries), self.full, self.runs, self.seen, False
+
+    def watches_creation(self) -> Callable[[BaseException], None] | None:
+        """Whether a derived communicator made from the active one now is followed by an
+        agreement and repaired on a failure (``prologue_calls.creation_between_runs``): outside
+        dpmpi.Runtime's runs, with one made (the same answer on every rank that makes it for
+        real); its recovery, or None."""
+        return self.recover if not self.inside and not self.closed else None
 
     @property
     def done(self) -> bool:

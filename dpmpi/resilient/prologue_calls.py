@@ -190,3 +190,30 @@ def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, ag
         result_buffer(op, args, kwargs)[:] = keep
     recover(failure)
     return again()(*args, **kwargs), True
+
+
+def creation_between_runs(op: str, make: Callable[[], Any], agree: Callable[[int], int],
+                          recover: Callable[[BaseException], None], again: Callable[[], Any]) -> Any:
+    """A derived communicator made from the active one between two dpmpi.Runtime runs (or in
+    the prologue, with a Runtime made): ``make()``, then an agreement on its success, as for a
+    collective (``between_runs``). On a failure no rank keeps what it made (where the creation
+    completed, its handle is dropped before the repair, so that no rank holds it and the repair
+    forgets it everywhere), the Runtime repairs (``recover``), and every rank, a replacement too,
+    makes it again (``again()``). Before, the failure was the program's and ended the job (a
+    2-D grid's row and column ``Split`` after a long load: 12 of 12 kills from outside in
+    ``bench/strangers/prologue_split.py``)."""
+    failure: BaseException | None = None
+    made = None
+    try:
+        made = make()
+    except (ProcFailedError, RevokedError) as exc:
+        failure = exc
+    try:
+        if agree(0 if failure else 1):
+            return made
+        failure = failure or ProcFailedError(f"a peer's {op}() failed between two runs", MPI.ERR_PROC_FAILED)
+    except (ProcFailedError, RevokedError) as exc:
+        failure = exc
+    made = None  # (no rank holds it: the repair forgets it, and the call below makes it anew everywhere)
+    recover(failure)
+    return again()

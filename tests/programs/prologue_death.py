@@ -1,8 +1,9 @@
 """A Runtime made before the program's prologue (its collectives before the first run): a death
 there is repaired where it happens, the replacement answers the prologue's earlier calls from the
 survivors' record and makes the interrupted one with them. Marks point "load" before each
-collective of the prologue (DPMPI_FAULTS=2:load@1:KILL). Prints a line "final" per rank: its
-digest, recoveries and role."""
+collective of the prologue (DPMPI_FAULTS=2:load@1:KILL) and before its Split, and dpmpi marks
+point "created" after each communicator it makes there (before their agreement). Prints a line
+"final" per rank: its digest, recoveries and role."""
 import hashlib
 import json
 import sys
@@ -29,11 +30,17 @@ dpmpi.faults.point("load")
 seen = np.zeros(4096)
 comm.Allreduce(w, seen, op=MPI.SUM)              # a check every rank computes
 assert np.array_equal(seen, comm.Get_size() * w), "the ranks' initial weights differ"
+dpmpi.faults.point("load")
+pair = comm.Split(r // 2, r)                     # the grid's rows (a death before it, or, at point
+dup = comm.Dup()                                 # "created", after it: the others in its agreement)
 
 
 def step(k):
     g = np.sin(w * (k + 1 + r))
     comm.Allreduce(MPI.IN_PLACE, g, op=MPI.SUM)
+    h = np.cos(m[:64] + r)
+    pair.Allreduce(MPI.IN_PLACE, h, op=MPI.SUM)
+    g[:64] += dup.allreduce(float(h.sum()), op=MPI.SUM) * h
     with rt.update():
         m[...] = 0.9 * m + g
         w[...] -= cfg["lr"] * m
