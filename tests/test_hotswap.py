@@ -707,7 +707,7 @@ _prologue_failure_free: list = []  # (this pytest process's failure-free run of 
     ("2:load@1:KILL", 1),  # before the Bcast of rank 0's weights
     pytest.param("0:load@2:KILL", 1, marks=pytest.mark.long),  # that Bcast's root, after it
     pytest.param("2:load@1:KILL,1:load@3:KILL", 2, marks=pytest.mark.long),  # two, one after the other
-    ("1:load@5:KILL", 1),  # before the Split: the others meet it there
+    pytest.param("1:load@5:KILL", 1, marks=pytest.mark.long),  # before the Split: the others meet it there
     ("3:created@1:KILL", 1),  # the Split made: the others in its agreement, holding it
     pytest.param("0:created@2:KILL", 1, marks=pytest.mark.long),  # the Dup made; the Split kept for the replacement
 ])
