@@ -644,6 +644,19 @@ def test_a_death_between_two_runs_is_repaired_there_and_the_evaluations_call_mad
     assert final[victim]["role"] == "RECOVERED" and all(f["recoveries"] == 1 for f in final.values()), final
 
 
+@pytest.mark.long  # (make test's budget: test_a_death_in_the_prologue_... covers a freed one)
+def test_a_communicator_made_after_each_run_and_let_go_of_is_made_again_with_a_replacement_that_skips_them(dpmpi_run):
+    """After each of three runs the program makes a Split of comm that the next run's steps use,
+    rebinding the name (the earlier one let go of); rank 0 killed in the third run. Before the
+    thirty-eighth session the job hung: the repair kept only the newest, the replacement took it
+    at its first Split (after its first, skipped run) and made its second one for real, which the
+    survivors, restoring, never made. Each one made outside the runs is now kept for replacements."""
+    job = dpmpi_run(5, "prologue.py", "--steps", "60", "--epochs", "3", "--eval-split",
+                    launcher_args=["--spares", "1"], faults="0:step@50:KILL", timeout=60)
+    final = _prologue_ok(job)
+    assert final[0]["role"] == "RECOVERED" and all(f["recoveries"] == 1 for f in final.values()), final
+
+
 @pytest.mark.parametrize("faults", [
     "1:step@15:KILL",  # in the first Runtime's run: the replacement restores there, not again
     pytest.param("2:step@35:KILL", marks=pytest.mark.long),  # in the second's: it skips the first
@@ -696,6 +709,7 @@ def _prologue_death(dpmpi_run, spares, faults=""):
     assert job.returncode == 0, job.stdout + job.stderr
     final = job.by_rank("final")
     assert sorted(final) == [0, 1, 2, 3] and all(f["size"] == 4 for f in final.values()), job.stdout + job.stderr
+    assert all(f["nlocal"] == 4 for f in final.values()), final  # (one node; the spares are not in comm)
     assert "Error" not in job.stderr and "Warning" not in job.stderr and "OPAL" not in job.stderr, job.stderr
     return final
 
@@ -704,12 +718,13 @@ _prologue_failure_free: list = []  # (this pytest process's failure-free run of 
 
 
 @pytest.mark.parametrize("faults,spares", [
-    ("2:load@1:KILL", 1),  # before the Bcast of rank 0's weights
+    pytest.param("2:load@1:KILL", 1, marks=pytest.mark.long),  # before the Bcast of rank 0's weights
     pytest.param("0:load@2:KILL", 1, marks=pytest.mark.long),  # that Bcast's root, after it
     pytest.param("2:load@1:KILL,1:load@3:KILL", 2, marks=pytest.mark.long),  # two, one after the other
     pytest.param("1:load@5:KILL", 1, marks=pytest.mark.long),  # before the Split: the others meet it there
     ("3:created@1:KILL", 1),  # the Split made: the others in its agreement, holding it
     pytest.param("0:created@2:KILL", 1, marks=pytest.mark.long),  # the Dup made; the Split kept for the replacement
+    ("1:step@10:KILL", 1),  # in the run: the replacement makes the prologue's freed Split_type with the survivors
 ])
 def test_a_death_in_the_prologue_is_repaired_there_when_the_runtime_was_made_before_it(dpmpi_run, faults, spares):
     """A Runtime made before the prologue's collectives (a Bcast of rank 0's weights, an
@@ -718,7 +733,10 @@ def test_a_death_in_the_prologue_is_repaired_there_when_the_runtime_was_made_bef
     (the Split's cases: since the thirty-eighth session); now the communicator is repaired where
     it happened, the replacement answers the calls before it from the survivors' record, takes
     the communicators made before it from the repair and makes the interrupted call with them,
-    and all take the first snapshot together: the result equals a failure-free run's bit for bit."""
+    and all take the first snapshot together: the result equals a failure-free run's bit for bit.
+    A death in the run: the replacement's prologue makes the node-local Split_type the survivors
+    made there and freed (before the thirty-eighth session the job hung: the survivors, in their
+    recovery, never made it again; the repair now keeps it for replacements)."""
     if not _prologue_failure_free:
         _prologue_failure_free.append({r: f["digest"] for r, f in _prologue_death(dpmpi_run, 1).items()})
     want = _prologue_failure_free[0]

@@ -1755,8 +1755,9 @@ def test_a_communicator_made_between_runs_is_agreed_on_and_on_a_failure_made_aga
         alive.append(weakref.ref(handle))
         return handle
     agree = lambda flag: events.append(("agree", flag)) or 0  # noqa: E731  (a peer's creation failed)
-    out = prologue.creation_between_runs("Split", made, agree, recover, lambda: "again")
-    assert out == "again" and events == [("agree", 1), ("recover", "ProcFailedError", [False])]
+    out = prologue.creation_between_runs("Split", made, agree, recover, lambda: "again",
+                                         lambda: events.append(("let go",)))
+    assert out == "again" and events == [("agree", 1), ("let go",), ("recover", "ProcFailedError", [False])]
 
     def failing():
         raise ProcFailedError("a peer died", MPI.ERR_PROC_FAILED)
@@ -1770,6 +1771,34 @@ def test_a_communicator_made_between_runs_is_agreed_on_and_on_a_failure_made_aga
     assert rec.watches_creation() is None  # (inside a run: the step's failure is the Runtime's)
     rec.run_ends()
     assert rec.watches_creation() is recover
+
+
+def test_a_communicator_made_outside_the_runs_is_kept_for_replacements_even_once_freed():
+    """A replacement makes again what the program made outside dpmpi.Runtime's runs (its prologue,
+    between runs), freed or not: every repair keeps those (``holding.held``) once a replacement
+    replays this process's prologue (a Runtime made, or the prologue closed); one made inside a
+    run is not kept once freed; a program that never snapshots keeps nothing for replacements
+    (theirs are made with the survivors)."""
+    from mpi4py import MPI
+
+    from dpmpi.resilient import holding, prologue
+    from dpmpi.resilient.plan import Recipe
+    from dpmpi.resilient.state import State
+
+    st = State.__new__(State)  # (only what held() reads)
+    st.prologue, st.pinned = prologue.Prologue(), set()
+    st.recipes = [Recipe("Split_type", -1, {0: (MPI.COMM_TYPE_SHARED, 0)}), Recipe("Dup", -1, {})]
+    st.derived, st.handles = [MPI.COMM_NULL, MPI.COMM_NULL], [None, None]  # (both freed by the program)
+    holding.pin_if_outside_runs(st, 0)  # made in the prologue
+    assert holding.held(st) == [False, False]  # (no Runtime, prologue open: a replacement replays nothing)
+    st.prologue.recover = lambda exc: None  # (a dpmpi.Runtime made)
+    assert holding.held(st) == [True, False]
+    st.prologue.run_begins()
+    holding.pin_if_outside_runs(st, 1)  # made in a step
+    assert holding.held(st) == [True, False] and st.pinned == {0}
+    st.prologue.run_ends()
+    holding.pin_if_outside_runs(st, 1)  # made between two runs
+    assert holding.held(st) == [True, True]
 
 
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):

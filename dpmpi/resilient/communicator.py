@@ -60,7 +60,7 @@ class ResilientComm(Tracked):
         """How many derived communicators dpmpi keeps the recipe of (the next repair remakes those
         still in use); unused ones are forgotten by each repair, and, without a failure, whenever
         the count has doubled (the same on every active rank)."""
-        return derived.tracked(self._state)
+        return holding.tracked(self._state)
 
     @property
     def active_size(self) -> int:

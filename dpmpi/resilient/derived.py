@@ -24,7 +24,7 @@ from dpmpi.ctxcomms import revoke
 from dpmpi.errors import failed_ranks, from_mpi
 from dpmpi.mpicall import exchange, hold_context_id, warm_up
 from dpmpi.resilient import holding, intercomms, prologue, recipe_args, topology
-from dpmpi.resilient.plan import PER_RANK, Recipe, kept_recipes, replays, unknown_to_survivors, with_parents
+from dpmpi.resilient.plan import PER_RANK, Recipe, kept_recipes, replays, unknown_to_survivors
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
@@ -194,13 +194,19 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     mine = recipe_args.own_args(op, args, parent.mpi, _active(state))
     if state.replay and replays(state.recipes[state.replay[0][0]], op, parent._index, me, mine):
         place, handle = state.replay.pop(0)  # a replacement catching up: the survivors made this one already
+        holding.pin_if_outside_runs(state, place)
         return handle if handle is not None else _make_late(state, place, op, parent, mine)
     recover = state.prologue.watches_creation() if parent._index < 0 and op in ALL_RANKS else None
     if recover is not None:  # (outside dpmpi.Runtime's runs, one made: a failure there is repaired)
+        first = len(state.recipes)
+
         def made() -> Any:
             return faults.pointed("created", _derive_made(state, op, parent, mine))
+
+        def let_go() -> None:  # (not kept for replacements: every rank makes it again)
+            state.pinned.difference_update(range(first, len(state.recipes)))
         return prologue.creation_between_runs(op, made, plain_method(parent, "Agree"), recover,
-                                              lambda: derive(state, op, parent, args))
+                                              lambda: derive(state, op, parent, args), let_go)
     return _derive_made(state, op, parent, mine)
 
 
@@ -208,12 +214,13 @@ def _derive_made(state: State, op: str, parent: Tracked, mine: Any) -> Any:
     """``derive``'s creation (this rank makes it with the others), recorded first."""
     praw = parent.mpi
     if parent._index < 0 and op != "Create_group" and len(state.live) >= state.compact_at:
-        compact(state, praw)  # (collective over every active rank, as Split and Dup are)
+        holding.compact(state, praw)  # (collective over every active rank, as Split and Dup are)
     recipe = _recorded(state, op, parent, mine)
     # recorded before it is made: a creation that a death cut short can complete on some ranks
     # and fail on others, and every rank that took part must keep the recipe (the repair agrees
     # on it and gives the communicator back to those it failed on: holding.lost)
     place = len(state.recipes)
+    holding.pin_if_outside_runs(state, place)
     state.live.append(place)
     state.recipes.append(recipe)
     state.derived.append(None)
@@ -246,37 +253,6 @@ def _handle(state: State, place: int, made: MPI.Comm | None) -> Any:
     return result
 
 
-FORGOTTEN = Recipe("forgotten", -1, {})  # a recipe compact() dropped (in its place: positions are shared)
-
-
-def compact(state: State, active: MPI.Intracomm) -> None:
-    """Without a failure, forget the derived communicators that no active rank uses any more (a
-    program that makes one in every step would otherwise keep a recipe, which names every rank,
-    for each). Collective over the active communicator: the repair's agreement (``agree_held``)
-    over the entries not forgotten yet (``state.live``, the same on every rank). Each forgotten
-    entry keeps its place, as ``FORGOTTEN``: a rank whose agreement a failure cut short forgets
-    nothing, and what no rank used then stays unused, so the next repair, which removes the
-    places, drops it everywhere. (An ``Agree`` to make this uniform was tried: it made Open MPI
-    5.0.11's next ``Shrink`` leave live processes out, 2 jobs of 8.) The next one runs once the
-    entries not forgotten have doubled."""
-    faults.point("compact")  # (tests: a rank dies here, the others inside the agreement)
-    try:  # (over the live places only: a compaction costs what is kept, not every place so far)
-        agreed = holding.agree_held(active, holding.held(state, state.live))
-    except MPI.Exception as exc:
-        raise from_mpi(exc, active, "Split") from exc
-    keep = with_parents(state.recipes, state.live, {p for p, k in zip(state.live, agreed) if k})
-    for p in state.live:
-        if p not in keep:
-            state.recipes[p], state.derived[p], state.handles[p] = FORGOTTEN, None, None
-    state.live = sorted(keep)
-    state.compact_at = 2 * len(state.live) + COMPACT_MIN
-
-
-def tracked(state: State) -> int:
-    """How many derived communicators' recipes this process keeps (not forgotten)."""
-    return len(state.live)
-
-
 def communicators(state: State) -> list[MPI.Comm]:
     """The MPI communicators of this process's derived communicators (those it is a member of and
     has not freed, the ones its program let go of too). A repair revokes them with the active
@@ -307,6 +283,7 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
         made.append(None if praw is None or i in later else _make(state, recipe, praw))
     state.live, state.compact_at = list(range(len(made))), 2 * len(made) + COMPACT_MIN
     unmade, state.unmade = state.unmade, set()
+    pinned, state.pinned = state.pinned, set() if fresh else {i for i, o in enumerate(old) if o in state.pinned}
     if fresh:
         handles = [None if i in later else MPI.COMM_NULL if raw is None else Derived(raw, i, state)
                    for i, raw in enumerate(made)]
@@ -322,7 +299,8 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
     for i, (ref, raw) in enumerate(zip(refs, made)):
         handle = ref() if ref is not None else None
         if handle is None:
-            if raw is not None and i not in waiting and holding.lost(state.derived[old[i]], old[i] in unmade):
+            if raw is not None and i not in waiting and old[i] not in pinned and holding.lost(state.derived[old[i]],
+                                                                                           old[i] in unmade):
                 handle = Derived(raw, i, state)  # (given back at the program's next call that makes it)
                 refs[i] = weakref.ref(handle)
                 state.replay.append((i, handle))

@@ -1,5 +1,5 @@
 """Which derived communicators the program still holds (``dpmpi.resilient.derived``): what a
-repair rebuilds, what a compaction forgets, and what a rank that lost its handle gets back.
+repair rebuilds, what a compaction forgets (``compact``), and what a rank that lost its handle gets back.
 Owner: the main thread (repairs and the program's calls that make communicators run there)."""
 from __future__ import annotations
 
@@ -10,21 +10,37 @@ from types import TracebackType
 
 from mpi4py import MPI
 
+from dpmpi import faults
+from dpmpi.errors import from_mpi
 from dpmpi.mpicall import exchange
-from dpmpi.resilient.plan import PER_RANK, Recipe
+from dpmpi.resilient.plan import PER_RANK, Recipe, with_parents
 from dpmpi.resilient.recipe_entries import derived_places, entries_for, own_records, with_entries
-from dpmpi.resilient.state import State
+from dpmpi.resilient.state import COMPACT_MIN, State
 
 
 def held(state: State, places: list[int] | None = None) -> list[bool]:
     """For each recipe (or those at ``places``): whether this process still uses its communicator
-    (its handle is alive, in the program or in a replacement's replay, and not freed). A
+    (its handle is alive, in the program or in a replacement's replay, and not freed), or keeps it
+    for replacements (``pin_if_outside_runs``). A
     non-member holds none (nor one whose program holds only its ``.mpi``: docs/communicators.md)."""
     out = []
+    pinned = state.pinned if state.prologue.replayed() else set()
     for p in range(len(state.recipes)) if places is None else places:
         raw, ref = state.derived[p], state.handles[p]
-        out.append(raw is not None and raw != MPI.COMM_NULL and ref is not None and ref() is not None)
+        out.append(p in pinned or (raw is not None and raw != MPI.COMM_NULL and ref is not None and ref() is not None))
     return out
+
+
+def pin_if_outside_runs(state: State, place: int) -> None:
+    """A derived communicator made (or, on a replacement, handed) at ``place`` outside
+    dpmpi.Runtime's runs and before the first snapshot operation of a program without one: a
+    replacement runs that code again and makes it (its call is answered with the one the repair
+    remade), so every repair keeps it, freed or not, once replacements replay this process's
+    prologue (``held``). Before, a node-local ``Split_type`` made there to count the node's ranks
+    and then freed hung the job at its first failure: the replacement's call was made for real
+    while the survivors, in their recovery, never made it again."""
+    if not state.prologue.inside and not state.prologue.closed:
+        state.pinned.add(place)
 
 
 def agree_held(comm: MPI.Intracomm, mine: list[bool]) -> list[bool]:
@@ -157,3 +173,35 @@ def lost(raw: MPI.Comm | None, unmade: bool) -> bool:
     would wait for them for ever (seen: twenty-fifth session, ``tests/programs/lost_dup.py``).
     Pure."""
     return unmade or (raw is not None and raw != MPI.COMM_NULL)
+
+
+FORGOTTEN = Recipe("forgotten", -1, {})  # a recipe compact() dropped (in its place: positions are shared)
+
+
+def compact(state: State, active: MPI.Intracomm) -> None:
+    """Without a failure, forget the derived communicators that no active rank uses any more (a
+    program that makes one in every step would otherwise keep a recipe, which names every rank,
+    for each). Collective over the active communicator: the repair's agreement (``agree_held``)
+    over the entries not forgotten yet (``state.live``, the same on every rank). Each forgotten
+    entry keeps its place, as ``FORGOTTEN``: a rank whose agreement a failure cut short forgets
+    nothing, and what no rank used then stays unused, so the next repair, which removes the
+    places, drops it everywhere. (An ``Agree`` to make this uniform was tried: it made Open MPI
+    5.0.11's next ``Shrink`` leave live processes out, 2 jobs of 8.) The next one runs once the
+    entries not forgotten have doubled."""
+    faults.point("compact")  # (tests: a rank dies here, the others inside the agreement)
+    try:  # (over the live places only: a compaction costs what is kept, not every place so far)
+        agreed = agree_held(active, held(state, state.live))
+    except MPI.Exception as exc:
+        raise from_mpi(exc, active, "Split") from exc
+    keep = with_parents(state.recipes, state.live, {p for p, k in zip(state.live, agreed) if k})
+    for p in state.live:
+        if p not in keep:
+            state.recipes[p], state.derived[p], state.handles[p] = FORGOTTEN, None, None
+            state.pinned.discard(p)  # (one made before a prologue that no replacement replays: forgotten too)
+    state.live = sorted(keep)
+    state.compact_at = 2 * len(state.live) + COMPACT_MIN
+
+
+def tracked(state: State) -> int:
+    """How many derived communicators' recipes this process keeps (not forgotten)."""
+    return len(state.live)

@@ -196,6 +196,11 @@ class Prologue:
         real); its recovery, or None."""
         return self.recover if not self.inside and not self.closed else None
 
+    def replayed(self) -> bool:
+        """Whether a replacement would replay this process's prologue (``handover`` not None): it
+        closed, or a dpmpi.Runtime covers it."""
+        return self.closed or bool(self.runs) or self.recover is not None
+
     @property
     def done(self) -> bool:
         """Closed and not replaying: calls go straight to MPI from now on."""

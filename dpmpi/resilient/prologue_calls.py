@@ -193,12 +193,13 @@ def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, ag
 
 
 def creation_between_runs(op: str, make: Callable[[], Any], agree: Callable[[int], int],
-                          recover: Callable[[BaseException], None], again: Callable[[], Any]) -> Any:
+                          recover: Callable[[BaseException], None], again: Callable[[], Any],
+                          let_go: Callable[[], None] = lambda: None) -> Any:
     """A derived communicator made from the active one between two dpmpi.Runtime runs (or in
     the prologue, with a Runtime made): ``make()``, then an agreement on its success, as for a
     collective (``between_runs``). On a failure no rank keeps what it made (where the creation
-    completed, its handle is dropped before the repair, so that no rank holds it and the repair
-    forgets it everywhere), the Runtime repairs (``recover``), and every rank, a replacement too,
+    completed, its handle is dropped and ``let_go()`` unpins it before the repair, so that no
+    rank holds it and the repair forgets it everywhere), the Runtime repairs (``recover``), and every rank, a replacement too,
     makes it again (``again()``). Before, the failure was the program's and ended the job (a
     2-D grid's row and column ``Split`` after a long load: 12 of 12 kills from outside in
     ``bench/strangers/prologue_split.py``)."""
@@ -215,5 +216,6 @@ def creation_between_runs(op: str, make: Callable[[], Any], agree: Callable[[int
     except (ProcFailedError, RevokedError) as exc:
         failure = exc
     made = None  # (no rank holds it: the repair forgets it, and the call below makes it anew everywhere)
+    let_go()  # (nor keeps it for replacements)
     recover(failure)
     return again()

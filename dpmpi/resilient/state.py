@@ -18,7 +18,7 @@ from dpmpi.resilient.plan import Place, Plan, Recipe
 from dpmpi.resilient.prologue import Prologue
 
 
-# derived communicators made before their first compaction (derived.compact), and added to each
+# derived communicators made before their first compaction (holding.compact), and added to each
 # later bound (twice the number kept)
 COMPACT_MIN = 64
 
@@ -64,8 +64,11 @@ class State:
         self.handles: list[weakref.ref[Comm] | None] = []
         # on a replacement: (index, handle) of those the repair made, handed out in creation order
         self.replay: list[tuple[int, Comm | MPI.Comm]] = []
-        self.live: list[int] = []  # the places of those not forgotten (derived.compact), ascending
+        self.live: list[int] = []  # the places of those not forgotten (holding.compact), ascending
         self.unmade: set[int] = set()  # places whose creation failed here (until the next repair)
+        # places of those made outside dpmpi.Runtime's runs (the prologue, between runs): kept for
+        # replacements, which make them again, even once the program freed them (holding.pin_if_outside_runs)
+        self.pinned: set[int] = set()
         # -- the prologue (prologue.py): the collectives before the first snapshot, for a replacement --
         self.prologue = Prologue()
         self.compact_at = COMPACT_MIN  # forget the unused ones when len(live) reaches this

@@ -26,6 +26,8 @@ p.add_argument("--fresh", action="store_true", help="a new Runtime for each run 
 p.add_argument("--eval-gather", action="store_true", help="after each run, also a Gather (buffers) to rank 0")
 p.add_argument("--eval-refuse", action="store_true", help="after each run's allreduce, a sendrecv (which a "
                "replacement cannot redo)")
+p.add_argument("--eval-split", action="store_true", help="after each run, a Split of comm (by parity) that "
+               "the next run's steps use, rebound each time")
 a = p.parse_args()
 
 N, MOD = 4096, 1_000_003
@@ -59,11 +61,13 @@ def step(k):
     k += base  # (--fresh: a new Runtime's steps count from 0)
     g = (w * (r + 1) + k) % 1000
     comm.Allreduce(MPI.IN_PLACE, g)
+    if ev is not None:  # (--eval-split: the halves made after the last run; nothing the state depends on)
+        assert ev.allreduce(1) == ev.Get_size()
     with rt.update():
         w[...] = (w + cfg["scale"] * g) % cfg["mod"]
 
 
-metrics, base, runtimes = [], 0, [rt]
+metrics, base, runtimes, ev = [], 0, [rt], None
 for e in range(1, a.epochs + 1):  # (commit_at_end: each run ends with a commit and a barrier)
     rt = runtimes[-1]
     base = (e - 1) * a.steps // a.epochs if a.fresh else 0
@@ -73,6 +77,8 @@ for e in range(1, a.epochs + 1):  # (commit_at_end: each run ends with a commit 
     dpmpi.faults.point("eval")  # (tests: a death between two runs)
     if a.eval_gather:
         comm.Gather(np.array([e], dtype=np.int64), np.zeros(comm.Get_size(), dtype=np.int64), root=0)
+    if a.eval_split:
+        ev = comm.Split(comm.Get_rank() % 2, 0)
     metrics.append(comm.allreduce(int(w.sum() % 1000)))  # an "evaluation" between runs
     if a.eval_refuse:
         comm.sendrecv(e, dest=(comm.Get_rank() + 1) % comm.Get_size(), source=(comm.Get_rank() - 1) % comm.Get_size())

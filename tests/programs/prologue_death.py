@@ -33,6 +33,9 @@ assert np.array_equal(seen, comm.Get_size() * w), "the ranks' initial weights di
 dpmpi.faults.point("load")
 pair = comm.Split(r // 2, r)                     # the grid's rows (a death before it, or, at point
 dup = comm.Dup()                                 # "created", after it: the others in its agreement)
+node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=r)  # how many ranks share this node; then freed
+nlocal = node.Get_size()
+node.Free()
 
 
 def step(k):
@@ -49,4 +52,4 @@ def step(k):
 rt.run(step, steps)
 digest = hashlib.sha256(w.tobytes() + m.tobytes()).hexdigest()[:16]
 print(json.dumps({"event": "final", "rank": r, "digest": digest, "recoveries": len(rt.history),
-                  "role": comm.role.value, "size": comm.Get_size()}), flush=True)
+                  "role": comm.role.value, "size": comm.Get_size(), "nlocal": nlocal}), flush=True)
