@@ -1775,10 +1775,10 @@ def test_a_communicator_made_between_runs_is_agreed_on_and_on_a_failure_made_aga
 
 def test_a_communicator_made_outside_the_runs_is_kept_for_replacements_even_once_freed():
     """A replacement makes again what the program made outside dpmpi.Runtime's runs (its prologue,
-    between runs), freed or not: every repair keeps those (``holding.held``) once a replacement
-    replays this process's prologue (a Runtime made, or the prologue closed); one made inside a
-    run is not kept once freed; a program that never snapshots keeps nothing for replacements
-    (theirs are made with the survivors)."""
+    between runs), freed or not: every repair keeps those (``holding.held``) once a Runtime covers
+    the prologue (made before or after them); one made inside a run is not kept once freed; a
+    program without a Runtime keeps nothing for replacements (one of dpmpi's primitives restores
+    where it chooses, often before a loop whose first iteration came before the first snapshot)."""
     from mpi4py import MPI
 
     from dpmpi.resilient import holding, prologue
@@ -1790,7 +1790,10 @@ def test_a_communicator_made_outside_the_runs_is_kept_for_replacements_even_once
     st.recipes = [Recipe("Split_type", -1, {0: (MPI.COMM_TYPE_SHARED, 0)}), Recipe("Dup", -1, {})]
     st.derived, st.handles = [MPI.COMM_NULL, MPI.COMM_NULL], [None, None]  # (both freed by the program)
     holding.pin_if_outside_runs(st, 0)  # made in the prologue
-    assert holding.held(st) == [False, False]  # (no Runtime, prologue open: a replacement replays nothing)
+    assert holding.held(st) == [False, False]  # (no Runtime)
+    st.prologue.close()
+    assert holding.held(st) == [False, False]  # (the first snapshot of a program of dpmpi's primitives)
+    st.prologue.closed = False
     st.prologue.recover = lambda exc: None  # (a dpmpi.Runtime made)
     assert holding.held(st) == [True, False]
     st.prologue.run_begins()

@@ -283,7 +283,9 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
         made.append(None if praw is None or i in later else _make(state, recipe, praw))
     state.live, state.compact_at = list(range(len(made))), 2 * len(made) + COMPACT_MIN
     unmade, state.unmade = state.unmade, set()
-    pinned, state.pinned = state.pinned, set() if fresh else {i for i, o in enumerate(old) if o in state.pinned}
+    # (kept for replacements, not given back to this rank: only where they remake them)
+    pinned = state.pinned if state.prologue.remade_outside_runs() else set()
+    state.pinned = set() if fresh else {i for i, o in enumerate(old) if o in state.pinned}
     if fresh:
         handles = [None if i in later else MPI.COMM_NULL if raw is None else Derived(raw, i, state)
                    for i, raw in enumerate(made)]

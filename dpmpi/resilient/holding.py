@@ -24,7 +24,7 @@ def held(state: State, places: list[int] | None = None) -> list[bool]:
     for replacements (``pin_if_outside_runs``). A
     non-member holds none (nor one whose program holds only its ``.mpi``: docs/communicators.md)."""
     out = []
-    pinned = state.pinned if state.prologue.replayed() else set()
+    pinned = state.pinned if state.prologue.remade_outside_runs() else set()
     for p in range(len(state.recipes)) if places is None else places:
         raw, ref = state.derived[p], state.handles[p]
         out.append(p in pinned or (raw is not None and raw != MPI.COMM_NULL and ref is not None and ref() is not None))
@@ -33,10 +33,10 @@ def held(state: State, places: list[int] | None = None) -> list[bool]:
 
 def pin_if_outside_runs(state: State, place: int) -> None:
     """A derived communicator made (or, on a replacement, handed) at ``place`` outside
-    dpmpi.Runtime's runs and before the first snapshot operation of a program without one: a
-    replacement runs that code again and makes it (its call is answered with the one the repair
-    remade), so every repair keeps it, freed or not, once replacements replay this process's
-    prologue (``held``). Before, a node-local ``Split_type`` made there to count the node's ranks
+    dpmpi.Runtime's runs: a replacement runs that code again and makes it (its call is answered
+    with the one the repair remade), so every repair keeps it, freed or not, once a Runtime covers
+    this process's prologue (``held``; made before the Runtime too; not in a program of dpmpi's
+    primitives: ``Prologue.remade_outside_runs``). Before, a node-local ``Split_type`` made there to count the node's ranks
     and then freed hung the job at its first failure: the replacement's call was made for real
     while the survivors, in their recovery, never made it again."""
     if not state.prologue.inside and not state.prologue.closed:

@@ -196,10 +196,12 @@ class Prologue:
         real); its recovery, or None."""
         return self.recover if not self.inside and not self.closed else None
 
-    def replayed(self) -> bool:
-        """Whether a replacement would replay this process's prologue (``handover`` not None): it
-        closed, or a dpmpi.Runtime covers it."""
-        return self.closed or bool(self.runs) or self.recover is not None
+    def remade_outside_runs(self) -> bool:
+        """Whether a replacement runs again, in order, what this process did outside dpmpi.Runtime's
+        runs (a Runtime made or run: it skips the runs its survivors finished and runs the rest).
+        A program of dpmpi's primitives restores where it chooses, often before a loop whose first
+        iteration came before its survivors' first snapshot, so not there."""
+        return bool(self.runs) or self.recover is not None
 
     @property
     def done(self) -> bool:
