@@ -644,15 +644,24 @@ def test_a_death_between_two_runs_is_repaired_there_and_the_evaluations_call_mad
     assert final[victim]["role"] == "RECOVERED" and all(f["recoveries"] == 1 for f in final.values()), final
 
 
-@pytest.mark.long  # (make test's budget: test_a_death_in_the_prologue_... covers a freed one)
-def test_a_communicator_made_after_each_run_and_let_go_of_is_made_again_with_a_replacement_that_skips_them(dpmpi_run):
+@pytest.mark.parametrize("extra,faults", [
+    pytest.param([], "0:step@50:KILL", marks=pytest.mark.long),  # (make test's budget: the next one covers it)
+    (["--lazy"], "0:step@30:KILL"),
+])
+def test_a_communicator_made_after_each_run_and_let_go_of_is_made_again_with_a_replacement_that_skips_them(
+        dpmpi_run, extra, faults):
     """After each of three runs the program makes a Split of comm that the next run's steps use,
     rebinding the name (the earlier one let go of); rank 0 killed in the third run. Before the
     thirty-eighth session the job hung: the repair kept only the newest, the replacement took it
     at its first Split (after its first, skipped run) and made its second one for real, which the
-    survivors, restoring, never made. Each one made outside the runs is now kept for replacements."""
-    job = dpmpi_run(5, "prologue.py", "--steps", "60", "--epochs", "3", "--eval-split",
-                    launcher_args=["--spares", "1"], faults="0:step@50:KILL", timeout=60)
+    survivors, restoring, never made. Each one made outside the runs is now kept for replacements.
+    ``--lazy``: a Split made in the first step and kept, whose colour and key on rank 0 are those
+    of the Split after each run, rank 0 killed in the second run: the replacement, catching up
+    outside the runs, took the kept one for its Split after the first run, then the wrong one in
+    its step (hung); now those made outside the runs answer its calls there, the others those in
+    its steps."""
+    job = dpmpi_run(5, "prologue.py", "--steps", "60", "--epochs", "3", "--eval-split", *extra,
+                    launcher_args=["--spares", "1"], faults=faults, timeout=60)
     final = _prologue_ok(job)
     assert final[0]["role"] == "RECOVERED" and all(f["recoveries"] == 1 for f in final.values()), final
 

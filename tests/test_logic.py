@@ -1790,18 +1790,18 @@ def test_a_communicator_made_outside_the_runs_is_kept_for_replacements_even_once
     st.recipes = [Recipe("Split_type", -1, {0: (MPI.COMM_TYPE_SHARED, 0)}), Recipe("Dup", -1, {})]
     st.derived, st.handles = [MPI.COMM_NULL, MPI.COMM_NULL], [None, None]  # (both freed by the program)
     holding.pin_if_outside_runs(st, 0)  # made in the prologue
-    assert holding.held(st) == [False, False]  # (no Runtime)
+    assert holding.held(st) == [0, 0]  # (no Runtime)
     st.prologue.close()
-    assert holding.held(st) == [False, False]  # (the first snapshot of a program of dpmpi's primitives)
+    assert holding.held(st) == [0, 0]  # (the first snapshot of a program of dpmpi's primitives)
     st.prologue.closed = False
     st.prologue.recover = lambda exc: None  # (a dpmpi.Runtime made)
-    assert holding.held(st) == [True, False]
+    assert holding.held(st) == [holding.PINNED, 0]
     st.prologue.run_begins()
     holding.pin_if_outside_runs(st, 1)  # made in a step
-    assert holding.held(st) == [True, False] and st.pinned == {0}
+    assert holding.held(st) == [holding.PINNED, 0] and st.pinned == {0}
     st.prologue.run_ends()
     holding.pin_if_outside_runs(st, 1)  # made between two runs
-    assert holding.held(st) == [True, True]
+    assert holding.held(st) == [holding.PINNED, holding.PINNED]
 
 
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):

@@ -192,8 +192,9 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
         _warn_not_rebuilt(f"{op} of an intercommunicator")
         return plain_method(parent, op)(*args[: 1 if op == "Create" else len(args)])
     mine = recipe_args.own_args(op, args, parent.mpi, _active(state))
-    if state.replay and replays(state.recipes[state.replay[0][0]], op, parent._index, me, mine):
-        place, handle = state.replay.pop(0)  # a replacement catching up: the survivors made this one already
+    at = _answered_at(state, op, parent, me, mine)
+    if at is not None:
+        place, handle = state.replay.pop(at)  # a replacement catching up: the survivors made this one already
         holding.pin_if_outside_runs(state, place)
         return handle if handle is not None else _make_late(state, place, op, parent, mine)
     recover = state.prologue.watches_creation() if parent._index < 0 and op in ALL_RANKS else None
@@ -208,6 +209,21 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
         return prologue.creation_between_runs(op, made, plain_method(parent, "Agree"), recover,
                                               lambda: derive(state, op, parent, args), let_go)
     return _derive_made(state, op, parent, mine)
+
+
+def _answered_at(state: State, op: str, parent: Tracked, me: int, mine: Any) -> int | None:
+    """Where in ``state.replay`` a replacement's call is answered (None: it is made with the
+    survivors): outside dpmpi.Runtime's runs, while the replacement runs again what its
+    survivors did there, the first of those made there (pinned), else the first of the others,
+    when it matches. One a step made and kept in a run the replacement skipped waits for its own
+    step's call (before, it stood at the head, and the evaluation's Split after that run was made
+    for real, or answered with it: the job hung). Without pins (no Runtime): the head."""
+    p = state.prologue
+    catching_up = p.replaying is not None and not p.inside and p.remade_outside_runs()
+    at = next((j for j, (place, _h) in enumerate(state.replay) if (place in state.pinned) == catching_up), None)
+    if at is None or not replays(state.recipes[state.replay[at][0]], op, parent._index, me, mine):
+        return None
+    return at
 
 
 def _derive_made(state: State, op: str, parent: Tracked, mine: Any) -> Any:
@@ -283,9 +299,10 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
         made.append(None if praw is None or i in later else _make(state, recipe, praw))
     state.live, state.compact_at = list(range(len(made))), 2 * len(made) + COMPACT_MIN
     unmade, state.unmade = state.unmade, set()
-    # (kept for replacements, not given back to this rank: only where they remake them)
-    pinned = state.pinned if state.prologue.remade_outside_runs() else set()
-    state.pinned = set() if fresh else {i for i, o in enumerate(old) if o in state.pinned}
+    # (kept for replacements, agreed: not given back to a survivor; a replacement's calls outside
+    # the runs are answered with these, those in its steps with the others: _answered_at)
+    pinned = {o for o in old if keep[o] & holding.PINNED}
+    state.pinned = {i for i, o in enumerate(old) if o in pinned}
     if fresh:
         handles = [None if i in later else MPI.COMM_NULL if raw is None else Derived(raw, i, state)
                    for i, raw in enumerate(made)]

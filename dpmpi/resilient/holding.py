@@ -18,7 +18,10 @@ from dpmpi.resilient.recipe_entries import derived_places, entries_for, own_reco
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
-def held(state: State, places: list[int] | None = None) -> list[bool]:
+HELD, PINNED = 1, 2  # ``held``'s bits: the program uses it here; it is kept for replacements (pin_if_outside_runs)
+
+
+def held(state: State, places: list[int] | None = None) -> list[int]:
     """For each recipe (or those at ``places``): whether this process still uses its communicator
     (its handle is alive, in the program or in a replacement's replay, and not freed), or keeps it
     for replacements (``pin_if_outside_runs``). A
@@ -27,7 +30,8 @@ def held(state: State, places: list[int] | None = None) -> list[bool]:
     pinned = state.pinned if state.prologue.remade_outside_runs() else set()
     for p in range(len(state.recipes)) if places is None else places:
         raw, ref = state.derived[p], state.handles[p]
-        out.append(p in pinned or (raw is not None and raw != MPI.COMM_NULL and ref is not None and ref() is not None))
+        alive = raw is not None and raw != MPI.COMM_NULL and ref is not None and ref() is not None
+        out.append((HELD if alive else 0) | (PINNED if p in pinned else 0))
     return out
 
 
@@ -43,10 +47,11 @@ def pin_if_outside_runs(state: State, place: int) -> None:
         state.pinned.add(place)
 
 
-def agree_held(comm: MPI.Intracomm, mine: list[bool]) -> list[bool]:
+def agree_held(comm: MPI.Intracomm, mine: list[int]) -> list[int]:
     """Over ``comm`` (the new active communicator of a repair, before its commit: a failure here
     fails the attempt on every process; raises the peer's failure): which recipes some process
-    still holds (the OR of ``mine``), for the recipes that every process has. A recipe is kept
+    still holds (the OR of ``mine``, ``held``'s bits: a kept one is non-zero; ``PINNED`` where some
+    process keeps it for replacements), for the recipes that every process has. A recipe is kept
     from the moment a rank begins to make its communicator (``derived.derive``), but a death can
     stop some ranks before that (a ``Split``'s exchange of colours and keys); the newest recipe,
     on the others only, is then dropped (so this returns as many as the shortest list)."""
@@ -54,9 +59,9 @@ def agree_held(comm: MPI.Intracomm, mine: list[bool]) -> list[bool]:
     comm.Allreduce(MPI.IN_PLACE, count, MPI.MIN)
     if count[0] == 0:
         return []
-    buf = array.array("B", [1 if h else 0 for h in mine[: count[0]]])
+    buf = array.array("B", [int(h) & (HELD | PINNED) for h in mine[: count[0]]])
     comm.Allreduce(MPI.IN_PLACE, buf, MPI.BOR)
-    return [bool(b) for b in buf]
+    return list(buf)
 
 
 def handed_entries(comm: MPI.Intracomm, state: State, recipes: list[Recipe], was_active: bool, me: int,

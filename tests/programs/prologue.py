@@ -28,6 +28,8 @@ p.add_argument("--eval-refuse", action="store_true", help="after each run's allr
                "replacement cannot redo)")
 p.add_argument("--eval-split", action="store_true", help="after each run, a Split of comm (by parity) that "
                "the next run's steps use, rebound each time")
+p.add_argument("--lazy", action="store_true", help="a Split of comm made in the first step and kept (its "
+               "colour and key are rank 0's of --eval-split's too)")
 a = p.parse_args()
 
 N, MOD = 4096, 1_000_003
@@ -61,13 +63,18 @@ def step(k):
     k += base  # (--fresh: a new Runtime's steps count from 0)
     g = (w * (r + 1) + k) % 1000
     comm.Allreduce(MPI.IN_PLACE, g)
+    global lazy
     if ev is not None:  # (--eval-split: the halves made after the last run; nothing the state depends on)
         assert ev.allreduce(1) == ev.Get_size()
+    if a.lazy and lazy is None:
+        lazy = comm.Split(r // 2, r)
+    if lazy is not None:
+        assert lazy.allreduce(r) == sum(q for q in range(n) if q // 2 == r // 2)
     with rt.update():
         w[...] = (w + cfg["scale"] * g) % cfg["mod"]
 
 
-metrics, base, runtimes, ev = [], 0, [rt], None
+metrics, base, runtimes, ev, lazy = [], 0, [rt], None, None
 for e in range(1, a.epochs + 1):  # (commit_at_end: each run ends with a commit and a barrier)
     rt = runtimes[-1]
     base = (e - 1) * a.steps // a.epochs if a.fresh else 0
