@@ -218,8 +218,8 @@ def _answered_at(state: State, op: str, parent: Tracked, me: int, mine: Any) -> 
     when it matches. One a step made and kept in a run the replacement skipped waits for its own
     step's call (before, it stood at the head, and the evaluation's Split after that run was made
     for real, or answered with it: the job hung). Without pins (no Runtime): the head."""
-    p = state.prologue
-    catching_up = p.replaying is not None and not p.inside and p.remade_outside_runs()
+    p = state.prologue  # (its Runtime may not exist yet here: the agreed pins say the survivors had one)
+    catching_up = p.replaying is not None and not p.inside and bool(state.pinned)
     at = next((j for j, (place, _h) in enumerate(state.replay) if (place in state.pinned) == catching_up), None)
     if at is None or not replays(state.recipes[state.replay[at][0]], op, parent._index, me, mine):
         return None
