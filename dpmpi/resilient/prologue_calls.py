@@ -174,18 +174,9 @@ def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, ag
     keep = None
     if op == "Allreduce" and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
         keep = bytes(result_buffer(op, args, kwargs))
-    failure: BaseException | None = None
-    out = None
-    try:
-        out = make()
-    except (ProcFailedError, RevokedError) as exc:
-        failure = exc
-    try:
-        if agree(0 if failure else 1):
-            return out, False
-        failure = failure or ProcFailedError(f"a peer's {op}() failed between two runs", MPI.ERR_PROC_FAILED)
-    except (ProcFailedError, RevokedError) as exc:
-        failure = exc
+    out, failure = _made_and_agreed(op, make, agree)
+    if failure is None:
+        return out, False
     if keep is not None:
         result_buffer(op, args, kwargs)[:] = keep
     recover(failure)
@@ -199,23 +190,35 @@ def creation_between_runs(op: str, make: Callable[[], Any], agree: Callable[[int
     the prologue, with a Runtime made): ``make()``, then an agreement on its success, as for a
     collective (``between_runs``). On a failure no rank keeps what it made (where the creation
     completed, its handle is dropped and ``let_go()`` unpins it before the repair, so that no
-    rank holds it and the repair forgets it everywhere), the Runtime repairs (``recover``), and every rank, a replacement too,
-    makes it again (``again()``). Before, the failure was the program's and ended the job (a
-    2-D grid's row and column ``Split`` after a long load: 12 of 12 kills from outside in
-    ``bench/strangers/prologue_split.py``)."""
+    rank holds it and the repair forgets it everywhere), the Runtime repairs (``recover``), and
+    every rank, a replacement too, makes it again (``again()``). Before, the failure was the
+    program's and ended the job (a 2-D grid's row and column ``Split`` after a long load: 12 of
+    12 kills from outside in ``bench/strangers/prologue_split.py``)."""
+    made, failure = _made_and_agreed(op, make, agree)
+    if failure is None:
+        return made
+    let_go()  # (nor keeps it for replacements)
+    recover(failure)
+    return again()
+
+
+def _made_and_agreed(op: str, make: Callable[[], Any],
+                     agree: Callable[[int], int]) -> tuple[Any, BaseException | None]:
+    """``make()``, then the agreement on its success on every rank: (its result, None), or
+    (None, the failure) where some rank's call failed. On a failure this frame lets go of the
+    result too (a failure's traceback keeps the frame, and a creation's result must not stay
+    held through the repair: ``creation_between_runs``)."""
     failure: BaseException | None = None
-    made = None
+    out = None
     try:
-        made = make()
+        out = make()
     except (ProcFailedError, RevokedError) as exc:
         failure = exc
     try:
         if agree(0 if failure else 1):
-            return made
+            return out, None
         failure = failure or ProcFailedError(f"a peer's {op}() failed between two runs", MPI.ERR_PROC_FAILED)
     except (ProcFailedError, RevokedError) as exc:
         failure = exc
-    made = None  # (no rank holds it: the repair forgets it, and the call below makes it anew everywhere)
-    let_go()  # (nor keeps it for replacements)
-    recover(failure)
-    return again()
+    out = None  # (no rank holds it: the repair forgets it, and the call is made anew everywhere)
+    return out, failure
