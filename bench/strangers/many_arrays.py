@@ -1,9 +1,9 @@
-"""A stranger's program (written from the README only): a model with many parameter arrays, as a
-deep network has (300 of them, 64 B to 128 KiB each, ~14 MiB in all, float32 and float64), all
-given to dpmpi.Runtime by name (`plain` as a second argument: no Runtime, the baseline). Each step computes a "gradient" per array from the step number,
-Allreduces all of them as one flat buffer, and applies an SGD step with momentum (a second array
-per parameter: 600 arrays of state). Prints the ranks' digests and the run's seconds per step
-on rank 0.
+"""A stranger's program (written from the README only): a model with many parameter arrays, as a deep
+network has (300 of them, 64 B to 128 KiB each, ~14 MiB in all, float32 and float64), all given to
+dpmpi.Runtime by name (`plain` as a second argument: no Runtime, the baseline). Each step computes a
+"gradient" per array from the step number, Allreduces all of them as one flat buffer, and applies an
+SGD step with momentum (a second array per parameter: 600 arrays of state). Prints the ranks'
+digests and the run's seconds per step on rank 0.
     ACTIVE=1 bench/strangers/loop.sh many_arrays.py 200 10"""
 import contextlib
 import hashlib
