@@ -733,7 +733,9 @@ _prologue_failure_free: list = []  # (this pytest process's failure-free run of 
     pytest.param("1:load@5:KILL", 1, marks=pytest.mark.long),  # before the Split: the others meet it there
     ("3:created@1:KILL", 1),  # the Split made: the others in its agreement, holding it
     pytest.param("0:created@2:KILL", 1, marks=pytest.mark.long),  # the Dup made; the Split kept for the replacement
-    ("1:step@10:KILL", 1),  # in the run: the replacement makes the prologue's freed Split_type with the survivors
+    # in the run: the replacement makes the prologue's freed Split_type with the survivors (make test's budget:
+    # test_a_communicator_made_after_each_run_...[--lazy] needs the same pins)
+    pytest.param("1:step@10:KILL", 1, marks=pytest.mark.long),
 ])
 def test_a_death_in_the_prologue_is_repaired_there_when_the_runtime_was_made_before_it(dpmpi_run, faults, spares):
     """A Runtime made before the prologue's collectives (a Bcast of rank 0's weights, an
