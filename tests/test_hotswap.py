@@ -644,6 +644,19 @@ def test_a_death_between_two_runs_is_repaired_there_and_the_evaluations_call_mad
     assert final[victim]["role"] == "RECOVERED" and all(f["recoveries"] == 1 for f in final.values()), final
 
 
+@pytest.mark.long  # (make test's budget; tests/test_logic.py covers the decision without MPI)
+def test_a_primitives_programs_replacement_gets_its_setups_communicators_from_the_repair(dpmpi_run):
+    """Two communicators made before the first snapshot of a program of dpmpi's primitives and
+    kept: the replacement's two Splits are answered, in order, with those the repair remade. A
+    first version of the thirty-eighth session's pins made its second one for real (a hang)."""
+    def digest(faults):
+        job = dpmpi_run(5, "primitives_comms.py", "300", launcher_args=["--spares", "1"], faults=faults, timeout=60)
+        assert job.returncode == 0, job.stdout + job.stderr
+        return [json.loads(line) for line in job.stdout.splitlines() if '"digest"' in line][-1]
+    want, got = digest(""), digest("1:Allreduce@100:KILL")
+    assert got["digest"] == want["digest"] and got["recoveries"] == 1, (want, got)
+
+
 @pytest.mark.parametrize("extra,faults", [
     pytest.param([], "0:step@50:KILL", marks=pytest.mark.long),  # (make test's budget: the next one covers it)
     (["--lazy"], "0:step@30:KILL"),

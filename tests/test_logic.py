@@ -1804,6 +1804,24 @@ def test_a_communicator_made_outside_the_runs_is_kept_for_replacements_even_once
     assert holding.held(st) == [holding.PINNED, holding.PINNED]
 
 
+def test_a_replacement_remakes_its_survivors_setup_only_where_they_had_a_runtime():
+    """A replacement matches its calls outside the runs against the pinned communicators only where
+    its survivors had a dpmpi.Runtime (in or past a run, or in their prologue with one made): a
+    program of dpmpi's primitives pins none, and its replacement's setup takes them in order (a
+    first version looked for pins there and made the second Split for real: a hang)."""
+    from dpmpi.resilient import prologue
+
+    for handed, want in [(([], False, 0, 0, False), False),  # primitives: the prologue closed, no runs
+                         (([], False, 2, 0, False), True),  # inside run 2
+                         (([], False, 0, 0, True), True),  # in the prologue, a Runtime made
+                         (([], False, 3, 0, True), True)]:  # between runs 2 and 3
+        new = prologue.Prologue()
+        new.adopt(handed)
+        assert new.remakes_survivors_setup() is want, handed
+        new.run_begins()
+        assert not new.remakes_survivors_setup()  # (inside a run: its steps' calls)
+
+
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):
     import numpy as np
 

@@ -195,7 +195,6 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     at = _answered_at(state, op, parent, me, mine)
     if at is not None:
         place, handle = state.replay.pop(at)  # a replacement catching up: the survivors made this one already
-        holding.pin_if_outside_runs(state, place)
         return handle if handle is not None else _make_late(state, place, op, parent, mine)
     recover = state.prologue.watches_creation() if parent._index < 0 and op in ALL_RANKS else None
     if recover is not None:  # (outside dpmpi.Runtime's runs, one made: a failure there is repaired)
@@ -217,9 +216,8 @@ def _answered_at(state: State, op: str, parent: Tracked, me: int, mine: Any) -> 
     survivors did there, the first of those made there (pinned), else the first of the others,
     when it matches. One a step made and kept in a run the replacement skipped waits for its own
     step's call (before, it stood at the head, and the evaluation's Split after that run was made
-    for real, or answered with it: the job hung). Without pins (no Runtime): the head."""
-    p = state.prologue  # (its Runtime may not exist yet here: the agreed pins say the survivors had one)
-    catching_up = p.replaying is not None and not p.inside and bool(state.pinned)
+    for real, or answered with it: the job hung). Where they had no Runtime: the head."""
+    catching_up = state.prologue.remakes_survivors_setup()
     at = next((j for j, (place, _h) in enumerate(state.replay) if (place in state.pinned) == catching_up), None)
     if at is None or not replays(state.recipes[state.replay[at][0]], op, parent._index, me, mine):
         return None

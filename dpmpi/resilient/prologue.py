@@ -203,6 +203,12 @@ class Prologue:
         iteration came before its survivors' first snapshot, so not there."""
         return bool(self.runs) or self.recover is not None
 
+    def remakes_survivors_setup(self) -> bool:
+        """On a replacement: whether it is running again, outside its runs, what its survivors did
+        outside dpmpi.Runtime's runs (they had a Runtime: in or past a run, or in their prologue
+        with one made; its own Runtime may not exist yet)."""
+        return self.replaying is not None and not self.inside and (self.target > 0 or self.unsnapshotted)
+
     @property
     def done(self) -> bool:
         """Closed and not replaying: calls go straight to MPI from now on."""
