@@ -1,59 +1,53 @@
-"""A program on dpmpi's primitives (bench/strangers/primitives_loop.py) with two communicators
+"""A program on dpmpi's primitives (Snapshot, Respawn, restore; no Runtime) with two communicators
 made before its first snapshot and kept, a row and a column, used in every step. A replacement's
-setup gets both from the repair, in order (a hang in the thirty-eighth session's pins, before
-e.g. DPMPI_FAULTS=1:Allreduce@100:KILL was answered right). Prints the ranks' digests on rank 0.
+setup gets both from the repair, in order (a hang with a first version of the thirty-eighth
+session's pins, e.g. under DPMPI_FAULTS=1:Allreduce@100:KILL). Prints the ranks' digests on rank 0.
     primitives_comms.py STEPS"""
-import sys, hashlib, json
+import hashlib
+import json
+import sys
+
 import dpmpi
 import numpy as np
 from mpi4py import MPI
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+steps = int(sys.argv[1])
 comm = dpmpi.init()
 r = comm.Get_rank()
-u = np.random.default_rng(3 + r).random(1 << 16)
-acc = np.zeros(8)
 row = comm.Split(r // 2, r)
 col = comm.Split(r % 2, r)
-snap = dpmpi.Snapshot(comm, {"u": u, "acc": acc}, replicas=1)
-FAIL = (dpmpi.ProcFailedError, dpmpi.RevokedError)
+x = np.full(4096, float(r + 1))
+snap = dpmpi.Snapshot(comm, {"x": x}, replicas=1)
 
-def recover(repair):
+
+def restored(repair: bool) -> int:
     while True:
         try:
             if repair:
                 comm.Respawn()
             return snap.restore()
-        except FAIL:
+        except (dpmpi.ProcFailedError, dpmpi.RevokedError):
             repair = True
 
+
 if comm.role is dpmpi.Role.RECOVERED:
-    k = recover(False)
+    k = restored(False)
 else:
-    snap.stage(); snap.commit(0)
+    snap.stage()
+    snap.commit(0)
     k = 0
-while k < N:
+while k < steps:
     try:
-        with dpmpi.interrupt_on_failure():
-            while k < N:
-                n = comm.Get_size()
-                left, right = (r - 1) % n, (r + 1) % n
-                halo = np.empty(16)
-                comm.Sendrecv(u[:16].copy(), dest=left, recvbuf=halo, source=right)
-                s = np.array([u.sum()])
-                tot = np.empty(1)
-                comm.Allreduce(s, tot, op=MPI.SUM)
-                tot[0] += row.allreduce(1) + 10 * col.allreduce(1)
-                for _ in range(1):
-                    u[:] = 3.9 * u * (1.0 - u)
-                u[-16:] = 0.5 * (u[-16:] + halo)
-                acc[k % 8] += tot[0]
-                snap.stage(); snap.commit(k + 1)
-                k += 1
-    except FAIL:
-        k = recover(True)
-h = hashlib.sha256(); h.update(u.tobytes()); h.update(acc.tobytes())
-d = comm.gather(h.hexdigest()[:16], root=0)
+        total = np.empty(1)
+        comm.Allreduce(np.array([x.sum()]), total, op=MPI.SUM)
+        grid = row.allreduce(r) + 10 * col.allreduce(r)
+        x[:] = np.sin(x + 1e-6 * total[0]) + 1e-3 * grid
+        snap.stage()
+        snap.commit(k + 1)
+        k += 1
+    except (dpmpi.ProcFailedError, dpmpi.RevokedError):
+        k = restored(True)
+d = comm.gather(hashlib.sha256(x.tobytes()).hexdigest()[:16], root=0)
 if r == 0:
     print(json.dumps({"digest": d, "recoveries": comm.repairs}), flush=True)
 snap.close()
