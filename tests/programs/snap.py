@@ -7,6 +7,7 @@ dpmpi.Runtime does (restore(swap=True), then wait_refill() before writing the ar
 line per event on stdout."""
 import argparse
 import json
+import sys
 import time
 
 
@@ -32,6 +33,7 @@ parser.add_argument("--no-close", action="store_true", help="end without snap.cl
 args = parser.parse_args()
 
 comm = dpmpi.init()
+preloaded = "dpmpi.runtime" in sys.modules  # (a spare imports it before it waits; this program never does)
 wid = MPI.COMM_WORLD.Get_rank()
 
 
@@ -45,7 +47,7 @@ def expected(rank, epoch):
 
 state = {k: v.copy() for k, v in expected(comm.Get_rank(), 0).items()}
 snap = dpmpi.Snapshot(comm, state, replicas=args.replicas, threads=args.threads, persist_dir=args.persist)
-log("active", role=comm.role.value, locked=snap.locked)
+log("active", role=comm.role.value, locked=snap.locked, preloaded=preloaded)
 
 
 def restore():
