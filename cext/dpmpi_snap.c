@@ -976,6 +976,7 @@ struct dpmpi_engine {
     atomic_int error;
     int stream;
     pid_t pull;         /* > 0: the job's sources are this process's memory (dpmpi_engine_pull) */
+    size_t batch;       /* units claimed at once (a pull of small units: one read for several) */
     atomic_int pull_errno;
     pid_t *tids;        /* the workers' thread ids, for raising their priority while a caller waits */
     atomic_int ntids;
@@ -1002,10 +1003,52 @@ static int pull_unit(pid_t pid, char *dst, const char *src, size_t len) {
     return 0;
 }
 
+#define PULL_BATCH 64                /* units per read (process_vm_readv takes up to IOV_MAX iovecs) */
+#define PULL_SMALL ((size_t)256 << 10) /* pulls whose units average less than this are read in batches */
+
+/* Read units [u, end) of a pull with one process_vm_readv (a read per unit cost ~5 us: a state
+ * of 600 arrays of 53 KiB read in 5.5 ms against 2.7 ms for one array of the same bytes); what a
+ * short read left is read unit by unit. Then each unit's digest, as run_units does. 0 or an errno. */
+static int pull_batch(dpmpi_engine *e, size_t u, size_t end) {
+    struct iovec local[PULL_BATCH], remote[PULL_BATCH];
+    for (size_t k = u; k < end; k++) {
+        local[k - u] = (struct iovec){e->units[k].dst, e->units[k].len};
+        remote[k - u] = (struct iovec){(void *)e->units[k].src, e->units[k].len};
+    }
+    ssize_t n;
+    do n = process_vm_readv(e->pull, local, (unsigned long)(end - u), remote, (unsigned long)(end - u), 0);
+    while (n < 0 && errno == EINTR);
+    size_t got = n < 0 ? 0 : (size_t)n;
+    for (size_t k = u; k < end; k++) {
+        unit_t *un = &e->units[k];
+        if (got < un->len) { /* a short read: the rest of this unit, then each unit alone */
+            int err = pull_unit(e->pull, un->dst + got, un->src + got, un->len - got);
+            if (err) return err;
+        }
+        got = got < un->len ? 0 : got - un->len;
+        un->digest = do_unit(NULL, un->dst, un->len, 0);
+        atomic_store_explicit(&un->done, 1, memory_order_release);
+    }
+    return 0;
+}
+
 /* Claim and process units until none is left (workers, and callers that wait). */
 static void run_units(dpmpi_engine *e) {
     for (;;) {
         if (atomic_load(&e->error)) break;
+        if (e->batch > 1) {
+            size_t u = atomic_fetch_add(&e->next, e->batch);
+            if (u >= e->nunits) break;
+            size_t end = u + e->batch < e->nunits ? u + e->batch : e->nunits;
+            int err = pull_batch(e, u, end);
+            if (err) {
+                int expected = 0;
+                atomic_store(&e->pull_errno, err);
+                atomic_compare_exchange_strong(&e->error, &expected, DPMPI_ENGINE_PULL_FAILED);
+                break;
+            }
+            continue;
+        }
         size_t u = atomic_fetch_add(&e->next, 1);
         if (u >= e->nunits) break;
         unit_t *un = &e->units[u];
@@ -1144,6 +1187,7 @@ static int engine_start(dpmpi_engine *e, pid_t pull, int nseg, char *const *dst,
     for (int s = 0; s < nseg; s++) total += len[s];
     e->stream = total >= STREAM_MIN && pull == 0;
     e->pull = pull;
+    e->batch = pull > 0 && e->fail_after == SIZE_MAX && k > 1 && total / k < PULL_SMALL ? PULL_BATCH : 1;
     atomic_store(&e->next, 0);
     atomic_store(&e->copied, 0);
     atomic_store(&e->error, 0);
