@@ -1,7 +1,9 @@
 """dpmpi.Snapshot on one process (MPI singleton, COMM_SELF): the C copy engine, double buffering,
 checksums, the mlock fallback, persistence, and bad input. The multi-rank and fault cases are in
 test_snapshot.py."""
+import ctypes
 import inspect
+import mmap
 import os
 import random
 import shutil
@@ -488,3 +490,56 @@ def test_the_engine_reads_another_processs_memory_and_checksums_what_arrived():
     assert rc == Codes.injected() and 0 < np.count_nonzero(dst == src) < n
     rc, got = engine.pull(os.getpid(), [memoryview(dst)], [int(ffi.cast("uintptr_t", ffi.from_buffer(src)))])
     assert (rc, got) == (0, want)  # (the hook stops one read only)
+
+
+def test_a_pull_of_many_small_arrays_reads_them_in_batches_and_reports_a_bad_one():
+    """Many small segments (a state of many arrays) are read several per process_vm_readv: the
+    bytes and the checksum are those of a copy job over the same segments; a segment that is not
+    mapped, in the middle of a batch, fails with EFAULT after the segments before it arrived."""
+    from dpmpi.snapshot.native import Codes, cext
+
+    ffi = cext().ffi
+    engine = Engine(1)
+    rng = np.random.default_rng(5)
+    for count, most in ((150, 40000), (700, 9000), (10, 5000)):  # on the copy threads, and run here (small)
+        srcs = [rng.integers(0, 255, int(rng.integers(1, most)), dtype=np.uint8) for _ in range(count)]
+        dsts = [np.zeros_like(a) for a in srcs]
+        addrs = [int(ffi.cast("uintptr_t", ffi.from_buffer(a))) for a in srcs]
+        want = engine.checksum([ffi.from_buffer(a) for a in srcs], [a.nbytes for a in srcs])
+        rc, got = engine.pull(os.getpid(), [memoryview(d) for d in dsts], addrs)
+        assert (rc, got) == (0, want) and all(np.array_equal(a, d) for a, d in zip(srcs, dsts))
+    for d in dsts:
+        d[:] = 0
+    rc, _ = engine.pull(os.getpid(), [memoryview(d) for d in dsts], addrs[:6] + [4096] + addrs[7:])
+    assert (rc, engine.pull_errno()) == (Codes.pull_failed(), 14)  # EFAULT
+    assert all(np.array_equal(srcs[i], dsts[i]) for i in range(6))
+
+
+def test_registering_arrays_never_written_makes_their_pages_resident():
+    """A Snapshot faults its arrays' pages in when it registers them (then a restore never
+    writes into pages that are not there: ~0.1 GB/s; restores do not fault them again), many
+    arrays that have no pages yet here; a restore writes them back bit for bit."""
+    P = mmap.PAGESIZE
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+
+    def resident(a: np.ndarray) -> int:
+        vec = ctypes.create_string_buffer(a.nbytes // P)
+        assert libc.mincore(a.ctypes.data, a.nbytes, vec) == 0
+        return sum(b & 1 for b in vec.raw)
+
+    maps = [mmap.mmap(-1, (256 + i) * P) for i in range(64)]  # anonymous: no page until written
+    arrays = {f"a{i}": np.frombuffer(m, np.uint8) for i, m in enumerate(maps)}
+    assert sum(resident(a) for a in arrays.values()) == 0
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
+        assert [resident(a) for a in arrays.values()] == [a.nbytes // P for a in arrays.values()]
+        for i, a in enumerate(arrays.values()):
+            a[::97] = i + 1
+        want = {k: a.copy() for k, a in arrays.items()}
+        snap.stage()
+        snap.commit(1)
+        for a in arrays.values():
+            a[:] = 0
+        assert snap.restore() == 1
+        assert all(np.array_equal(arrays[k], want[k]) for k in arrays)
+    arrays.clear()
