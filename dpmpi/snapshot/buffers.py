@@ -28,16 +28,18 @@ class Buffers:
         self.entries = entries
         self.host_entries = tuple(e for e in entries if device is None or e.name not in device.device)
         self.nbytes = total(entries)
+        ptrs, views = self.sources()
         # now, off the critical path: a restore writes into these pages. Once: faulting them in
         # again on each restore cost ~0.3 us per 4 KiB page even with every page there (600
         # arrays of 53 KiB: 2.4 ms; arrays in huge pages cost nothing)
-        prefault(*self.sources())
+        prefault(ptrs, views)
         self.engine = Engine(threads)
         # the arrays whose pages a restore may exchange with the slot's ({name: address}); the own
         # slots start in a page where those (else most bytes) start: Open MPI's single-copy reads
         # ran 3x slower into arrays a few bytes past their source's offset (docs/design.md, Staging)
-        self.swappable = self._swappable()
-        addrs = self.swappable or self._addresses()
+        addresses = self._addresses(ptrs)
+        self.swappable = self._swappable(views, addresses)
+        addrs = self.swappable or addresses
         self.shift = pageswap.shift_for((a, e.nbytes) for e in entries if (a := addrs.get(e.name)) is not None)
         self.own = [Slot(self.nbytes, lock, self.shift), Slot(self.nbytes, lock, self.shift)]
         if device is not None:
@@ -49,19 +51,19 @@ class Buffers:
         self.unstaged: tuple[Slot, int, int] | None = None  # (slot, epoch, digest) before the last stage
         self.last_rc = 0  # the last copy job's result
 
-    def _addresses(self) -> dict[str, int]:
-        """The registered host arrays' addresses, by name (none with device arrays: their slots
-        are registered with the device as they are)."""
+    def _addresses(self, ptrs: list) -> dict[str, int]:
+        """The registered host arrays' addresses (``ptrs``: ``sources()``'s), by name (none with
+        device arrays: their slots are registered with the device as they are)."""
         if self.device is not None:
             return {}
         ffi = cext().ffi
-        return {e.name: int(ffi.cast("uintptr_t", p)) for e, p in zip(self.host_entries, self.sources()[0])}
+        return {e.name: int(ffi.cast("uintptr_t", p)) for e, p in zip(self.host_entries, ptrs)}
 
-    def _swappable(self) -> dict[str, int]:
+    def _swappable(self, views: list[memoryview], addrs: dict[str, int]) -> dict[str, int]:
         minimum = config.get("DPMPI_SWAP_MIN")
         if self.device is not None or not minimum:
             return {}
-        ranges, views, addrs = pageswap.anonymous_ranges(), self.sources()[1], self._addresses()
+        ranges = pageswap.anonymous_ranges()
         return {e.name: a for e, v in zip(self.host_entries, views)
                 if v.nbytes >= minimum and pageswap.covered(ranges, a := addrs[e.name], a + v.nbytes)}
 
