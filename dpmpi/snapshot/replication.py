@@ -40,7 +40,10 @@ class Replication:
         self.repl: Replicator | None = None
         self.layouts: dict[int, list] = {}  # logical rank -> its layout signature
         self.shifts: dict[int, int] = {}  # logical rank -> its own slots' shift: its replica slots start there too
-        self.held: dict[int, list[Slot]] = {}  # owner's logical rank -> two replica slots
+        # owner's logical rank -> two replica slots. Set by the program's thread, or by a
+        # restore's refill job on the Snapshot's committer thread (make_slots), which the
+        # program's thread joins before it uses them again (wait_refill, a restore's quiesce)
+        self.held: dict[int, list[Slot]] = {}
         # a waiting spare prepares the replica slots it will need if its layout is the common
         # one, so that taking over allocates nothing
         self.pool = [Slot(total(entries), lock, shift) for _ in range(2 * pool)]
