@@ -36,6 +36,19 @@ def test_bad_lists_and_values_are_refused_with_a_message(capsys):
         e2e.workload("accel0", 8)
 
 
+def test_restore_splits_the_state_into_arrays_and_compares_with_one_array():
+    o = cli.resolve("restore", cli.parser().parse_args(["restore", "--arrays", "1,600"]))
+    assert o.arrays == [1, 600] and cli.resolve("restore", cli.parser().parse_args(["restore", "--quick"])).arrays == [1]
+    assert (restore.key(32, 1), restore.key(32.5, 600)) == ("32", "32.5x600")
+    point = lambda arrays, ms: {"state_mib": 32, "arrays": arrays, "ratio_copy": 1.0, "summary": {  # noqa: E731
+        v: {"copy_ms_median": 3.0, "restore_ms_median": ms} for v in ("untouched", "touched")}}
+    lines = restore.summary({"by_state_mib": {"32": point(1, 6.0), "32x600": {**point(600, 9.0), "vs_one_array": {
+        "untouched": 1.5, "touched": 1.5}}}})
+    assert lines[0].startswith("32 MiB per rank: restore copy median 3.0 ms")
+    assert lines[1].startswith("32 MiB per rank in 600 arrays:") and lines[1].endswith("restore 9.0 ms, 1.50x one "
+                                                                                     "array's (touched)")
+
+
 def test_extra_mpirun_arguments_after_the_double_dash():
     own, extra = cli.split_argv(["all", "--quick", "--hostfile", "h", "--", "--mca", "btl_tcp_if_include", "ib0"])
     assert own == ["all", "--quick", "--hostfile", "h"] and extra == ["--mca", "btl_tcp_if_include", "ib0"]

@@ -24,7 +24,7 @@ from dpmpi.bench.common import BenchError, Context, Launcher, parse_list, source
 # subcommand -> (module, one line of help); "all" runs them in this order, then "report"
 SUBCOMMANDS = {
     "repair": ("repair", "hot-swap repair time per phase, kill -> repaired (tests/programs/hotswap.py)"),
-    "restore": ("restore", "restore speed into untouched vs touched arrays, per state size"),
+    "restore": ("restore", "restore speed into untouched vs touched arrays, per state size and number of arrays"),
     "snapshot": ("snapshot", "snapshot throughput, replication, restore, compute kept while snapshotting"),
     "e2e": ("e2e", "time to resume vs relaunch + reload of the mpi4py twins, per workload and state size"),
     "overhead": ("overhead", "failure-free overhead vs snapshot interval, and the expected lost work"),
@@ -39,7 +39,8 @@ QUICK_SKIP = ("watcher",)  # all --quick leaves these out (seconds-long steps)
 DEFAULTS = {
     "repair": {"ranks": ([4, 8], [4]), "spares": (1, 1), "kills": (20, 2), "respawn_ranks": ([4, 8], [4]),
                "idle_iters": (200000, 20000), "timeout": (120, 120)},
-    "restore": {"ranks": ([2], [2]), "state_mib": ([8, 64, 256], [8, 64]), "repeats": (3, 1), "timeout": (300, 300)},
+    "restore": {"ranks": ([2], [2]), "state_mib": ([8, 64, 256], [8, 64]), "arrays": ([1, 600], [1]), "repeats": (3, 1),
+                "timeout": (300, 300)},
     "snapshot": {"sizes": ([1, 16, 64, 256, 1024], [1, 16, 64]), "repl_sizes": ([16, 64, 256], [16, 64]),
                  "repeats": (5, 3), "compute_mib": (64, 16), "timeout": (600, 600)},
     "e2e": {"workloads": (["mlp-batch16", "mlp-batch256", "jacobi", "accel250"], ["jacobi"]),
@@ -88,6 +89,9 @@ def _specific(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--respawn-ranks", type=lambda s: _list("--respawn-ranks")(s) if s else [],
                        help="active ranks for the respawn path (no spares, policy respawn; '' to skip)")
         p.add_argument("--idle-iters", type=int, help="iterations of the failure-free job timing the idle spare")
+    elif name == "restore":
+        p.add_argument("--arrays", type=_list("--arrays"), help="the state split into N equal arrays, e.g. 1,600 "
+                                                                "(each split against one array of the same bytes)")
     elif name == "snapshot":
         p.add_argument("--sizes", type=_list("--sizes"), help="MiB for stage+commit, e.g. 1,16,64")
         p.add_argument("--repl-sizes", type=_list("--repl-sizes"), help="MiB for replication")
