@@ -647,8 +647,10 @@ def test_a_death_between_two_runs_is_repaired_there_and_the_evaluations_call_mad
 @pytest.mark.long  # (make test's budget; tests/test_logic.py covers the decision without MPI)
 def test_a_primitives_programs_replacement_gets_its_setups_communicators_from_the_repair(dpmpi_run):
     """Two communicators made before the first snapshot of a program of dpmpi's primitives and
-    kept: the replacement's two Splits are answered, in order, with those the repair remade. A
-    first version of the thirty-eighth session's pins made its second one for real (a hang)."""
+    kept, after a node-local Split_type made there and freed: the replacement's three calls are
+    answered, in order, with those the repair remade. A first version of the thirty-eighth
+    session's pins made its second Split for real (a hang); until the thirty-ninth session the
+    freed one was forgotten and the replacement made its Split_type for real (a hang)."""
     def digest(faults):
         job = dpmpi_run(5, "primitives_comms.py", "300", launcher_args=["--spares", "1"], faults=faults, timeout=60)
         assert job.returncode == 0, job.stdout + job.stderr

@@ -216,7 +216,7 @@ def _answered_at(state: State, op: str, parent: Tracked, me: int, mine: Any) -> 
     survivors did there, the first of those made there (pinned), else the first of the others,
     when it matches. One a step made and kept in a run the replacement skipped waits for its own
     step's call (before, it stood at the head, and the evaluation's Split after that run was made
-    for real, or answered with it: the job hung). Where they had no Runtime: the head."""
+    for real, or answered with it: the job hung). Without a Runtime, likewise in its prologue."""
     catching_up = state.prologue.remakes_survivors_setup()
     at = next((j for j, (place, _h) in enumerate(state.replay) if (place in state.pinned) == catching_up), None)
     if at is None or not replays(state.recipes[state.replay[at][0]], op, parent._index, me, mine):

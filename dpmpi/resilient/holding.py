@@ -39,8 +39,8 @@ def pin_if_outside_runs(state: State, place: int) -> None:
     """A derived communicator made (or, on a replacement, handed) at ``place`` outside
     dpmpi.Runtime's runs: a replacement runs that code again and makes it (its call is answered
     with the one the repair remade), so every repair keeps it, freed or not, once a Runtime covers
-    this process's prologue (``held``; made before the Runtime too; not in a program of dpmpi's
-    primitives: ``Prologue.remade_outside_runs``). Before, a node-local ``Split_type`` made
+    this process's prologue (``held``; made before the Runtime too; in a program of dpmpi's
+    primitives, once its prologue closed: ``Prologue.remade_outside_runs``). Before, a node-local ``Split_type`` made
     there to count the node's ranks and then freed hung the job at its first failure: the
     replacement's call was made for real while the survivors, in their recovery, never made it
     again."""

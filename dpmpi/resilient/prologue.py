@@ -198,16 +198,17 @@ class Prologue:
 
     def remade_outside_runs(self) -> bool:
         """Whether a replacement runs again, in order, what this process did outside dpmpi.Runtime's
-        runs (a Runtime made or run: it skips the runs its survivors finished and runs the rest).
-        A program of dpmpi's primitives restores where it chooses, often before a loop whose first
-        iteration came before its survivors' first snapshot, so not there."""
-        return bool(self.runs) or self.recover is not None
+        runs (a Runtime made or run: it skips the runs its survivors finished), or its closed
+        prologue (dpmpi's primitives: a replacement runs its setup again before it restores; not
+        before the first snapshot, or a program without snapshots would keep every communicator)."""
+        return bool(self.runs) or self.recover is not None or self.closed
 
     def remakes_survivors_setup(self) -> bool:
         """On a replacement: whether it is running again, outside its runs, what its survivors did
         outside dpmpi.Runtime's runs (they had a Runtime: in or past a run, or in their prologue
-        with one made; its own Runtime may not exist yet)."""
-        return self.replaying is not None and not self.inside and (self.target > 0 or self.unsnapshotted)
+        with one made; its own Runtime may not exist yet), or, with dpmpi's primitives, their
+        prologue (it is in its own, answered from their closed record)."""
+        return self.replaying is not None and not self.inside
 
     @property
     def done(self) -> bool:

@@ -1,7 +1,9 @@
 """A program on dpmpi's primitives (Snapshot, Respawn, restore; no Runtime) with two communicators
-made before its first snapshot and kept, a row and a column, used in every step. A replacement's
-setup gets both from the repair, in order (a hang with a first version of the thirty-eighth
-session's pins, e.g. under DPMPI_FAULTS=1:Allreduce@100:KILL). Prints the ranks' digests on rank 0.
+made before its first snapshot and kept, a row and a column, used in every step, and before them
+a node-local Split_type used for its size and freed. A replacement's setup gets all three from
+the repair, in order (a hang with a first version of the thirty-eighth session's pins, and, until
+the thirty-ninth session, at the freed one, e.g. under DPMPI_FAULTS=1:Allreduce@100:KILL). Prints
+the ranks' digests on rank 0.
     primitives_comms.py STEPS"""
 import hashlib
 import json
@@ -14,9 +16,12 @@ from mpi4py import MPI
 steps = int(sys.argv[1])
 comm = dpmpi.init()
 r = comm.Get_rank()
+node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+on_node = node.Get_size()
+node.Free()
 row = comm.Split(r // 2, r)
 col = comm.Split(r % 2, r)
-x = np.full(4096, float(r + 1))
+x = np.full(4096, float(r + on_node))
 snap = dpmpi.Snapshot(comm, {"x": x}, replicas=1)
 
 
