@@ -40,18 +40,15 @@ class Replication:
         self.repl: Replicator | None = None
         self.layouts: dict[int, list] = {}  # logical rank -> its layout signature
         self.shifts: dict[int, int] = {}  # logical rank -> its own slots' shift: its replica slots start there too
-        # owner's logical rank -> two replica slots. Set by the program's thread, or by a
-        # restore's refill job on the Snapshot's committer thread (make_slots), which the
-        # program's thread joins before it uses them again (wait_refill, a restore's quiesce)
+        # owner's logical rank -> two replica slots: set here or by a restore's refill job (make_slots,
+        # the committer thread; the program's thread joins it first: wait_refill, quiesce)
         self.held: dict[int, list[Slot]] = {}
-        # a waiting spare prepares the replica slots it will need if its layout is the common
-        # one, so that taking over allocates nothing
+        # a waiting spare's replica slots for the common layout: taking over allocates nothing
         self.pool = [Slot(total(entries), lock, shift) for _ in range(2 * pool)]
         self.mpi_lock = threading.Lock()  # a repair's interruption vs a background commit's replication
         self.interrupted = False  # a repair began on this process; cleared by begin_again()
         self.renumbers: list[dict[int, int]] = []  # renumberings of the repairs since the last restore
-        # node-aware placement: every rank's node, and this rank's buddies and owners, set with
-        # each snapshot communicator (setup_comm)
+        # node-aware placement: every rank's node, this rank's buddies and owners (setup_comm)
         self.nodes: list[str] = []
         self.buddies: tuple[int, ...] = ()
         self.owners: tuple[int, ...] = ()
