@@ -93,6 +93,10 @@ int dpmpi_snap_helper_count(void);
 /* Page-aligned memory (2 MiB-aligned huge pages from 4 MiB, see huge_pages), locked when allowed
  * (*locked = 1), else pre-faulted (*err = errno of mlock). */
 void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err);
+/* dpmpi_mem_alloc in two halves: the mapping (no page yet; NULL and *err on failure), then its
+ * pages locked when allowed (*locked = 1), else faulted in (*err = errno of mlock). */
+void *dpmpi_mem_map(size_t nbytes, int *err);
+void dpmpi_mem_settle(void *p, size_t nbytes, int want_lock, int *locked, int *err);
 void dpmpi_mem_free(void *p, size_t nbytes, int locked);
 /* Fault in [p, p + nbytes) writable, contents unchanged (MADV_POPULATE_WRITE): 0 or an errno. */
 int dpmpi_prefault(void *p, size_t nbytes);

@@ -213,14 +213,26 @@ static void *map_aligned(size_t size, size_t align, int *err) {
     return p;
 }
 
-void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err) {
+void *dpmpi_mem_map(size_t nbytes, int *err) {
     size_t size = page_round(nbytes);
-    *locked = 0;
     *err = 0;
     int huge = cfg_huge && size >= HUGE_FROM;
     void *p = map_aligned(size, huge ? HUGE_SIZE : 1, err);
-    if (!p) return NULL;
-    if (huge) madvise(p, size, MADV_HUGEPAGE); /* advice: an error (no THP in this kernel) changes nothing */
+    if (p && huge) madvise(p, size, MADV_HUGEPAGE); /* advice: an error (no THP in this kernel) changes nothing */
+    return p;
+}
+
+void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err) {
+    void *p = dpmpi_mem_map(nbytes, err);
+    *locked = 0;
+    if (p) dpmpi_mem_settle(p, nbytes, want_lock, locked, err);
+    return p;
+}
+
+void dpmpi_mem_settle(void *p, size_t nbytes, int want_lock, int *locked, int *err) {
+    size_t size = page_round(nbytes);
+    *locked = 0;
+    *err = 0;
     if (want_lock) {
         if (mlock(p, size) == 0)
             *locked = 1; /* mlock faults every page in */
@@ -231,7 +243,6 @@ void *dpmpi_mem_alloc(size_t nbytes, int want_lock, int *locked, int *err) {
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
         for (size_t i = 0; i < size; i += page) ((volatile char *)p)[i] = 0;
     }
-    return p;
 }
 
 #ifndef MADV_POPULATE_WRITE

@@ -20,7 +20,7 @@ class Buffers:
     """Two slots of this rank's state: ``committed`` indexes the newest committed one."""
 
     def __init__(self, arrays: Mapping[str, Any], entries: tuple[Entry, ...], threads: int, lock: bool,
-                 device: Any = None) -> None:
+                 device: Any = None, lazy: bool = False) -> None:
         self.arrays = dict(arrays)  # the program's arrays, device arrays included
         # device: the copies of the device arrays (dpmpi.gpu.devsnap.DeviceSlots; None: none),
         # straight between the device and the own slots, which it registers as pinned memory
@@ -41,7 +41,10 @@ class Buffers:
         self.swappable = self._swappable(views, addresses)
         addrs = self.swappable or addresses
         self.shift = pageswap.shift_for((a, e.nbytes) for e in entries if (a := addrs.get(e.name)) is not None)
-        self.own = [Slot(self.nbytes, lock, self.shift), Slot(self.nbytes, lock, self.shift)]
+        # lazy (a replacement's): mapped now, locked at their first write (``settle``), which for a
+        # replacement restored straight into its arrays is its refill, off the restore's path
+        lazy = lazy and device is None
+        self.own = [Slot(self.nbytes, lock, self.shift, lazy), Slot(self.nbytes, lock, self.shift, lazy)]
         if device is not None:
             for slot in self.own:
                 device.register(slot)
@@ -88,6 +91,7 @@ class Buffers:
         target = 1 - self.committed if self.committed >= 0 else 0
         slot = self.own[target]
         before_write(slot)
+        slot.settle()
         in_slot, host, lens = self._pairs(slot, self.sources()[0])
         # the slot's epoch stays restorable until the copy starts writing (it may wait for the
         # previous epoch's replication): remember it, in case that never happens
@@ -146,10 +150,13 @@ class Buffers:
         """The committed epochs in the own slots: {epoch: checksum}."""
         return {s.epoch: s.digest for s in self.own if s.epoch >= 0}
 
-    def receive_into(self) -> Slot:
-        """The slot that a copy from a buddy is received into (both own slots are forgotten)."""
+    def receive_into(self, direct: bool) -> Slot:
+        """The slot that a copy from a buddy is received into (both own slots are forgotten), or,
+        ``direct``, whose header it is received into (its bytes go straight into the arrays)."""
         for s in self.own:
             s.epoch = -1
+        if not direct:
+            self.own[0].settle()
         return self.own[0]
 
     def can_receive_direct(self) -> bool:
@@ -225,26 +232,17 @@ class Buffers:
         back into it, ``finish_refill`` seals it."""
         if slot.epoch != epoch or self.checksum(slot, self.entries) != slot.digest:
             return False, 0
-        ffi = cext().ffi
         ptrs = self.sources()[0]
-        swapped = 0
-        for e, p, unmoved in zip(self.host_entries, ptrs, self._unmoved(ptrs)):  # (no device arrays here)
-            src = slot.ptr + e.offset
-            addr = int(ffi.cast("uintptr_t", p))
-            cut = pageswap.split(addr, int(ffi.cast("uintptr_t", src)), e.nbytes) if unmoved else None
-            if cut is not None and swap_pages(p + cut[0], src + cut[0], cut[1], slot.locked):
-                head, body = cut
-                ffi.memmove(p, src, head)
-                ffi.memmove(p + head + body, src + head + body, e.nbytes - head - body)
-                swapped += body
-            else:
-                ffi.memmove(p, src, e.nbytes)
+        swapped = _exchange(slot, self.host_entries, ptrs, self._unmoved(ptrs))  # (no device arrays here)
         slot.epoch = -1  # (until finish_refill)
         return True, swapped
 
     def start_refill(self, slot: Slot) -> None:
         """Copy the arrays into ``slot`` on the copy threads (after ``swap_back``); the arrays must
-        not change until ``finish_refill`` returns."""
+        not change until ``finish_refill`` returns. Both own slots are settled first (lazy ones:
+        their pages locked here, on the refill's background thread, not at the next stage)."""
+        for s in self.own:
+            s.settle()
         in_slot, host, lens = self._pairs(slot, self.sources()[0])
         self.engine.start(in_slot, host, lens)
 
@@ -264,6 +262,25 @@ class Buffers:
         if self.device is not None:
             self.device.close()
             self.device = None
+
+
+def _exchange(slot: Slot, entries: tuple[Entry, ...], ptrs: list, unmoved: list[bool]) -> int:
+    """``Buffers.swap_back``'s writes: each entry's whole pages exchanged with the slot's where
+    its array allows it (``unmoved``), the other bytes copied; the bytes exchanged."""
+    ffi = cext().ffi
+    swapped = 0
+    for e, p, movable in zip(entries, ptrs, unmoved):
+        src = slot.ptr + e.offset
+        addr = int(ffi.cast("uintptr_t", p))
+        cut = pageswap.split(addr, int(ffi.cast("uintptr_t", src)), e.nbytes) if movable else None
+        if cut is not None and swap_pages(p + cut[0], src + cut[0], cut[1], slot.locked):
+            head, body = cut
+            ffi.memmove(p, src, head)
+            ffi.memmove(p + head + body, src + head + body, e.nbytes - head - body)
+            swapped += body
+        else:
+            ffi.memmove(p, src, e.nbytes)
+    return swapped
 
 
 def load(buffers: Buffers, read: Callable[[Mapping[str, Any]], None], epoch: int) -> None:

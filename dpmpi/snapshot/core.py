@@ -158,7 +158,9 @@ class Snapshot:
         if directory is not None:
             os.makedirs(directory, exist_ok=True)
             every = every or 1
-        self._buffers = buf = Buffers(arrays, entries, threads, bool(lock_memory), device)
+        # (a replacement's own slots: locked at their first write, its refill after a direct restore)
+        self._buffers = buf = Buffers(arrays, entries, threads, bool(lock_memory), device,
+                                      lazy=getattr(self._comm, "role", None) is Role.RECOVERED)
         self._replication = Replication(self._comm, entries, n, bool(lock_memory), n if waiting else 0, buf.shift)
         self._persistence = Persistence(directory, every)
         self._committer = Committer()
@@ -178,7 +180,8 @@ class Snapshot:
 
     @property
     def locked(self) -> bool:
-        """Whether this rank's snapshot memory is locked in RAM."""
+        """Whether this rank's snapshot memory is locked in RAM (a replacement's: from its first
+        write, which its restore or refill makes)."""
         return all(s.locked for s in self._buffers.own)
 
     @property

@@ -61,30 +61,51 @@ _LOCK_WARNED = False
 
 
 class Slot:
-    """One copy of one rank's state in memory owned by dpmpi (``epoch`` -1: holds nothing)."""
+    """One copy of one rank's state in memory owned by dpmpi (``epoch`` -1: holds nothing).
+    ``lazy``: mapped only; its pages are locked (or faulted in) by ``settle()``, which whoever
+    writes it first calls (a replacement's own slots: ``Buffers``)."""
 
-    def __init__(self, nbytes: int, lock: bool, shift: int = 0) -> None:
-        global _LOCK_WARNED
+    def __init__(self, nbytes: int, lock: bool, shift: int = 0, lazy: bool = False) -> None:
         ext = cext()
         locked, err = ext.ffi.new("int *"), ext.ffi.new("int *")
         size = max(nbytes, 1) + shift  # shift: where the bytes start in the first page (pageswap.shift_for)
-        ptr = ext.lib.dpmpi_mem_alloc(size, int(lock), locked, err)
+        ptr = ext.lib.dpmpi_mem_map(size, err) if lazy else ext.lib.dpmpi_mem_alloc(size, int(lock), locked, err)
         if ptr == ext.ffi.NULL:
             raise MemoryError(f"dpmpi: cannot map {size} bytes for a snapshot slot ({os.strerror(err[0])})")
-        self.locked = bool(locked[0])
+        self.lock, self.settled = lock, not lazy
+        self._locked = [bool(locked[0])]  # (read by the unmapping too)
         self.shift, self.size = shift, size
         self.ptr = ext.ffi.gc(ext.ffi.cast("char *", ptr) + shift,
-                              lambda p, n=size, k=int(self.locked): ext.lib.dpmpi_mem_free(p - shift, n, k))
+                              lambda p, n=size, k=self._locked: ext.lib.dpmpi_mem_free(p - shift, n, int(k[0])))
         self.nbytes = nbytes
         self.epoch = -1
         self.digest = 0
         self.hdr = ext.ffi.new("uint64_t[4]")  # epoch, nbytes, digest, owner: what a replica arrives with
-        if lock and not self.locked and not _LOCK_WARNED:
+        if not lazy:
+            self._warn_unlocked(err[0])
+
+    @property
+    def locked(self) -> bool:
+        return self._locked[0]
+
+    def settle(self) -> None:
+        """A lazy slot's pages locked, else faulted in, before it is first written (once)."""
+        if self.settled:
+            return
+        ext = cext()
+        locked, err = ext.ffi.new("int *"), ext.ffi.new("int *")
+        ext.lib.dpmpi_mem_settle(self.ptr - self.shift, self.size, int(self.lock), locked, err)
+        self._locked[0], self.settled = bool(locked[0]), True
+        self._warn_unlocked(err[0])
+
+    def _warn_unlocked(self, err: int) -> None:
+        global _LOCK_WARNED
+        if self.lock and not self.locked and not _LOCK_WARNED:
             _LOCK_WARNED = True
             warnings.warn(
-                f"dpmpi: snapshot memory is not locked (mlock: {os.strerror(err[0])}); it works, but the OS may "
+                f"dpmpi: snapshot memory is not locked (mlock: {os.strerror(err)}); it works, but the OS may "
                 f"page it out. Raise the limit (ulimit -l, or CAP_IPC_LOCK), or pass lock_memory=False to "
-                f"silence this.", ResourceWarning, stacklevel=5)
+                f"silence this.", ResourceWarning, stacklevel=6)
 
     @property
     def address(self) -> int:

@@ -178,7 +178,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     t = time.perf_counter()
     incoming, parts = None, []
     if rank in transfers:
-        incoming = buffers.receive_into()
+        incoming = buffers.receive_into(rank in direct)
         parts = buffers.array_buffers() if rank in direct else [incoming.part(e) for e in buffers.entries]
     reqs, sent = _post(scomm, rank, {r: h for r, h in transfers.items() if r not in reads}, incoming, parts, repl,
                        epoch)
