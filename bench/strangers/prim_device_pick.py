@@ -30,24 +30,22 @@ m = np.zeros_like(w)
 snap = dpmpi.Snapshot(comm, {"w": w, "m": m}, replicas=1)
 
 
-def recover(repair: bool) -> int:
-    while True:
-        try:
-            if repair:
-                comm.Respawn()
-            return snap.restore()
-        except (dpmpi.ProcFailedError, dpmpi.RevokedError):
-            repair = True
-
-
-if comm.role is dpmpi.Role.RECOVERED:
-    k = recover(False)
-else:
-    snap.stage()
-    snap.commit(0)
-    k = 0
-while k < steps:
+# what to do next: "start" (commit epoch 0), "step", "repair" (Respawn, then restore), "restore"
+phase = "restore" if comm.role is dpmpi.Role.RECOVERED else "start"
+k = 0
+while k < steps or phase != "step":
     try:
+        if phase == "repair":
+            comm.Respawn()
+            phase = "restore"
+        if phase in ("start", "restore"):
+            if phase == "start":
+                snap.stage()
+                snap.commit(0)
+            else:
+                k = snap.restore()
+            phase = "step"
+            continue
         g = np.sin(w * (k + 1) + device + r) * 1e-3
         comm.Allreduce(MPI.IN_PLACE, g)
         m[:] = 0.9 * m + g
@@ -57,7 +55,7 @@ while k < steps:
             snap.stage()
             snap.commit(k)
     except (dpmpi.ProcFailedError, dpmpi.RevokedError):
-        k = recover(True)
+        phase = "repair"
 d = comm.gather(hashlib.sha256(w.tobytes() + m.tobytes()).hexdigest()[:16], root=0)
 if r == 0:
     print(json.dumps({"digest": d, "recoveries": comm.repairs}), flush=True)
