@@ -229,7 +229,7 @@ class Runtime:
         if self._updates > 1:
             raise RuntimeError(f"step {self.step} entered rt.update() twice; modify the state in one block")
         self._commit_pending()
-        self.snapshot.wait_refill()  # (after a restore by page exchange: until its copy back is done)
+        self.snapshot.wait_refill(copy_only=True)  # (after a restore by page exchange: until its copy back is done)
         self._arrays_hold = None  # (from here until the next stage, the arrays change)
         self._as_built = False
         with interrupts.held():  # (never cut half-way: a thread pool's writes would race the restore)

@@ -142,3 +142,27 @@ def test_shared_and_file_memory_keeps_its_pages(tmp_path):
     on_file.flush()
     assert (np.fromfile(tmp_path / "w.bin", dtype=np.float64) == 1.5).all()  # written through to the file
     assert (np.frombuffer(shared_map, dtype=np.float64) == 2.5).all()
+
+
+def test_after_wait_refill_copy_only_the_arrays_may_change_and_the_copy_holds_the_epoch():
+    """``wait_refill(copy_only=True)`` (dpmpi.Runtime's update after a restore) returns once the
+    arrays are copied back into the own copy, not after the rest of that background job (a
+    replacement's new slots, the re-replication's start): writing the arrays then leaves the
+    epoch intact, and the next stage and restore see it."""
+    arrays = big(3)
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
+        snap.stage()
+        snap.commit(1)
+        digest = snap.holdings()[0][1]
+        fill(arrays, 30)
+        assert snap.restore(swap=True) == 1 and same(arrays, big(3))
+        snap.wait_refill(copy_only=True)
+        assert snap.holdings()[0] == {1: digest}
+        fill(arrays, 31)  # (the step's update)
+        assert snap.restore(swap=True) == 1 and same(arrays, big(3))
+        snap.wait_refill(copy_only=True)
+        fill(arrays, 32)
+        snap.stage()  # (waits for the rest of the refill job)
+        snap.commit(2)
+        fill(arrays, 33)
+        assert snap.restore() == 2 and same(arrays, big(32))

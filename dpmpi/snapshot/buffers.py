@@ -239,12 +239,15 @@ class Buffers:
 
     def start_refill(self, slot: Slot) -> None:
         """Copy the arrays into ``slot`` on the copy threads (after ``swap_back``); the arrays must
-        not change until ``finish_refill`` returns. Both own slots are settled first (lazy ones:
-        their pages locked here, on the refill's background thread, not at the next stage)."""
-        for s in self.own:
-            s.settle()
+        not change until ``finish_refill`` returns."""
+        slot.settle()  # (a replacement's: its pages locked here, on the refill's background thread)
         in_slot, host, lens = self._pairs(slot, self.sources()[0])
         self.engine.start(in_slot, host, lens)
+
+    def settle(self) -> None:
+        """Both own slots' pages locked (a replacement's lazy ones), before the next stage."""
+        for s in self.own:
+            s.settle()
 
     def finish_refill(self, slot: Slot, epoch: int) -> None:
         """Wait for the refill; ``slot`` then holds ``epoch`` with the checksum of what was copied

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
 import time
 import weakref
 from types import MappingProxyType
@@ -165,6 +166,7 @@ class Snapshot:
         self._persistence = Persistence(directory, every)
         self._committer = Committer()
         self._refilling = self._closed = False  # _refilling: the committer runs a restore's refill (restore(swap=True))
+        self._copied = threading.Event()  # set by that refill once the arrays may change (wait_refill(copy_only=True))
         self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self.nbytes)}
         self.last_restore: dict[str, Any] = {}
         _OPEN.add(self)
@@ -328,20 +330,25 @@ class Snapshot:
         t0 = time.perf_counter()
         self._refilling = False  # (quiesce waits for a refill still running)
         restore.quiesce(self._committer, self._buffers, self._replication, self._persistence)
+        copied = threading.Event()
         epoch, self.last_restore, refill = restore.restore(
             self._buffers, self._replication, self._persistence, t0, {"quiesce": time.perf_counter() - t0}, hold,
-            carry, bool(swap), bool(as_built))
+            carry, bool(swap), bool(as_built), copied.set)
         if refill is not None:
             self._committer.submit(epoch, refill)
-            self._refilling = True
+            self._refilling, self._copied = True, copied
         self._generators.load(epoch)
         return epoch
 
     @uninterrupted
-    def wait_refill(self) -> None:
+    def wait_refill(self, *, copy_only: bool = False) -> None:
         """After ``restore(swap=True)``: return once the arrays may be modified (copied back into
-        this rank's slot, which holds the epoch again; its re-replication started). Local."""
-        if self._refilling:
+        this rank's slot, which holds the epoch again) and the rest of that background job is
+        done (its re-replication started; an error of the job raised here), or, ``copy_only``,
+        once the arrays may be modified (``stage``, ``commit`` and ``wait`` wait for the rest). Local."""
+        if self._refilling and copy_only:
+            self._copied.wait()
+        elif self._refilling:
             self._refilling = False
             _epoch, error = self._committer.join() or (0, None)
             if error is not None:

@@ -104,15 +104,16 @@ def quiesce(committer: Committer, buffers: Buffers, repl: Replication, persist: 
 
 def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float,
             timings: dict[str, float], arrays_hold: int | None = None,
-            carry: int = -1, swap: bool = False,
-            as_built: bool = False) -> tuple[int, dict[str, Any], Callable[[int], None] | None]:
+            carry: int = -1, swap: bool = False, as_built: bool = False,
+            copied: Callable[[], None] = lambda: None) -> tuple[int, dict[str, Any], Callable[[int], None] | None]:
     """Restore the newest epoch restorable everywhere (collective); (epoch, report, refill).
     ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown).
     ``carry``: an int the caller shares in the restore's first collective; the report's
     ``carried`` is the largest over all ranks (dpmpi.Runtime: the step where the failure struck).
     ``swap``: the caller reads the arrays at once but modifies them only after the returned
     ``refill`` ran (else None), on its background thread: it copies the arrays back into this
-    rank's own slot, seals it, then starts the re-replication. A rank that restores
+    rank's own slot, seals it, calls ``copied()`` (the arrays may change from then on), then
+    starts the re-replication. A rank that restores
     from its own slot then exchanges pages with it (``Buffers.swap_back``); a replacement receives
     its copy straight into its arrays (its own slot holds the epoch once the copy back is done,
     without waiting for a peer: when the holder dies right after the restore, nothing is lost).
@@ -248,26 +249,29 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
                    "kept": kept, "swapped_mib": round(swapped / 2**20, 3),
                    "ms": {k: round(1e3 * v, 3) for k, v in timings.items()},
                    "total_ms": round(1e3 * (time.perf_counter() - t0), 3)}, \
-        None if refill is None else _refill_job(buffers, repl, refill, args)
+        None if refill is None else _refill_job(buffers, repl, refill, args, copied)
 
 
-def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | None) -> Callable[[int], None]:
+def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | None,
+                copied: Callable[[], None]) -> Callable[[int], None]:
     """After a page exchange or a direct receive: copy the arrays back into ``slot``, seal it,
-    then start the re-replication that ``restore`` left (its sends read that slot), with the
-    replica slots for the new topology made while the copy runs. Runs on the Snapshot's
-    background committer; like a commit, it starts no replication once a repair began on this
-    process. The copy starts here, not before ``restore`` returns: waking the copy thread,
-    which shares the rank's core, handed it that core for 2-5 ms on the restore's path (the
-    replacement's last phase, measured here and on a 16-core machine). The replica slots too: a
-    cold spare's, new, took 6-10 ms of its restore (32 MiB, two slots, locked)."""
+    tell ``copied()`` (the program may modify the arrays from then on: ``wait_refill``), then
+    make the replica slots for the new topology and start the re-replication that ``restore``
+    left (its sends read that slot). Runs on the Snapshot's background committer; like a commit,
+    it starts no replication once a repair began on this process. The copy starts here, not
+    before ``restore`` returns: waking the copy thread, which shares the rank's core, handed it
+    that core for 2-5 ms on the restore's path (the replacement's last phase, measured here and
+    on a 16-core machine). The slots too: a cold spare's, new and locked, took 6-10 ms of its
+    restore at 32 MiB, and ~35 ms of its first step's update when they came before ``copied``."""
     def job(epoch: int) -> None:
-        buffers.start_refill(slot)
         try:
-            if args is not None:
-                repl.make_slots()
-        finally:
+            buffers.start_refill(slot)
             buffers.finish_refill(slot, epoch)
+        finally:
+            copied()
+        buffers.settle()
         if args is not None:
+            repl.make_slots()
             repl.commit(*args)
     return job
 
