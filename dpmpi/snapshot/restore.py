@@ -256,8 +256,8 @@ def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | N
                 copied: Callable[[], None]) -> Callable[[int], None]:
     """After a page exchange or a direct receive: copy the arrays back into ``slot``, seal it,
     tell ``copied()`` (the program may modify the arrays from then on: ``wait_refill``), then
-    make the replica slots for the new topology and start the re-replication that ``restore``
-    left (its sends read that slot). Runs on the Snapshot's background committer; like a commit,
+    make the replica slots for the new topology, start the re-replication that ``restore`` left
+    (its sends read that slot), and lock the other own slot of a replacement. Runs on the Snapshot's background committer; like a commit,
     it starts no replication once a repair began on this process. The copy starts here, not
     before ``restore`` returns: waking the copy thread, which shares the rank's core, handed it
     that core for 2-5 ms on the restore's path (the replacement's last phase, measured here and
@@ -269,10 +269,10 @@ def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | N
             buffers.finish_refill(slot, epoch)
         finally:
             copied()
-        buffers.settle()
-        if args is not None:
+        if args is not None:  # (first: until the re-replication ends, a buddy's death loses an epoch)
             repl.make_slots()
             repl.commit(*args)
+        buffers.settle()  # (the other own slot, for the next stage; a stage settles it otherwise)
     return job
 
 
