@@ -40,10 +40,10 @@ def pin_if_outside_runs(state: State, place: int) -> None:
     dpmpi.Runtime's runs: a replacement runs that code again and makes it (its call is answered
     with the one the repair remade), so every repair keeps it, freed or not, once a Runtime covers
     this process's prologue (``held``; made before the Runtime too; in a program of dpmpi's
-    primitives, once its prologue closed: ``Prologue.remade_outside_runs``). Before, a node-local ``Split_type`` made
-    there to count the node's ranks and then freed hung the job at its first failure: the
-    replacement's call was made for real while the survivors, in their recovery, never made it
-    again."""
+    primitives, once its prologue closed: ``Prologue.remade_outside_runs``). Before, a node-local
+    ``Split_type`` made there to count the node's ranks and then freed hung the job at its first
+    failure: the replacement's call was made for real while the survivors, in their recovery,
+    never made it again."""
     if not state.prologue.inside and not state.prologue.closed:
         state.pinned.add(place)
 
