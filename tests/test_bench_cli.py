@@ -187,4 +187,4 @@ def test_report_without_matplotlib_says_the_plots_were_skipped(tmp_path, monkeyp
     line = report.write(tmp_path)
     page = (tmp_path / "report.md").read_text()
     assert "plots skipped: matplotlib is not available" in line and "Plots skipped: matplotlib" in page
-    assert "| 8 | 1.0 | 2.0 | 0.5 | 9.0 |" in page and not list(tmp_path.glob("*.png"))
+    assert "| 8 | 1 | 1.0 | 2.0 | 0.5 | 9.0 |  |" in page and not list(tmp_path.glob("*.png"))

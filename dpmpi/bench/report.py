@@ -48,11 +48,13 @@ def md_repair(r: dict) -> list[str]:
 
 
 def md_restore(r: dict) -> list[str]:
-    rows = [[k, v["summary"]["untouched"]["copy_ms_median"], v["summary"]["touched"]["copy_ms_median"], v["ratio_copy"],
-             v["summary"]["touched"]["restore_total_ms_median"]] for k, v in r["by_state_mib"].items()]
+    rows = [[f"{v['state_mib']:g}" if "state_mib" in v else k, v.get("arrays", 1),
+             v["summary"]["untouched"]["copy_ms_median"], v["summary"]["touched"]["copy_ms_median"], v["ratio_copy"],
+             v["summary"]["touched"]["restore_total_ms_median"], v.get("vs_one_array", {}).get("touched", "")]
+            for k, v in r["by_state_mib"].items()]
     return [f"## Restore ({r['active']} active + 1 cold spare)", ""] + table(
-        ["MiB per rank", "copy into untouched arrays (ms)", "copy into touched arrays (ms)", "ratio",
-         "whole restore (ms)"], rows)
+        ["MiB per rank", "arrays", "copy into untouched arrays (ms)", "copy into touched arrays (ms)", "ratio",
+         "whole restore (ms)", "restore vs one array"], rows)
 
 
 def md_snapshot(r: dict) -> list[str]:
