@@ -38,7 +38,8 @@ def test_bad_lists_and_values_are_refused_with_a_message(capsys):
 
 def test_restore_splits_the_state_into_arrays_and_compares_with_one_array():
     o = cli.resolve("restore", cli.parser().parse_args(["restore", "--arrays", "1,600"]))
-    assert o.arrays == [1, 600] and cli.resolve("restore", cli.parser().parse_args(["restore", "--quick"])).arrays == [1]
+    quick = cli.resolve("restore", cli.parser().parse_args(["restore", "--quick"]))
+    assert o.arrays == [1, 600] and quick.arrays == [1]
     assert (restore.key(32, 1), restore.key(32.5, 600)) == ("32", "32.5x600")
     point = lambda arrays, ms: {"state_mib": 32, "arrays": arrays, "ratio_copy": 1.0, "summary": {  # noqa: E731
         v: {"copy_ms_median": 3.0, "restore_ms_median": ms} for v in ("untouched", "touched")}}

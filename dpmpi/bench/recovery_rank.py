@@ -1,6 +1,7 @@
 """The rank program of ``dpmpi-bench`` restore and scale (not a user example): dpmpi.Runtime over
---arrays equal arrays (default one) of --state-mib per rank in all, made with np.zeros ("untouched": no page written before the
-run, except one element per step) or written once ("touched"). A fault given in DPMPI_FAULTS
+--arrays equal arrays (default one) of --state-mib per rank in all, made with np.zeros
+("untouched": no page written before the run, except one element per step) or written once
+("touched"). A fault given in DPMPI_FAULTS
 (``RANK:step@K:KILL``) kills a rank; the spare takes its place and every rank restores. Each
 active rank prints one JSON line at the end: its recovery records (kill -> caught -> repaired ->
 restored -> resumed, the repair's phases, the restore's phases) and its state's size.
@@ -39,8 +40,8 @@ def main() -> None:
 
     rt.run(step, a.steps)
     print(json.dumps({"event": "final", "rank": comm.Get_rank(), "size": comm.Get_size(), "role": comm.role.value,
-                      "state_bytes": sum(int(v.nbytes) for v in state.values()), "recoveries": [r.as_dict() for r in rt.history]}),
-          flush=True)
+                      "state_bytes": sum(int(v.nbytes) for v in state.values()),
+                      "recoveries": [r.as_dict() for r in rt.history]}), flush=True)
     rt.close()
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from dpmpi.gpu.select import get as get_backend
 from dpmpi.gpu.nccl import NcclComm
 
@@ -20,8 +22,6 @@ def is_device_array(array: Any) -> bool:
     """Whether ``array`` is a device array of the process's backend. Makes no backend: CuPy is
     not imported (an array of a CuPy never imported cannot be one), NCCL is not needed."""
     import sys
-
-    import numpy as np
 
     from dpmpi.gpu import settings
 

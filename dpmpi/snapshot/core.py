@@ -330,13 +330,13 @@ class Snapshot:
         t0 = time.perf_counter()
         self._refilling = False  # (quiesce waits for a refill still running)
         restore.quiesce(self._committer, self._buffers, self._replication, self._persistence)
-        copied = threading.Event()
+        self._copied.clear()  # (no refill runs: quiesce joined it)
         epoch, self.last_restore, refill = restore.restore(
             self._buffers, self._replication, self._persistence, t0, {"quiesce": time.perf_counter() - t0}, hold,
-            carry, bool(swap), bool(as_built), copied.set)
+            carry, bool(swap), bool(as_built), self._copied.set)
         if refill is not None:
             self._committer.submit(epoch, refill)
-            self._refilling, self._copied = True, copied
+            self._refilling = True
         self._generators.load(epoch)
         return epoch
 

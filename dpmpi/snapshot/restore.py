@@ -113,8 +113,7 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     ``swap``: the caller reads the arrays at once but modifies them only after the returned
     ``refill`` ran (else None), on its background thread: it copies the arrays back into this
     rank's own slot, seals it, calls ``copied()`` (the arrays may change from then on), then
-    starts the re-replication. A rank that restores
-    from its own slot then exchanges pages with it (``Buffers.swap_back``); a replacement receives
+    starts the re-replication. A rank that restores from its own slot then exchanges pages with it (``Buffers.swap_back``); a replacement receives
     its copy straight into its arrays (its own slot holds the epoch once the copy back is done,
     without waiting for a peer: when the holder dies right after the restore, nothing is lost).
     ``as_built``: this rank's arrays hold the state the program built for its rank, unchanged
@@ -257,8 +256,9 @@ def _refill_job(buffers: Buffers, repl: Replication, slot: Slot, args: tuple | N
     """After a page exchange or a direct receive: copy the arrays back into ``slot``, seal it,
     tell ``copied()`` (the program may modify the arrays from then on: ``wait_refill``), then
     make the replica slots for the new topology, start the re-replication that ``restore`` left
-    (its sends read that slot), and lock the other own slot of a replacement. Runs on the Snapshot's background committer; like a commit,
-    it starts no replication once a repair began on this process. The copy starts here, not
+    (its sends read that slot), and lock the other own slot of a replacement. Runs on the
+    Snapshot's background committer; like a commit, it starts no replication once a repair began
+    on this process. The copy starts here, not
     before ``restore`` returns: waking the copy thread, which shares the rank's core, handed it
     that core for 2-5 ms on the restore's path (the replacement's last phase, measured here and
     on a 16-core machine). The slots too: a cold spare's, new and locked, took 6-10 ms of its
