@@ -104,6 +104,12 @@ VARS: tuple[Var, ...] = (
         "allgather, barrier, gather, reduce; a scatter's whole input on its root), which a replacement's own "
         "prologue gets from them (docs/spares.md); past it, a replacement that reaches that point raises "
         "ReplayError", minimum=0),
+    Var("DPMPI_SETUP_WATCH", "int", 64, "how many of the program's first collectives on the communicator "
+        "dpmpi.init() returned (bcast, allreduce, allgather, barrier, scatter, gather, reduce, either case), "
+        "before a dpmpi.Runtime or a snapshot exists, are each followed by an agreement, so that a death there "
+        "is repaired where it happened (docs/runtime.md, the setup), until a rank makes a call a replacement "
+        "cannot redo or registers a repair callback; past them, or 0, such a death is the program's "
+        "ProcFailedError", minimum=0),
     Var("DPMPI_EVENTS", "text", "", "a file: one JSON line per repair and per watcher interruption "
         "(appended by every process)"),
     # -- failure detection --

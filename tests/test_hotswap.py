@@ -727,8 +727,8 @@ def test_a_death_between_two_runs_is_the_programs_when_the_last_run_did_not_end_
     assert "ProcFailedError" in job.stderr and "Segmentation" not in job.stderr, job.stderr
 
 
-def _prologue_death(dpmpi_run, spares, faults=""):
-    job = dpmpi_run(4 + spares, "prologue_death.py", "30", launcher_args=["--spares", str(spares)],
+def _prologue_death(dpmpi_run, spares, faults="", *args):
+    job = dpmpi_run(4 + spares, "prologue_death.py", "30", *args, launcher_args=["--spares", str(spares)],
                     faults=faults, timeout=60)
     assert job.returncode == 0, job.stdout + job.stderr
     final = job.by_rank("final")
@@ -771,6 +771,27 @@ def test_a_death_in_the_prologue_is_repaired_there_when_the_runtime_was_made_bef
     victims = [int(f.split(":")[0]) for f in faults.split(",")]
     assert final[victims[-1]]["role"] == "RECOVERED", final  # (an earlier one's replacement survived the later kill)
     assert all(f["recoveries"] == len(victims) for r, f in final.items() if r not in victims), final
+
+
+@pytest.mark.parametrize("faults,spares", [
+    ("2:load@1:KILL", 1),  # before the Bcast of rank 0's weights
+    pytest.param("0:load@3:KILL", 1, marks=pytest.mark.long),  # rank 0, after the allreduce
+    pytest.param("2:load@1:KILL,1:load@3:KILL", 2, marks=pytest.mark.long),  # two, one after the other
+    pytest.param("1:load@5:KILL", 1, marks=pytest.mark.long),  # before the Split: the others meet it there
+    pytest.param("3:created@1:KILL", 1, marks=pytest.mark.long),  # the Split made: the others in its agreement
+])
+def test_a_death_in_the_setup_before_the_runtime_exists_is_repaired_there(dpmpi_run, faults, spares):
+    """The same prologue with the Runtime made after it (as a program whose arrays' shapes come
+    from its setup would): before, a death there raised ProcFailedError in the program and ended
+    the job; now dpmpi.init's watch of the setup repairs it where it happened, the replacement
+    answers the calls before it from the survivors' record, and the result equals a failure-free
+    run's bit for bit. The repair is the communicator's (comm.repairs), not the Runtime's."""
+    want = {r: f["digest"] for r, f in _prologue_death(dpmpi_run, 1, "", "--runtime-last").items()}
+    final = _prologue_death(dpmpi_run, spares, faults, "--runtime-last")
+    assert {r: f["digest"] for r, f in final.items()} == want, final
+    victims = [int(f.split(":")[0]) for f in faults.split(",")]
+    assert final[victims[-1]]["role"] == "RECOVERED", final
+    assert all(f["repairs"] == len(victims) and f["recoveries"] == 0 for r, f in final.items() if r not in victims), final
 
 
 def _prologue_ok(job):

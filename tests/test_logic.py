@@ -1831,6 +1831,76 @@ def test_a_replacement_remakes_its_survivors_setup_outside_its_runs_and_in_its_p
     assert not new.remakes_survivors_setup()
 
 
+def _setup_state(calls=3):
+    import types
+
+    from dpmpi.resilient import prologue, setup
+
+    listeners = types.SimpleNamespace(items=[], snapshot=lambda: list(listeners.items))
+    repaired = []
+    state = types.SimpleNamespace(prologue=prologue.Prologue(), callbacks=[], listeners=listeners, process_id=0,
+                                  active=types.SimpleNamespace(Respawn=lambda: repaired.append(1)))
+    state.prologue.setup = setup.SetupWatch(state, calls)
+    return state, repaired
+
+
+def test_the_setup_is_watched_for_its_first_calls_until_a_runtime_or_a_snapshot_and_ends_where_any_rank_is_unclean():
+    """dpmpi.init's watch of the setup (dpmpi.resilient.setup): a failure in the first
+    DPMPI_SETUP_WATCH replayable calls is repaired by it, while no Runtime, no snapshot operation
+    and no run exists; its agreement ANDs each rank's "a replacement could redo my calls" bit, and
+    where any rank's is clear (here: a peer's, or this rank's repair callback) it ends on every rank."""
+    state, repaired = _setup_state(calls=3)
+    p, watch = state.prologue, state.prologue.setup
+    assert p.recovery() is watch and p.watches_creation() is watch and p.remade_outside_runs()
+    p.seen = 4  # (past DPMPI_SETUP_WATCH calls)
+    assert p.recovery() is None and p.handover() is None
+    p.seen = 1
+    rt = lambda exc: None  # noqa: E731 (a Runtime's recovery takes precedence)
+    p.recover = rt
+    assert p.recovery() is rt
+    p.recover = None
+    agree = watch.agree(lambda flag: flag & 3)  # (every rank clean)
+    assert agree(1) == 1 and watch.on
+    assert agree(0) == 0 and watch.on  # (a failure: not done, still watched)
+    assert watch.agree(lambda flag: flag & 1)(1) == 1 and not watch.on  # (a peer is not clean)
+    assert p.recovery() is None and p.handover() is None and not p.remade_outside_runs()
+    state, _ = _setup_state()
+    state.callbacks.append(print)  # (the program repairs by itself)
+    assert state.prologue.setup.agree(lambda flag: flag)(1) == 1 and not state.prologue.setup.on
+    state, _ = _setup_state()
+    state.prologue.refused["comm.sendrecv()"] = "prog.py:3"  # (a call no replacement could redo)
+    state.prologue.setup.agree(lambda flag: flag)(1)
+    assert not state.prologue.setup.on
+    state, _ = _setup_state()
+    state.prologue.close()  # (the first snapshot operation)
+    assert state.prologue.recovery() is None
+
+
+def test_the_setup_watch_hands_its_record_only_in_its_own_repair_and_a_replacement_follows_its_survivors():
+    """In a repair the watch made, the survivors hand their record (run 0, between): the
+    replacement answers its calls from it, keeps its own watch on, and its first snapshot
+    operation says that nothing is to be restored (once). A repair the program made by itself
+    (after a failure in a call not watched) ends the watch and hands nothing; a replacement
+    handed nothing, or a record from a run, has its watch off (its calls are made with theirs)."""
+    from dpmpi.resilient import setup
+
+    state, repaired = _setup_state()
+    p, watch = state.prologue, state.prologue.setup
+    p.seen = 2
+    seen = []
+    state.active.Respawn = lambda: seen.append(p.handover())
+    watch(RuntimeError("a peer failed"))
+    assert seen == [([], False, 0, 2, True)] and watch.on and not watch.repairing
+    assert p.handover() is None and not watch.on  # (the program's own Respawn, later)
+    for handed, on in [(([], False, 0, 2, True), True), (None, False), (([], False, 2, 5, False), False)]:
+        new, _ = _setup_state()
+        new.prologue.setup = None
+        setup.adopted(new, handed)
+        assert new.prologue.setup.on is on, handed
+        assert new.prologue.close() is on  # (its first restore: nothing to restore, where its survivors had none)
+        assert new.prologue.close() is False
+
+
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):
     import numpy as np
 

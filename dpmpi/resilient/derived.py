@@ -57,10 +57,11 @@ class Tracked(Comm):
         tells it where each run begins and ends): dpmpi.resilient.prologue."""
         return self._state.prologue
 
-    def end_prologue(self) -> None:
+    def end_prologue(self) -> bool:
         """This process's first snapshot operation (dpmpi.Snapshot calls it): its prologue is over,
-        or, on a replacement, its replay (``dpmpi.resilient.prologue``)."""
-        self._state.prologue.close(tell=self._state.logical() == 0)
+        or, on a replacement, its replay (``dpmpi.resilient.prologue``); True on a replacement of
+        a rank that died in the setup (its restore has nothing to restore)."""
+        return self._state.prologue.close(tell=self._state.logical() == 0)
 
     @interrupts.uninterrupted
     def Split(self, color: int = 0, key: int = 0) -> Comm:
@@ -205,8 +206,9 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
 
         def let_go() -> None:  # (not kept for replacements: every rank makes it again)
             state.pinned.difference_update(range(first, len(state.recipes)))
-        return prologue.creation_between_runs(op, made, plain_method(parent, "Agree"), recover,
-                                              lambda: derive(state, op, parent, args), let_go)
+        agree = plain_method(parent, "Agree")  # (dpmpi.init's watch of the setup ANDs its bit in)
+        agree = state.prologue.setup.agree(agree) if recover is state.prologue.setup else agree
+        return prologue.creation_between_runs(op, made, agree, recover, lambda: derive(state, op, parent, args), let_go)
     return _derive_made(state, op, parent, mine)
 
 

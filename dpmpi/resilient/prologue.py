@@ -1,28 +1,24 @@
 """The program's prologue: what it does on the active communicator before its first snapshot.
 
-A process that replaces a failed rank runs the program from its start. Its prologue then meets
-no partner: the survivors are already in the recovery (``Runtime.run`` or ``snap.restore()``),
-so a ``comm.Bcast(w, root=0)`` of the initial weights, or a ``comm.bcast(config)``, made before
-the loop hung the job at its first recovery. So every active rank records the results of the
-collectives of its prologue (``REPLAYABLE``, either case: bcast, allreduce, allgather and
-barrier, whose result is the same everywhere; scatter, of which the root records its whole
-input; gather and reduce, made as asked, then their root's result broadcast as bytes (pickled,
-or the buffer's), up to ``TOLD_MAX``, so that every record holds it) on the communicator
-``dpmpi.init`` returned. The record closes at this process's first snapshot operation (``stage``, ``commit`` or
-``restore``); a repair that calls a spare in hands a closed record over with the
-derived-communicator recipes (``dpmpi.resilient.repair``: the lowest surviving rank's), and the
-replacement's own calls of those collectives, until its first snapshot operation, are answered
-from it in order (the same operation, root and size, or ``ReplayError``): a scatter's part from
-the root's record (or, on the replacement of the root, from its own input), a gather or reduce
-with nothing on a rank that is not its root (its root holds the result already) and with the
-recorded result on its root (upper case: written into its buffer). A ``Gather`` or ``Reduce``
-whose root the replacement is and whose result was over ``TOLD_MAX``, a scatter whose root's
-record was not the one handed over (the root died too, or it is not the lowest surviving rank),
-and any other call that needs its peers there (point-to-point, the other rooted or personalized
-collectives, anything on a derived communicator) raise ``ReplayError`` instead of hanging; the
-survivors are told once, when they make such a call in their prologue, that a
-replacement could not redo it. A program without snapshots has no prologue to close: its
-replacements' collectives are made together with the survivors, as before.
+A process that replaces a failed rank runs the program from its start, while the survivors are
+in their recovery: its ``comm.Bcast(w, root=0)`` of the initial weights, or ``comm.bcast(config)``,
+met no partner and hung the job. So every active rank records the results of its prologue's
+collectives on the communicator ``dpmpi.init`` returned (``REPLAYABLE``, either case: bcast,
+allreduce, allgather and barrier, the same everywhere; scatter, whose root records its whole
+input; gather and reduce, made as asked, then their root's result broadcast as bytes, up to
+``TOLD_MAX``, so that every record holds it). The record closes at this process's first snapshot
+operation (``stage``, ``commit`` or ``restore``); a repair that calls a spare in hands it over
+with the derived-communicator recipes (``dpmpi.resilient.repair``), and the replacement's calls
+until its first snapshot operation are answered from it in order (the same operation, root and
+size, or ``ReplayError``): a scatter's part from the root's record (or its own input), a gather
+or reduce with nothing off its root and with the recorded result on it. A ``Gather`` or
+``Reduce`` rooted at the replacement over ``TOLD_MAX``, a scatter whose root's record was not the
+one handed over, and any call that needs its peers there (point-to-point, other collectives,
+anything on a derived communicator) raise ``ReplayError`` instead of hanging; the survivors are
+warned once of such calls in their prologue. A failure in a watched call of the prologue itself
+is repaired there (``recovery``: dpmpi.Runtime's, or, before one exists, dpmpi.init's for the
+setup's first ``DPMPI_SETUP_WATCH`` calls: ``dpmpi.resilient.setup``); else, in a program without
+snapshots, its replacements' collectives are made together with the survivors.
 
 Owner and lifetime: one ``Prologue`` per process, in ``State.prologue``; main thread only. The
 record is kept for the life of the process (a survivor hands it to later replacements, and a
@@ -41,7 +37,8 @@ from mpi4py import MPI
 from dpmpi import config
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
     NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
-    between_runs, creation_between_runs, make_entry, refused, result_buffer, root_of, rooted_reply, write_recorded)
+    between_runs, creation_between_runs, make_entry, program_level, refused, result_buffer, root_of, rooted_reply,
+    write_recorded)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -51,12 +48,10 @@ MAX_CALLS_BETWEEN = 65536
 
 
 class Prologue:
-    """This process's record of its prologue (see the module). With ``dpmpi.Runtime`` it also
-    keeps what the program does between two ``run`` calls (an evaluation's ``allreduce`` after
-    each epoch): the Runtime tells it where each run begins and ends (``run_begins``,
-    ``run_ends``), recording pauses inside runs, and a replacement, whose survivors are inside
-    their K-th run, skips its own first K-1 runs (the survivors finished them; it restores in the
-    K-th) and answers what lies between them from the record."""
+    """This process's record of its prologue (see the module), and, with ``dpmpi.Runtime``, of
+    what the program does between two ``run`` calls (told by ``run_begins``, ``run_ends``; nothing
+    is recorded inside): a replacement whose survivors are in their K-th run skips its first K-1
+    (it restores in the K-th) and answers what lies between them from the record."""
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
@@ -73,9 +68,10 @@ class Prologue:
         # dpmpi.Runtime's recovery (repair, restore) for a failure between two of its runs, on a
         # survivor: set by the Runtime; None without one
         self.recover: Callable[[BaseException], None] | None = None
+        self.setup: Any = None  # dpmpi.init's SetupWatch (dpmpi.resilient.setup), before a Runtime or a snapshot
         self.between = False  # a replacement: its survivors failed between their runs target-1 and target
-        # a replacement: its survivors failed in their prologue, a dpmpi.Runtime made and none of
-        # its runs begun (handed with target 0): no snapshot exists, its first run takes the first
+        # a replacement: its survivors failed in their prologue and repaired there (handed with
+        # target 0): no snapshot exists; its first run, or first restore() (-1), takes the first
         self.unsnapshotted = False
         self.restored = False  # a replacement: it restored its state in one of its runs (``restoring``)
 
@@ -93,6 +89,13 @@ class Prologue:
 
     def _max_calls(self) -> int:
         return MAX_CALLS_BETWEEN if self.runs else MAX_CALLS
+
+    def recovery(self) -> Callable[[BaseException], None] | None:
+        """What repairs a failure in a watched call now (the same answer on every rank): the
+        Runtime's ``recover``; without one, in the setup (no snapshot operation yet), dpmpi.init's
+        while it watches (``SetupWatch.watching``); else None: the program's error."""
+        setup = not (self.recover or self.closed or self.runs) and self.setup is not None
+        return self.setup if setup and self.setup.watching(self.seen) else self.recover
 
     def record(self, op: str, args: tuple, kwargs: dict, result: Any, rank: int = -1) -> None:
         """After a replayable call in the prologue (made by ``rank``): keep what a replacement must get."""
@@ -117,15 +120,18 @@ class Prologue:
             frame = sys._getframe(2)  # (the program's line: call -> here)
             self.refused[name] = f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
-    def close(self, tell: bool = False) -> None:
+    def close(self, tell: bool = False) -> bool:
         """The first snapshot operation of this process: the prologue is over (a replacement's
         replay too); inside dpmpi.Runtime, which says where its runs begin and end, nothing.
-        ``tell``: warn about the calls a replacement could not redo (one rank does)."""
+        ``tell``: warn about the calls a replacement could not redo (one rank does). Whether this
+        is a replacement's first one and its survivors had none (a death in their setup): its
+        ``restore()`` has nothing to restore, and they take the first snapshot next."""
         if self.runs:
-            return
+            return False
         self._tell(tell, "before its first snapshot")
-        self.closed = True
-        self.replaying = None
+        first = not self.closed and self.unsnapshotted
+        self.closed, self.replaying, self.unsnapshotted = True, None, False
+        return first
 
     def _tell(self, tell: bool, when: str) -> None:
         if tell and self.replaying is None and self.refused:
@@ -136,7 +142,7 @@ class Prologue:
                           f"a ReplayError on the replacement. Make such calls inside the step, or use bcast, "
                           f"allreduce, allgather, barrier, scatter, gather or reduce on the communicator "
                           f"dpmpi.init() returned "
-                          f"(docs/spares.md, the prologue)", RuntimeWarning, stacklevel=_program_level())
+                          f"(docs/spares.md, the prologue)", RuntimeWarning, stacklevel=program_level())
 
     def run_begins(self, tell: bool = False) -> None:
         """dpmpi.Runtime.run starts: nothing is recorded until it returns. On a replacement that
@@ -175,14 +181,14 @@ class Prologue:
         """What a repair hands a replacement: the record, whether it stopped at its limit, the run
         the survivors are in (0: no Runtime; between two runs: the next), how many replayable
         calls they made outside runs (``seen``) and whether they are between two runs (or in the
-        prologue, with a dpmpi.Runtime made: run 0), once the prologue is over or a Runtime
-        covers it (None while it runs without one: then the replacement's calls are made
+        prologue, with its failure repaired there: run 0), once the prologue is over or its
+        failures are repaired there (``recovery``; else None: the replacement's calls are made
         together with the survivors)."""
         if not self.closed and not self.runs:
-            if self.recover is None:
+            recover = self.recovery()
+            if recover is None or (recover is self.setup and not self.setup.handing()):
                 return None
-            # a dpmpi.Runtime made before the prologue's collectives, none of its runs begun: the
-            # replacement answers the calls before the interrupted one and takes the first
+            # the replacement answers the calls before the interrupted one and takes the first
             # snapshot with the survivors (nothing to restore)
             return list(self.entries), self.full, 0, self.seen, True
         if self.runs and not self.inside:  # (a failure between two runs: the replacement skips them all)
@@ -194,14 +200,14 @@ class Prologue:
         agreement and repaired on a failure (``prologue_calls.creation_between_runs``): outside
         dpmpi.Runtime's runs, with one made (the same answer on every rank that makes it for
         real); its recovery, or None."""
-        return self.recover if not self.inside and not self.closed else None
+        return self.recovery() if not self.inside and not self.closed else None
 
     def remade_outside_runs(self) -> bool:
         """Whether a replacement runs again, in order, what this process did outside dpmpi.Runtime's
         runs (a Runtime made or run: it skips the runs its survivors finished), or its closed
         prologue (dpmpi's primitives: a replacement runs its setup again before it restores; not
         before the first snapshot, or a program without snapshots would keep every communicator)."""
-        return bool(self.runs) or self.recover is not None or self.closed
+        return bool(self.runs) or self.recovery() is not None or self.closed
 
     def remakes_survivors_setup(self) -> bool:
         """On a replacement: whether it is running again, outside its runs, what its survivors did
@@ -343,8 +349,10 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         told = op in TO_ROOT and plain_of is not None and prologue.tells()
         prologue.seen += 1
         make = (lambda: made_then_told(args, kwargs)) if told else (lambda: fn(*args, **kwargs))
-        if prologue.recover is not None and plain_of is not None and again is not None:
-            out, made_again = between_runs(op, make, args, kwargs, plain_of("Agree"), prologue.recover, again)
+        recover = prologue.recovery()
+        if recover is not None and plain_of is not None and again is not None:
+            agree = prologue.setup.agree(plain_of("Agree")) if recover is prologue.setup else plain_of("Agree")
+            out, made_again = between_runs(op, make, args, kwargs, agree, recover, again)
             if made_again:
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
@@ -360,14 +368,6 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
     call.__qualname__ = f"Comm.{op}"
     call.__doc__ = getattr(fn, "__doc__", None)
     return call
-
-
-def _program_level() -> int:
-    """warnings.warn's stacklevel, from the caller of warn, that points at the program's line."""
-    level, frame = 2, sys._getframe(2)
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
-        level, frame = level + 1, frame.f_back
-    return level
 
 
 def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, derived: bool,

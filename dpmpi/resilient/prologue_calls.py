@@ -5,6 +5,7 @@ made (dpmpi.resilient.prologue uses these). No state; no MPI call but through th
 they are given (and mpi4py's pickle)."""
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, NamedTuple
 
 from mpi4py import MPI
@@ -222,3 +223,11 @@ def _made_and_agreed(op: str, make: Callable[[], Any],
         failure = exc
     out = None  # (no rank holds it: the repair forgets it, and the call is made anew everywhere)
     return out, failure
+
+
+def program_level() -> int:
+    """warnings.warn's stacklevel, from the caller of warn, that points at the program's line."""
+    level, frame = 2, sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
+        level, frame = level + 1, frame.f_back
+    return level

@@ -14,7 +14,7 @@ from dpmpi import _guard, agreements, ctxcomms, faults
 from dpmpi.comm import rebind
 from dpmpi.mpicall import exchange, hold_context_id, retire, warm_up, warm_up_and
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
-from dpmpi.resilient import derived, holding, orphans, settings
+from dpmpi.resilient import derived, holding, orphans, settings, setup
 from dpmpi.resilient.affinity import adopt_cpus
 from dpmpi.eventlog import log_event
 from dpmpi.resilient.events import RepairEvent, SparesDepletedWarning
@@ -220,7 +220,7 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
             state.graveyard.append(replaced)
         derived.rebuild(state, state.recipes if was_active else recipes, renumber, fresh=not was_active, keep=keep)
         if not was_active:  # its own prologue, from the start of the program, is answered from the record
-            state.prologue.adopt(handed)
+            setup.adopted(state, handed)
         state.role = Role.SURVIVOR if was_active else Role.RECOVERED
     if state.watcher is not None:  # the new set of peers (and, with ULFM, a new communicator)
         state.watcher.rearm()

@@ -10,7 +10,7 @@ from mpi4py import MPI
 from dpmpi import _guard, watcher
 from dpmpi.mpicall import exchange, retire, warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
-from dpmpi.resilient import derived, holding, repair
+from dpmpi.resilient import derived, holding, repair, setup
 from dpmpi.resilient.affinity import adopt_cpus, my_place
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.eventlog import log_event
@@ -68,7 +68,7 @@ def join() -> State:
     state.places = inherit_places(state.places, info.base, info.filled)
     state.active = ResilientComm(raw, state)
     derived.rebuild(state, recipes, info.renumber, fresh=True, keep=keep)
-    state.prologue.adopt(info.prologue)  # (its prologue is answered from the parents' record)
+    setup.adopted(state, info.prologue)  # (its prologue is answered from the parents' record)
     state.role = Role.RECOVERED
     if state.watcher is not None:  # as the parents do in their commit
         state.watcher.rearm()

@@ -13,7 +13,7 @@ from dpmpi.comm import Comm
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.eventlog import log_event
 from dpmpi.mpicall import exchange
-from dpmpi.resilient import settings, spawned
+from dpmpi.resilient import settings, setup, spawned
 from dpmpi.resilient.affinity import helper_cpus, launcher_cpus, my_place, nearest, numa_nodes, use_helper_cpus
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.resilient.events import SparesDepletedWarning
@@ -34,6 +34,7 @@ def _adopt(state: State) -> None:
     global _STATE
     _STATE = state
     mpicall.set_job_world(lambda: state.world)
+    setup.watch(state)  # (a death in the program's setup is repaired where it happens)
 
 
 def init(spares: int | None = None, on_depleted: str | None = None, *, wait: bool = True) -> ResilientComm:

@@ -20,6 +20,7 @@ from dpmpi.snapshot import persistence
 from dpmpi.snapshot import restore
 from dpmpi.snapshot.buffers import Buffers
 from dpmpi.snapshot.committer import Committer
+from dpmpi.snapshot.errors import SnapshotLostError
 from dpmpi.snapshot.generators import Generators
 from dpmpi.snapshot.layout import layout
 from dpmpi.snapshot.native import Codes
@@ -105,12 +106,26 @@ def _commit(buffers: Buffers, replication: Replication, persistence: Persistence
     return waited
 
 
-def _end_prologue(comm: Any) -> None:
+def _end_prologue(comm: Any) -> bool:
     """The first of stage, commit and restore ends the program's prologue on its communicator (on
-    a replacement, its replay: dpmpi.resilient.prologue)."""
+    a replacement, its replay: dpmpi.resilient.prologue). Whether this process replaces a rank
+    that died in the setup, before any snapshot existed (its restore has nothing to restore)."""
     end = getattr(type(comm), "end_prologue", None)
-    if end is not None:
-        end(comm)
+    return bool(end(comm)) if end is not None else False
+
+
+def _nothing_to_restore(as_built: bool) -> dict[str, Any]:
+    """``restore()`` on a replacement of a rank that died in the setup, before any snapshot existed
+    (dpmpi.resilient.setup): the survivors take the first snapshot next. Its ``last_restore``, with
+    ``as_built`` (the documented way to learn that nothing was restored: -1, then stage and commit
+    the first epoch with them); without it, the program would take -1 for an epoch."""
+    if not as_built:
+        raise SnapshotLostError(
+            "this process replaces a rank that died in the setup, before any snapshot existed: there is nothing to "
+            "restore, and the survivors take the first snapshot next. Call restore(carry=-1, as_built=True) on a "
+            "replacement and, when it returns -1, stage() and commit() the first epoch as the survivors do "
+            "(examples/primitives.py)", MPI.ERR_OTHER)
+    return {"epoch": -1, "carried": -1, "first_epoch_again": True, "setup": True, "total_ms": 0.0}
 
 
 class Snapshot:
@@ -134,9 +149,8 @@ class Snapshot:
             raise TypeError(f"Snapshot needs a dpmpi.Comm or an mpi4py Intracomm, got {type(comm).__name__}")
         if not isinstance(arrays, Mapping) or not arrays:
             raise TypeError("Snapshot needs a non-empty dict of arrays, e.g. {'w': w, 'm': m}")
-        for name in arrays:
-            if not isinstance(name, str):
-                raise TypeError(f"snapshot array names must be str, got {name!r}")
+        if bad := [name for name in arrays if not isinstance(name, str)]:
+            raise TypeError(f"snapshot array names must be str, got {bad[0]!r}")
         from dpmpi.gpu import devsnap
 
         arrays = dict(arrays)
@@ -163,8 +177,7 @@ class Snapshot:
         self._buffers = buf = Buffers(arrays, entries, threads, bool(lock_memory), device,
                                       lazy=getattr(self._comm, "role", None) is Role.RECOVERED)
         self._replication = Replication(self._comm, entries, n, bool(lock_memory), n if waiting else 0, buf.shift)
-        self._persistence = Persistence(directory, every)
-        self._committer = Committer()
+        self._persistence, self._committer = Persistence(directory, every), Committer()
         self._refilling = self._closed = False  # _refilling: the committer runs a restore's refill (restore(swap=True))
         self._copied = threading.Event()  # set by that refill once the arrays may change (wait_refill(copy_only=True))
         self.stats: dict[str, float] = {"stage_ms": 0.0, "commit_wait_ms": 0.0, "bytes": float(self.nbytes)}
@@ -196,10 +209,10 @@ class Snapshot:
         rank = self._comm.Get_rank() if self._replication.scomm is None else self._replication.scomm.Get_rank()
         return {**self._replication.holdings(), rank: self._buffers.holdings()}
 
-    def _check_open(self) -> None:
+    def _check_open(self) -> bool:
         if self._closed:
             raise ValueError("this Snapshot is closed")
-        _end_prologue(self._comm)  # (stage, commit and restore check)
+        return _end_prologue(self._comm)  # (stage, commit and restore check)
 
     @uninterrupted
     def stage(self, epoch: int | None = None) -> None:
@@ -324,10 +337,13 @@ class Snapshot:
         read their own slot, a replacement a buddy's copy (checksums checked). Options (docs/snapshots.md):
         ``arrays_hold``, ``carry``, ``swap``, ``as_built`` (-1: nothing restored). ``SnapshotLostError``:
         a rank and its copies are gone (``persist_dir`` tried too), or a copy failed its checksum."""
-        self._check_open()
+        fresh = self._check_open()  # (a replacement of a rank that died in the setup: dpmpi.resilient.setup)
         hold = None if arrays_hold is None else _int_arg("arrays_hold", arrays_hold, 0)
         carry = _int_arg("carry", carry, -1)
         t0 = time.perf_counter()
+        if fresh:  # (no epoch exists: -1, local; the survivors take the first snapshot next)
+            self.last_restore = _nothing_to_restore(bool(as_built))
+            return -1
         self._refilling = False  # (quiesce waits for a refill still running)
         restore.quiesce(self._committer, self._buffers, self._replication, self._persistence)
         self._copied.clear()  # (no refill runs: quiesce joined it)

@@ -1,6 +1,7 @@
 """A Runtime made before the program's prologue (its collectives before the first run): a death
 there is repaired where it happens, the replacement answers the prologue's earlier calls from the
-survivors' record and makes the interrupted one with them. Marks point "load" before each
+survivors' record and makes the interrupted one with them. ``--runtime-last``: the Runtime is made
+after the prologue (dpmpi.init's watch of the setup repairs it instead: dpmpi.resilient.setup). Marks point "load" before each
 collective of the prologue (DPMPI_FAULTS=2:load@1:KILL) and before its Split, and dpmpi marks
 point "created" after each communicator it makes there (before their agreement). Prints a line
 "final" per rank: its digest, recoveries and role."""
@@ -13,11 +14,12 @@ import numpy as np
 from mpi4py import MPI
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+last = "--runtime-last" in sys.argv
 comm = dpmpi.init()
 r = comm.Get_rank()
 w = np.zeros(4096)
 m = np.zeros(4096)
-rt = dpmpi.Runtime(comm, {"w": w, "m": m})       # first: the prologue below is covered
+rt = None if last else dpmpi.Runtime(comm, {"w": w, "m": m})  # first: the prologue below is covered
 if r == 0:
     w[...] = np.random.default_rng(1).standard_normal(w.size)  # "loaded" by rank 0 only
 dpmpi.faults.point("load")
@@ -36,6 +38,7 @@ dup = comm.Dup()                                 # "created", after it: the othe
 node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=r)  # how many ranks share this node; then freed
 nlocal = node.Get_size()
 node.Free()
+rt = rt or dpmpi.Runtime(comm, {"w": w, "m": m})
 
 
 def step(k):
@@ -51,5 +54,5 @@ def step(k):
 
 rt.run(step, steps)
 digest = hashlib.sha256(w.tobytes() + m.tobytes()).hexdigest()[:16]
-print(json.dumps({"event": "final", "rank": r, "digest": digest, "recoveries": len(rt.history),
+print(json.dumps({"event": "final", "rank": r, "digest": digest, "recoveries": len(rt.history), "repairs": comm.repairs,
                   "role": comm.role.value, "size": comm.Get_size(), "nlocal": nlocal}), flush=True)

@@ -1,0 +1,107 @@
+"""A peer's death in the program's setup, before a ``dpmpi.Runtime`` or a snapshot exists, is
+repaired where it happened.
+
+A program's setup often comes before its Runtime, as the arrays' shapes come from it: rank 0's
+config broadcast, a shard loaded with an ``Allreduce`` of its statistics, the feature count
+agreed. A death there raised ``ProcFailedError`` in the program and ended the job (4 of 6 kills
+from outside in ``bench/strangers/setup_first.py``). Now each of the program's first
+``DPMPI_SETUP_WATCH`` replayable calls on the communicator ``dpmpi.init`` returned is followed by
+an agreement (``prologue.recovery``, as with a Runtime made first), and a failure is repaired by
+``Respawn``: nothing is restored (no snapshot exists); every rank makes the call again, the
+replacement (a spare that waited in ``dpmpi.init``) once it has answered the calls before it from
+the survivors' record, and it takes the first snapshot with them (a Runtime's first run, or its
+``restore(as_built=True)`` returns -1 and it commits the first epoch with them, as
+examples/primitives.py does).
+
+Only while a replacement could redo the program's calls, and the program leaves failures to
+dpmpi: the agreement's flag carries a second bit, cleared by a rank that made a call a
+replacement cannot redo (point-to-point, a derived communicator's collective: ``refused``) or
+that registered a repair callback or listener (the program repairs by itself). Where any rank
+cleared it, the watch ends on every rank (the agreement is uniform), and so it does past
+``DPMPI_SETUP_WATCH`` calls (0: never on): then a death there is the program's
+``ProcFailedError``, as before, and so it is when the program repairs by itself (its own
+``Respawn`` after a failure in a call not watched: ``handing``). Not covered: a call a replacement
+cannot redo, made since the last agreement, when a death strikes the next watched call: the
+replacement raises ``ReplayError`` there, and each spare called in after it too.
+
+Owner and lifetime: ``watch`` runs once per process in ``dpmpi.init`` (main thread; on a
+replacement, ``adopted`` runs first, in the repair) and puts one ``SetupWatch`` in
+``state.prologue.setup``; it is used on the main thread only, inside the
+program's calls, until its watch ends."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from dpmpi import config
+from dpmpi.eventlog import log_event
+
+if TYPE_CHECKING:
+    from dpmpi.resilient.state import State
+
+ENV = "DPMPI_SETUP_WATCH"
+DONE, CLEAN = 1, 2  # the agreement's bits: the call succeeded here; a replacement could redo this rank's calls
+
+
+class SetupWatch:
+    """The repair of a death in this process's setup (see the module)."""
+
+    def __init__(self, state: State, calls: int) -> None:
+        self.state = state
+        self.calls = calls
+        self.on = calls > 0
+        self.repairing = False  # inside this watch's Respawn
+
+    def watching(self, seen: int) -> bool:
+        """Whether the ``seen``-th replayable call is watched (the same answer on every rank)."""
+        return self.on and seen <= self.calls
+
+    def clean(self) -> bool:
+        """Whether a replacement could redo this rank's calls so far and the program leaves repairs to dpmpi."""
+        state = self.state
+        return not (state.prologue.refused or state.callbacks or state.listeners.snapshot())
+
+    def agree(self, plain: Callable[[int], int]) -> Callable[[int], int]:
+        """``plain`` (the communicator's Agree) with this rank's ``CLEAN`` bit ANDed in: where any
+        rank's is clear, the watch ends everywhere after this call."""
+        def agree(flag: int) -> int:
+            got = int(plain((DONE if flag else 0) | (CLEAN if self.clean() else 0)))
+            if not got & CLEAN:
+                self.on = False
+            return got & DONE
+        return agree
+
+    def handing(self) -> bool:
+        """In a repair, while the watch is on: whether this watch made it (the replacement then
+        answers its calls from the record); else the program repairs by itself (its
+        ``Respawn`` after a failure in a call not watched), and the watch ends (on every rank
+        of that repair) and the replacement's calls are made with the survivors, as before."""
+        self.on = self.on and self.repairing
+        return self.on
+
+    def __call__(self, caught: BaseException) -> None:
+        """Repair (``Respawn``) after ``caught``, a failure of the watched call."""
+        log_event({"event": "setup-failure", "process_id": self.state.process_id, "error": type(caught).__name__,
+                   "call": self.state.prologue.seen})
+        comm = self.state.active
+        assert comm is not None
+        self.repairing = True
+        try:
+            comm.Respawn()  # (a failure during the repair is repaired there; one after it fails the call made again)
+        finally:
+            self.repairing = False
+
+
+def watch(state: State) -> None:
+    """Repair a death in this process's setup where it happens (see the module); once."""
+    if state.prologue.setup is None:
+        state.prologue.setup = SetupWatch(state, int(config.get(ENV)))
+
+
+def adopted(state: State, handed: Any) -> None:
+    """A replacement takes its survivors' prologue record (``Prologue.adopt``). Its own watch is
+    on only where theirs repaired their setup there (handed with run 0, between): it then answers
+    their calls and makes the next ones with them, agreements included; else its calls are made
+    with theirs, which no agreement follows (before, its first calls waited in one: a hang)."""
+    state.prologue.adopt(handed)
+    watch(state)
+    state.prologue.setup.on = state.prologue.setup.on and handed is not None and not handed[2] and bool(handed[4])
