@@ -774,8 +774,8 @@ def test_a_death_in_the_prologue_is_repaired_there_when_the_runtime_was_made_bef
 
 
 @pytest.mark.parametrize("faults,spares", [
-    ("2:load@1:KILL", 1),  # before the Bcast of rank 0's weights
-    pytest.param("0:load@3:KILL", 1, marks=pytest.mark.long),  # rank 0, after the allreduce
+    pytest.param("2:load@1:KILL", 1, marks=pytest.mark.long),  # before the Bcast of rank 0's weights
+    ("0:load@4:KILL", 1),  # rank 0 (the Bcast's root), before the fourth call
     pytest.param("2:load@1:KILL,1:load@3:KILL", 2, marks=pytest.mark.long),  # two, one after the other
     pytest.param("1:load@5:KILL", 1, marks=pytest.mark.long),  # before the Split: the others meet it there
     pytest.param("3:created@1:KILL", 1, marks=pytest.mark.long),  # the Split made: the others in its agreement

@@ -1838,8 +1838,10 @@ def _setup_state(calls=3):
 
     listeners = types.SimpleNamespace(items=[], snapshot=lambda: list(listeners.items))
     repaired = []
+    watcher = object()  # (dpmpi's failure watcher, a listener that is not the program's)
+    listeners.items.append(watcher)
     state = types.SimpleNamespace(prologue=prologue.Prologue(), callbacks=[], listeners=listeners, process_id=0,
-                                  active=types.SimpleNamespace(Respawn=lambda: repaired.append(1)))
+                                  active=types.SimpleNamespace(Respawn=lambda: repaired.append(1)), watcher=watcher)
     state.prologue.setup = setup.SetupWatch(state, calls)
     return state, repaired
 
@@ -1866,6 +1868,9 @@ def test_the_setup_is_watched_for_its_first_calls_until_a_runtime_or_a_snapshot_
     assert p.recovery() is None and p.handover() is None and not p.remade_outside_runs()
     state, _ = _setup_state()
     state.callbacks.append(print)  # (the program repairs by itself)
+    assert state.prologue.setup.agree(lambda flag: flag)(1) == 1 and not state.prologue.setup.on
+    state, _ = _setup_state()
+    state.listeners.items.append(object())  # (a listener of the program's)
     assert state.prologue.setup.agree(lambda flag: flag)(1) == 1 and not state.prologue.setup.on
     state, _ = _setup_state()
     state.prologue.refused["comm.sendrecv()"] = "prog.py:3"  # (a call no replacement could redo)

@@ -57,8 +57,9 @@ class SetupWatch:
 
     def clean(self) -> bool:
         """Whether a replacement could redo this rank's calls so far and the program leaves repairs to dpmpi."""
-        state = self.state
-        return not (state.prologue.refused or state.callbacks or state.listeners.snapshot())
+        state = self.state  # (dpmpi's own failure watcher is a listener too: not the program's)
+        mine = [listener for listener in state.listeners.snapshot() if listener is not state.watcher]
+        return not (state.prologue.refused or state.callbacks or mine)
 
     def agree(self, plain: Callable[[int], int]) -> Callable[[int], int]:
         """``plain`` (the communicator's Agree) with this rank's ``CLEAN`` bit ANDed in: where any
