@@ -1906,6 +1906,18 @@ def test_the_setup_watch_hands_its_record_only_in_its_own_repair_and_a_replaceme
         assert new.prologue.close() is False
 
 
+def test_a_replacement_of_a_rank_that_died_in_the_setup_restores_nothing_only_where_it_says_as_built():
+    """Its restore (dpmpi.Snapshot, on the primitives) returns -1 without a collective when it
+    passes as_built=True (the documented pattern: then it commits the first epoch with the
+    survivors); without it the program would take -1 for an epoch, so it raises, saying what to do."""
+    from dpmpi.snapshot import core
+    from dpmpi.snapshot.errors import SnapshotLostError
+
+    assert core._nothing_to_restore(True)["epoch"] == -1
+    with pytest.raises(SnapshotLostError, match=r"restore\(carry=-1, as_built=True\)"):
+        core._nothing_to_restore(False)
+
+
 def test_the_prologue_record_stops_at_its_limit_and_a_replacement_is_told_there(monkeypatch):
     import numpy as np
 
