@@ -5,6 +5,7 @@ a diffusion loop with a halo exchange, committed every 4 steps. Killed from outs
 time, the death often lands in that setup. Prints the ranks' digests on rank 0.
     ACTIVE=1 LO=0.3 HI=1.6 bench/strangers/loop.sh prim_setup.py 400 20"""
 import hashlib
+import itertools
 import json
 import sys
 
@@ -33,19 +34,20 @@ snap = dpmpi.Snapshot(comm, {"u": mine, "total": total})
 
 
 def recover(repair, k):
-    while True:
+    """Respawn (not on a replacement just called in) and restore; a failure in either tries
+    again. Nothing to restore yet (-1, from as_built=True): commit the first epoch again."""
+    for attempt in itertools.count():
         try:
-            if repair:
+            if repair or attempt:
                 comm.Respawn()
-            repair = True
-            e = snap.restore(carry=k, as_built=k < 0)
-            if e < 0:
-                snap.stage()
-                snap.commit(0)
-                e = 0
-            return e
+            epoch = snap.restore(carry=k, as_built=k < 0)
+            if epoch >= 0:
+                return epoch
+            snap.stage()
+            snap.commit(0)
+            return 0
         except FAIL:
-            continue
+            pass
 
 
 if comm.role is dpmpi.Role.RECOVERED:
