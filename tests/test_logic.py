@@ -1870,6 +1870,10 @@ def test_the_setup_is_watched_for_its_first_calls_until_a_runtime_or_a_snapshot_
     state.callbacks.append(print)  # (the program repairs by itself)
     assert state.prologue.setup.agree(lambda flag: flag)(1) == 1 and not state.prologue.setup.on
     state, _ = _setup_state()
+    watch = state.prologue.setup
+    assert watch.agree(lambda flag: flag & 1)(0) == 0 and watch.on  # (failed: repaired as watched before it)
+    assert watch.agree(lambda flag: flag, creation=True)(1) == 1 and not watch.on  # (a derived communicator made)
+    state, _ = _setup_state()
     state.listeners.items.append(object())  # (a listener of the program's)
     assert state.prologue.setup.agree(lambda flag: flag)(1) == 1 and not state.prologue.setup.on
     state, _ = _setup_state()

@@ -16,8 +16,10 @@ examples/primitives.py does).
 Only while a replacement could redo the program's calls, and the program leaves failures to
 dpmpi: the agreement's flag carries a second bit, cleared by a rank that made a call a
 replacement cannot redo (point-to-point, a derived communicator's collective: ``refused``) or
-that registered a repair callback or listener (the program repairs by itself). Where any rank
-cleared it, the watch ends on every rank (the agreement is uniform), and so it does past
+that registered a repair callback or listener (the program repairs by itself), and by the
+creation of a derived communicator (a rank blocked on one would not reach the agreement where the
+others wait: ``tests/programs/derived_block.py`` hung). Where any rank cleared it, the watch ends
+on every rank once that call succeeded (the agreement is uniform), and so it does past
 ``DPMPI_SETUP_WATCH`` calls (0: never on): then a death there is the program's
 ``ProcFailedError``, as before, and so it is when the program repairs by itself (its own
 ``Respawn`` after a failure in a call not watched: ``handing``). Not covered: a call a replacement
@@ -61,12 +63,15 @@ class SetupWatch:
         mine = [listener for listener in state.listeners.snapshot() if listener is not state.watcher]
         return not (state.prologue.refused or state.callbacks or mine)
 
-    def agree(self, plain: Callable[[int], int]) -> Callable[[int], int]:
+    def agree(self, plain: Callable[[int], int], creation: bool = False) -> Callable[[int], int]:
         """``plain`` (the communicator's Agree) with this rank's ``CLEAN`` bit ANDed in: where any
-        rank's is clear, the watch ends everywhere after this call."""
+        rank's is clear, the watch ends everywhere once this call succeeded (a failed one is
+        repaired, and its replacement answered, as the watch said before it). ``creation``: a
+        derived communicator's (its ranks may then block on it where others wait in this
+        watch's agreements: the watch ends with it)."""
         def agree(flag: int) -> int:
-            got = int(plain((DONE if flag else 0) | (CLEAN if self.clean() else 0)))
-            if not got & CLEAN:
+            got = int(plain((DONE if flag else 0) | (CLEAN if self.clean() and not creation else 0)))
+            if got & DONE and not got & CLEAN:
                 self.on = False
             return got & DONE
         return agree
