@@ -79,8 +79,10 @@ class SetupWatch:
     def handing(self) -> bool:
         """In a repair, while the watch is on: whether this watch made it (the replacement then
         answers its calls from the record); else the program repairs by itself (its
-        ``Respawn`` after a failure in a call not watched), and the watch ends (on every rank
-        of that repair) and the replacement's calls are made with the survivors, as before."""
+        ``Respawn`` after a failure in a call not watched), and the watch ends and the
+        replacement's calls are made with the survivors, as before. The same on every rank when
+        the failure met them all in watched calls or all in others; not covered: some in each
+        (a rank's unwatched call on comm, e.g. point-to-point, since the last agreement)."""
         self.on = self.on and self.repairing
         return self.on
 
