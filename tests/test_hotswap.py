@@ -794,6 +794,28 @@ def test_a_death_in_the_setup_before_the_runtime_exists_is_repaired_there(dpmpi_
     assert all(f["repairs"] == len(victims) and f["recoveries"] == 0 for r, f in final.items() if r not in victims), final
 
 
+@pytest.mark.parametrize("faults", ["2:load@3:KILL", pytest.param("1:load@2:KILL", marks=pytest.mark.long)])
+def test_a_primitives_programs_replacement_called_in_during_the_setup_commits_the_first_epoch_with_the_others(
+        dpmpi_run, faults):
+    """dpmpi's primitives, collectives in the setup (a bcast, a Bcast from rank 1, an allreduce),
+    a rank killed before one of them: before, ProcFailedError in the program ended the job; now
+    the watch of the setup repairs it there, the replacement's restore(carry=-1, as_built=True)
+    returns -1 without a collective and it commits epoch 0 with the others: bit for bit."""
+    def run(f):
+        job = dpmpi_run(5, "prim_setup_death.py", "20", launcher_args=["--spares", "1"], faults=f, timeout=60)
+        assert job.returncode == 0, job.stdout + job.stderr
+        assert "Error" not in job.stderr and "Warning" not in job.stderr, job.stderr
+        final = job.by_rank("final")
+        assert sorted(final) == [0, 1, 2, 3], job.stdout + job.stderr
+        return final
+    want = {r: f["digest"] for r, f in run("").items()}
+    final = run(faults)
+    victim = int(faults.split(":")[0])
+    assert {r: f["digest"] for r, f in final.items()} == want, final
+    assert final[victim]["role"] == "RECOVERED" and final[victim]["first_restore"] == -1, final
+    assert all(f["repairs"] == 1 and f["first_restore"] is None for r, f in final.items() if r != victim), final
+
+
 def _prologue_ok(job):
     assert job.returncode == 0, job.stdout + job.stderr
     final = job.by_rank("final")
