@@ -30,43 +30,45 @@ first = None
 
 
 def restored(repair, k):
+    """Respawn (unless just called in), restore; -1: commit epoch 0 with the others. Returns the epoch."""
     global first
-    while True:
+    for _attempt in range(10):
         try:
             if repair:
                 comm.Respawn()
-            repair = True
             epoch = snap.restore(carry=k, as_built=k < 0)
-            first = epoch if first is None else first
-            if epoch < 0:
-                snap.stage()
-                snap.commit(0)
-                epoch = 0
-            return epoch
         except FAILED:
-            pass
+            repair = True
+            continue
+        first = epoch if first is None else first
+        if epoch >= 0:
+            return epoch
+        try:
+            snap.stage()
+            snap.commit(0)
+            return 0
+        except FAILED:
+            repair = True
+    raise RuntimeError("no recovery in 10 attempts")
 
 
-if comm.role is dpmpi.Role.RECOVERED:
-    k = restored(False, -1)
-else:
+k = restored(False, -1) if comm.role is dpmpi.Role.RECOVERED else -1  # (-1: epoch 0 not committed yet)
+finished = False
+while not finished:
     try:
-        snap.stage()
-        snap.commit(0)
-        k = 0
-    except FAILED:
-        k = restored(True, -1)
-while True:
-    try:
-        while k < steps:
+        if k < 0:
+            snap.stage()
+            snap.commit(0)
+            k = 0
+        for step in range(k, steps):
             total = np.empty(1)
             comm.Allreduce(np.array([x.sum()]), total, op=MPI.SUM)
-            x[:] = np.sin(x * (k + 1)) + 1e-3 * total[0]
-            k += 1
+            x[:] = np.sin(x * (step + 1)) + 1e-3 * total[0]
             snap.stage()
-            snap.commit(k)
+            snap.commit(step + 1)
+            k = step + 1
         comm.Barrier()
-        break
+        finished = True
     except FAILED:
         k = restored(True, k)
 print(json.dumps({"event": "final", "rank": r, "digest": hashlib.sha256(x.tobytes()).hexdigest()[:16],
