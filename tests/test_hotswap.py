@@ -816,6 +816,19 @@ def test_a_primitives_programs_replacement_called_in_during_the_setup_commits_th
     assert all(f["repairs"] == 1 and f["first_restore"] is None for r, f in final.items() if r != victim), final
 
 
+def test_a_failure_met_partly_in_the_setup_watch_and_partly_in_the_programs_own_calls_is_repaired_once(dpmpi_run):
+    """A program that repairs by itself: the failure meets rank 0 in a point-to-point Send (its
+    own except repairs) and ranks 2 and 3 in an allreduce the setup watch covers. The watch's
+    agreement gives up when rank 0's repair begins, the repair's AND says some rank's program
+    repairs by itself: no record is handed, the watch's ranks raise the failure to the program
+    after it, and their own Respawn returns at once. Before, the job hung (3 of 3)."""
+    job = dpmpi_run(5, "setup_p2p_repair.py", launcher_args=["--spares", "1"], faults="1:die@1:KILL", timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    final = job.by_rank("final")
+    assert sorted(final) == [0, 1, 2, 3] and all(f["n"] == 4 and f["repairs"] == 1 for f in final.values()), final
+    assert final[1]["role"] == "RECOVERED", final
+
+
 def _prologue_ok(job):
     assert job.returncode == 0, job.stdout + job.stderr
     final = job.by_rank("final")

@@ -854,12 +854,13 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
 
     plan = Plan(2, (0, 5, 2, 3), (4,), 6)
     same = [reassign_words(plan, True, has) for has in (True, False, True, False)]
-    assert reassign_agreed(_and(same)) == (True, True, False, False)  # one active rank has recipes: all learn it
-    assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False, False, False)
+    assert reassign_agreed(_and(same)) == (True, True, False, False, False)  # one active rank has recipes: all learn it
+    assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False, False, False, False)
     # a closed prologue (and whether its record holds something) is learnt from any active rank
     spare = reassign_words(plan, True, False)
-    assert reassign_agreed(_and([spare, reassign_words(plan, True, False, True, False)]))[2:] == (True, False)
-    assert reassign_agreed(_and([reassign_words(plan, True, False, True, True), spare]))[2:] == (True, True)
+    assert reassign_agreed(_and([spare, reassign_words(plan, True, False, True, False)]))[2:] == (True, False, False)
+    assert reassign_agreed(_and([reassign_words(plan, True, False, True, True), spare]))[2:] == (True, True, False)
+    assert reassign_agreed(_and([reassign_words(plan, True, False, True, by_program=True), spare])).by_program
     # a process spawned by a repair (process id not its COMM_WORLD rank): the allgather way
     assert reassign_agreed(_and(same + [reassign_words(plan, False, False)]))[0] is False
     # a process that missed a commit, or any plan that differs in one field: the allgather way

@@ -106,6 +106,9 @@ class ResilientComm(Tracked):
         failure unwound (a communicator made in a failed step is then not in use) and drops dpmpi's
         own frames below the program's last one from the failure's traceback."""
         self._state.not_spare("Respawn")
+        if self._state.repaired_for_program:  # (dpmpi.resilient.setup.overruled: repaired already)
+            self._state.repaired_for_program = False
+            return self
         holding.let_go_of_unwound()
         repair.run(self._state, time.time())
         return self

@@ -193,11 +193,12 @@ def _plan_digests(plan: Plan) -> tuple[int, int]:
 
 
 def reassign_words(plan: Plan, original: bool, has_recipes: bool, prologue_over: bool = False,
-                   prologue_kept: bool = False) -> list[int]:
-    """What one process brings to the quick reassign (see above). Pure."""
+                   prologue_kept: bool = False, by_program: bool = False) -> list[int]:
+    """What one process brings to the quick reassign (see above; word 8: 0 if the program itself
+    repairs on this process while dpmpi.init's watch of the setup was on). Pure."""
     crc, adler = _plan_digests(plan)
     return [1 if original else 0, 0 if has_recipes else 1, crc, ~crc & _DIGEST_MASK, adler, ~adler & _DIGEST_MASK,
-            0 if prologue_over else 1, 0 if prologue_kept else 1]
+            0 if prologue_over else 1, 0 if prologue_kept else 1, 0 if by_program else 1]
 
 
 class Agreed(NamedTuple):
@@ -207,13 +208,16 @@ class Agreed(NamedTuple):
     with_recipes: bool  # some active rank has derived-communicator recipes
     prologue_over: bool  # some active rank's prologue is over: a replacement answers its own from a record
     prologue_kept: bool  # that record holds something (it travels with the recipes)
+    # some active rank's program repairs by itself while others repair in dpmpi.init's watch of the
+    # setup: no record is handed, and the watch's ranks raise the failure to the program too
+    by_program: bool = False
 
 
 def reassign_agreed(anded: list[int]) -> Agreed:
     """From the AND of every live process's words (see above). A function of the AND alone, so
     every process that got it decides the same. Pure."""
     same = all((anded[i] | anded[i + 1]) == _DIGEST_MASK for i in (2, 4))
-    return Agreed(anded[0] == 1 and same, anded[1] == 0, anded[6] == 0, anded[7] == 0)
+    return Agreed(anded[0] == 1 and same, anded[1] == 0, anded[6] == 0, anded[7] == 0, anded[8] == 0)
 
 
 def recipes_root(base: Plan, new_plan: Plan, filled: dict[int, Filled]) -> int:

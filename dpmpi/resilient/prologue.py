@@ -351,7 +351,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         make = (lambda: made_then_told(args, kwargs)) if told else (lambda: fn(*args, **kwargs))
         recover = prologue.recovery()
         if recover is not None and plain_of is not None and again is not None:
-            agree = prologue.setup.agree(plain_of("Agree")) if recover is prologue.setup else plain_of("Agree")
+            agree = prologue.setup.agree() if recover is prologue.setup else plain_of("Agree")
             out, made_again = between_runs(op, make, args, kwargs, agree, recover, again)
             if made_again:
                 return out  # (recorded, and answered as the program expects, by that call)

@@ -104,7 +104,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             # the ones not yet in it enter it, so it completes; dpmpi.agreements says why)
             old_active = state.active.mpi if state.active is not None and was_active else MPI.COMM_NULL
             words = reassign_words(state.plan, original(state), was_active and bool(state.recipes), mine is not None,
-                                   bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])))
+                                   bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])),
+                                   was_active and setup.by_program(state))
             anded = warm_up_and(new_world, words + [agreements.abandoned_word(old_active)])
             agreements.join_abandoned(old_active, anded[-1])
             agreed = reassign_agreed(anded)
@@ -120,6 +121,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             born = [f.process_id for f in filled.values() if f.how == "respawn"]
             if quick and born:  # a spawn passes the recipes on from rank 0, which may be a spare
                 _a, _b, recipes, handed = gather_views(state, was_active, new_world)
+            if agreed.by_program:  # (dpmpi.resilient.setup: the program repairs; the replacement redoes nothing)
+                handed = setup.overruled(state)
             phases["reassign"] += time.perf_counter() - t
             if born:  # spares ran out under policy "respawn": new processes join the world
                 faults.point("repair-spawn")

@@ -22,7 +22,10 @@ others wait: ``tests/programs/derived_block.py`` hung). Where any rank cleared i
 on every rank once that call succeeded (the agreement is uniform), and so it does past
 ``DPMPI_SETUP_WATCH`` calls (0: never on): then a death there is the program's
 ``ProcFailedError``, as before, and so it is when the program repairs by itself (its own
-``Respawn`` after a failure in a call not watched: ``handing``). Not covered: a call a replacement
+``Respawn`` after a failure in a call not watched: ``handing``; where the same failure met other
+ranks in watched calls, the watch's agreement gives up when that repair begins, a word of the
+repair's AND tells every rank, and the watch's ranks raise the failure to the program after the
+repair, whose own ``Respawn`` then returns at once: ``overruled``). Not covered: a call a replacement
 cannot redo, made since the last agreement, when a death strikes the next watched call: the
 replacement raises ``ReplayError`` there, and each spare called in after it too.
 
@@ -52,6 +55,8 @@ class SetupWatch:
         self.calls = calls
         self.on = calls > 0
         self.repairing = False  # inside this watch's Respawn
+        self.by_program = False  # a repair the program made while the watch was on (``handing``)
+        self.overruled = False  # this watch's repair was also the program's on another rank: raise after it
 
     def watching(self, seen: int) -> bool:
         """Whether the ``seen``-th replayable call is watched (the same answer on every rank)."""
@@ -63,26 +68,47 @@ class SetupWatch:
         mine = [listener for listener in state.listeners.snapshot() if listener is not state.watcher]
         return not (state.prologue.refused or state.callbacks or mine)
 
-    def agree(self, plain: Callable[[int], int], creation: bool = False) -> Callable[[int], int]:
-        """``plain`` (the communicator's Agree) with this rank's ``CLEAN`` bit ANDed in: where any
+    def agree(self, plain: Callable[[int], int] | None = None, creation: bool = False) -> Callable[[int], int]:
+        """The agreement after a watched call, with this rank's ``CLEAN`` bit ANDed in: where any
         rank's is clear, the watch ends everywhere once this call succeeded (a failed one is
-        repaired, and its replacement answered, as the watch said before it). ``creation``: a
-        derived communicator's (its ranks may then block on it where others wait in this
-        watch's agreements: the watch ends with it)."""
+        repaired, and its replacement answered, as the watch said before it). ``plain``: the
+        agreement (default: dpmpi's ``Agree`` on the active communicator, which gives up when a
+        repair begins: a rank whose program repairs by itself must not leave the others in it).
+        ``creation``: a derived communicator's (its ranks may then block on it where others wait
+        in this watch's agreements: the watch ends with it)."""
         def agree(flag: int) -> int:
+            nonlocal plain
+            if plain is None:
+                comm = self.state.active
+                assert comm is not None
+                plain = comm.Agree
+            if not flag:  # (failed here: a rank blocked in a call not watched, a send to the dead one, wakes)
+                self.revoke()
             got = int(plain((DONE if flag else 0) | (CLEAN if self.clean() and not creation else 0)))
             if got & DONE and not got & CLEAN:
                 self.on = False
             return got & DONE
         return agree
 
+    def revoke(self) -> None:
+        """Revoke the active communicator before the agreement on a failed call: a rank blocked in
+        a call the watch does not see (a point-to-point send to the dead rank) never reached it,
+        and the job hung (``tests/programs/setup_p2p_repair.py``, 3 of 3)."""
+        comm = self.state.active
+        try:
+            if comm is not None:
+                comm.Revoke()
+        except Exception:  # (revoked already, or unusable: the agreement and the repair decide)
+            pass
+
     def handing(self) -> bool:
         """In a repair, while the watch is on: whether this watch made it (the replacement then
         answers its calls from the record); else the program repairs by itself (its
         ``Respawn`` after a failure in a call not watched), and the watch ends and the
-        replacement's calls are made with the survivors, as before. The same on every rank when
-        the failure met them all in watched calls or all in others; not covered: some in each
-        (a rank's unwatched call on comm, e.g. point-to-point, since the last agreement)."""
+        replacement's calls are made with the survivors, as before. Where the failure met some
+        ranks in watched calls and others in the program's own, the repair's AND tells every
+        rank (``by_program``, ``overruled``)."""
+        self.by_program = self.on and not self.repairing
         self.on = self.on and self.repairing
         return self.on
 
@@ -97,6 +123,34 @@ class SetupWatch:
             comm.Respawn()  # (a failure during the repair is repaired there; one after it fails the call made again)
         finally:
             self.repairing = False
+        if self.overruled:  # (some rank's program repaired by itself: every rank goes on in the program's way)
+            self.overruled, self.on = False, False
+            self.state.repaired_for_program = True  # (the program's Respawn for it returns at once)
+            raise caught
+
+
+def by_program(state: State) -> bool:
+    """In a repair: whether this active rank's program repairs by itself while the watch was on
+    (``SetupWatch.handing`` said so; read once)."""
+    watch = state.prologue.setup
+    if watch is None or not watch.by_program:
+        return False
+    watch.by_program = False
+    return True
+
+
+def overruled(state: State) -> None:
+    """The repair's AND says some active rank's program repairs by itself while others repair in
+    the watch (a failure met some in watched calls, some in others): the repair hands no record
+    (its replacement's calls are made with the survivors'), and this process's watch, if it made
+    the repair, raises the failure to the program after it (``SetupWatch.__call__``), whose own
+    ``Respawn`` then returns at once. Before, the two kinds of rank went on differently and the
+    job hung (a point-to-point send to the dying rank in the setup of a program that repairs by
+    itself). Returns the record handed: None."""
+    watch = state.prologue.setup
+    if watch is not None:
+        watch.overruled, watch.on = watch.repairing, False
+    return None
 
 
 def watch(state: State) -> None:

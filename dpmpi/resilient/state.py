@@ -71,6 +71,8 @@ class State:
         self.pinned: set[int] = set()
         # -- the prologue (prologue.py): the collectives before the first snapshot, for a replacement --
         self.prologue = Prologue()
+        # the program's next Respawn returns at once: the repair it is for was made (setup.overruled)
+        self.repaired_for_program = False
         self.compact_at = COMPACT_MIN  # forget the unused ones when len(live) reaches this
         # -- an idle spare (spares.py) --
         self.poll = poll  # seconds between two polls
