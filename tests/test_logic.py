@@ -1841,10 +1841,18 @@ def _setup_state(calls=3):
     repaired = []
     watcher = object()  # (dpmpi's failure watcher, a listener that is not the program's)
     listeners.items.append(watcher)
+    revoked = types.SimpleNamespace(handle=0, Revoke=lambda: repaired.append("revoke"))  # (ctxcomms.revoke's)
+    active = types.SimpleNamespace(Respawn=lambda: repaired.append(1), mpi=revoked, Agree=None)
     state = types.SimpleNamespace(prologue=prologue.Prologue(), callbacks=[], listeners=listeners, process_id=0,
-                                  active=types.SimpleNamespace(Respawn=lambda: repaired.append(1)), watcher=watcher)
+                                  active=active, watcher=watcher)
     state.prologue.setup = setup.SetupWatch(state, calls)
     return state, repaired
+
+
+def _agree(state, peers, creation=False):
+    """The watch's agreement, the others' bits ANDed in by ``peers`` (dpmpi's Agree in a job)."""
+    state.active.Agree = peers
+    return state.prologue.setup.agree(creation=creation)
 
 
 def test_the_setup_is_watched_for_its_first_calls_until_a_runtime_or_a_snapshot_and_ends_where_any_rank_is_unclean():
@@ -1862,24 +1870,24 @@ def test_the_setup_is_watched_for_its_first_calls_until_a_runtime_or_a_snapshot_
     p.recover = rt
     assert p.recovery() is rt
     p.recover = None
-    agree = watch.agree(lambda flag: flag & 3)  # (every rank clean)
+    agree = _agree(state, lambda flag: flag & 3)  # (every rank clean)
     assert agree(1) == 1 and watch.on
     assert agree(0) == 0 and watch.on  # (a failure: not done, still watched)
-    assert watch.agree(lambda flag: flag & 1)(1) == 1 and not watch.on  # (a peer is not clean)
+    assert _agree(state, lambda flag: flag & 1)(1) == 1 and not watch.on  # (a peer is not clean)
     assert p.recovery() is None and p.handover() is None and not p.remade_outside_runs()
     state, _ = _setup_state()
     state.callbacks.append(print)  # (the program repairs by itself)
-    assert state.prologue.setup.agree(lambda flag: flag)(1) == 1 and not state.prologue.setup.on
+    assert _agree(state, lambda flag: flag)(1) == 1 and not state.prologue.setup.on
     state, _ = _setup_state()
     watch = state.prologue.setup
-    assert watch.agree(lambda flag: flag & 1)(0) == 0 and watch.on  # (failed: repaired as watched before it)
-    assert watch.agree(lambda flag: flag, creation=True)(1) == 1 and not watch.on  # (a derived communicator made)
+    assert _agree(state, lambda flag: flag & 1)(0) == 0 and watch.on  # (failed: repaired as watched before it)
+    assert _agree(state, lambda flag: flag, creation=True)(1) == 1 and not watch.on  # (a derived communicator made)
     state, _ = _setup_state()
     state.listeners.items.append(object())  # (a listener of the program's)
-    assert state.prologue.setup.agree(lambda flag: flag)(1) == 1 and not state.prologue.setup.on
+    assert _agree(state, lambda flag: flag)(1) == 1 and not state.prologue.setup.on
     state, _ = _setup_state()
     state.prologue.refused["comm.sendrecv()"] = "prog.py:3"  # (a call no replacement could redo)
-    state.prologue.setup.agree(lambda flag: flag)(1)
+    _agree(state, lambda flag: flag)(1)
     assert not state.prologue.setup.on
     state, _ = _setup_state()
     state.prologue.close()  # (the first snapshot operation)

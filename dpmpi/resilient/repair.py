@@ -122,7 +122,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             if quick and born:  # a spawn passes the recipes on from rank 0, which may be a spare
                 _a, _b, recipes, handed = gather_views(state, was_active, new_world)
             if agreed.by_program:  # (dpmpi.resilient.setup: the program repairs; the replacement redoes nothing)
-                handed = setup.overruled(state)
+                setup.overruled(state)
+                handed = None
             phases["reassign"] += time.perf_counter() - t
             if born:  # spares ran out under policy "respawn": new processes join the world
                 faults.point("repair-spawn")

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from dpmpi import config
+from dpmpi import config, ctxcomms
 from dpmpi.eventlog import log_event
 
 if TYPE_CHECKING:
@@ -68,38 +68,24 @@ class SetupWatch:
         mine = [listener for listener in state.listeners.snapshot() if listener is not state.watcher]
         return not (state.prologue.refused or state.callbacks or mine)
 
-    def agree(self, plain: Callable[[int], int] | None = None, creation: bool = False) -> Callable[[int], int]:
-        """The agreement after a watched call, with this rank's ``CLEAN`` bit ANDed in: where any
-        rank's is clear, the watch ends everywhere once this call succeeded (a failed one is
-        repaired, and its replacement answered, as the watch said before it). ``plain``: the
-        agreement (default: dpmpi's ``Agree`` on the active communicator, which gives up when a
-        repair begins: a rank whose program repairs by itself must not leave the others in it).
-        ``creation``: a derived communicator's (its ranks may then block on it where others wait
-        in this watch's agreements: the watch ends with it)."""
+    def agree(self, creation: bool = False) -> Callable[[int], int]:
+        """The agreement after a watched call (dpmpi's ``Agree`` on the active communicator, which
+        gives up when a repair begins: a rank whose program repairs by itself must not leave the
+        others in it), with this rank's ``CLEAN`` bit ANDed in: where any rank's is clear, the
+        watch ends everywhere once this call succeeded (a failed one is repaired, and its
+        replacement answered, as the watch said before it). ``creation``: a derived
+        communicator's (its ranks may then block on it where others wait in this watch's
+        agreements: the watch ends with it)."""
         def agree(flag: int) -> int:
-            nonlocal plain
-            if plain is None:
-                comm = self.state.active
-                assert comm is not None
-                plain = comm.Agree
-            if not flag:  # (failed here: a rank blocked in a call not watched, a send to the dead one, wakes)
-                self.revoke()
-            got = int(plain((DONE if flag else 0) | (CLEAN if self.clean() and not creation else 0)))
+            comm = self.state.active
+            assert comm is not None
+            if not flag:  # (failed here: a rank blocked in a call not watched, e.g. a send to the dead one, wakes;
+                ctxcomms.revoke(comm.mpi)  # the job hung: tests/programs/setup_p2p_repair.py, 3 of 3)
+            got = int(comm.Agree((DONE if flag else 0) | (CLEAN if self.clean() and not creation else 0)))
             if got & DONE and not got & CLEAN:
                 self.on = False
             return got & DONE
         return agree
-
-    def revoke(self) -> None:
-        """Revoke the active communicator before the agreement on a failed call: a rank blocked in
-        a call the watch does not see (a point-to-point send to the dead rank) never reached it,
-        and the job hung (``tests/programs/setup_p2p_repair.py``, 3 of 3)."""
-        comm = self.state.active
-        try:
-            if comm is not None:
-                comm.Revoke()
-        except Exception:  # (revoked already, or unusable: the agreement and the repair decide)
-            pass
 
     def handing(self) -> bool:
         """In a repair, while the watch is on: whether this watch made it (the replacement then
@@ -146,11 +132,10 @@ def overruled(state: State) -> None:
     the repair, raises the failure to the program after it (``SetupWatch.__call__``), whose own
     ``Respawn`` then returns at once. Before, the two kinds of rank went on differently and the
     job hung (a point-to-point send to the dying rank in the setup of a program that repairs by
-    itself). Returns the record handed: None."""
+    itself)."""
     watch = state.prologue.setup
     if watch is not None:
         watch.overruled, watch.on = watch.repairing, False
-    return None
 
 
 def watch(state: State) -> None:
