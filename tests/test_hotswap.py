@@ -829,6 +829,32 @@ def test_a_failure_met_partly_in_the_setup_watch_and_partly_in_the_programs_own_
     assert final[1]["role"] == "RECOVERED", final
 
 
+@pytest.mark.parametrize("spares,faults,extra", [
+    (2, "0:step@30:KILL,2:step@30:KILL", ["--parity"]),
+    pytest.param(1, "1:step@10:KILL", [], marks=pytest.mark.long),
+])
+def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dpmpi_run, spares, faults, extra):
+    """Pairs, their leaders, a node's ranks and a communicator of one rank made before the first
+    run, with a Bcast, allreduce, bcast, allgather, Barrier and allreduce on them there and an
+    allreduce on the pair between the two runs (tests/programs/derived_setup.py). Before, each
+    replacement raised ReplayError at the pair's Bcast and the job went on with fewer ranks and
+    other results. Now its calls are answered from a surviving member's record, or, where the
+    whole pair (or the one rank) died in one repair, made by the replacements together: bit for
+    bit. The first case kills a whole pair (ranks 0 and 2 with --parity), in one repair or two (the
+    communicator of one rank is made for real either way)."""
+    def final(f):
+        job = dpmpi_run(4 + spares, "derived_setup.py", "40", *extra, launcher_args=["--spares", str(spares)],
+                        faults=f, timeout=60)
+        assert job.returncode == 0, job.stdout + job.stderr
+        assert "ReplayError" not in job.stderr and "RuntimeWarning" not in job.stderr, job.stderr
+        got = job.by_rank("final")
+        assert sorted(got) == [0, 1, 2, 3], job.stdout + job.stderr
+        return got
+    want, got = final(""), final(faults)
+    assert {r: f["digest"] for r, f in got.items()} == {r: f["digest"] for r, f in want.items()}, (want, got)
+    assert all(f["recoveries"] >= 1 for f in got.values()), got  # (two kills: one repair or two)
+
+
 def _prologue_ok(job):
     assert job.returncode == 0, job.stdout + job.stderr
     final = job.by_rank("final")

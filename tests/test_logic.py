@@ -854,13 +854,17 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
 
     plan = Plan(2, (0, 5, 2, 3), (4,), 6)
     same = [reassign_words(plan, True, has) for has in (True, False, True, False)]
-    assert reassign_agreed(_and(same)) == (True, True, False, False, False)  # one active rank has recipes: all learn it
-    assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False, False, False, False)
+    # one active rank has recipes: all learn it
+    assert reassign_agreed(_and(same)) == (True, True, False, False, False, False)
+    assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False, False, False, False, False)
     # a closed prologue (and whether its record holds something) is learnt from any active rank
     spare = reassign_words(plan, True, False)
-    assert reassign_agreed(_and([spare, reassign_words(plan, True, False, True, False)]))[2:] == (True, False, False)
-    assert reassign_agreed(_and([reassign_words(plan, True, False, True, True), spare]))[2:] == (True, True, False)
+    assert reassign_agreed(_and([spare, reassign_words(plan, True, False, True, False)]))[2:4] == (True, False)
+    assert reassign_agreed(_and([reassign_words(plan, True, False, True, True), spare]))[2:4] == (True, True)
     assert reassign_agreed(_and([reassign_words(plan, True, False, True, by_program=True), spare])).by_program
+    # so is a record of prologue calls on derived communicators (prologue_derived.py)
+    assert reassign_agreed(_and([spare, reassign_words(plan, True, True, derived_kept=True), spare])).derived_kept
+    assert not reassign_agreed(_and([spare, reassign_words(plan, True, True, True, True, True)])).derived_kept
     # a process spawned by a repair (process id not its COMM_WORLD rank): the allgather way
     assert reassign_agreed(_and(same + [reassign_words(plan, False, False)]))[0] is False
     # a process that missed a commit, or any plan that differs in one field: the allgather way
@@ -1536,6 +1540,77 @@ def test_a_replacement_call_the_record_cannot_answer_raises_instead_of_hanging(m
     with pytest.raises(prologue.ReplayError, match="derived communicator"):
         derived("x")
     assert calls == []
+
+
+def test_a_replacement_answers_its_prologues_calls_on_derived_communicators_from_its_groups_survivor():
+    """Collectives on derived communicators in the prologue (prologue_derived.py): each survivor
+    records its own groups' results; the lowest surviving member of each group a replacement
+    belongs to brings its record to the repair; the replacement answers its calls on that group in
+    order, per segment, and makes them for real where every member is a replacement of the same
+    repair (a communicator of one rank, a pair that died whole). Before: ReplayError for any."""
+    import numpy as np
+
+    from dpmpi.resilient import prologue, prologue_derived as pd
+
+    group = (0, 1)  # pair 0 of ranks 0-3, the derived communicator at place 2
+    survivor = prologue.Prologue()
+    at = pd.Where(2, lambda: group)
+    bcast = prologue.guarded(survivor, "Bcast", lambda buf, root=0: buf.__setitem__(slice(None), 7.0), True,
+                             lambda: None, where=lambda: at)
+    allreduce = prologue.guarded(survivor, "allreduce", lambda obj, op=None: obj * 2, True, lambda: None,
+                                 where=lambda: at)
+    scan = prologue.guarded(survivor, "scan", lambda obj: obj, True, lambda: None, where=lambda: at)
+    w = np.zeros(3)
+    bcast(w, root=0)
+    assert allreduce(5) == 10 and scan(1) == 1
+    survivor.run_begins()
+    survivor.run_ends()
+    assert allreduce(6) == 12  # (between run 1 and run 2: segment 1)
+    assert list(survivor.refused) == ["a derived communicator's scan()"]  # (not recorded: refused, warned)
+    assert sorted(survivor.derived.records) == [2] and survivor.derived.records[2][0] == group
+    # the repair: rank 0 died; survivor 1 is the pair's lowest survivor, rank 3 is not a member
+    offered = pd.offers(survivor.derived.records, 1, {0}, {0})
+    assert [o.place for o in offered] == [2] and pd.offers(survivor.derived.records, 3, {0}, {0}) == []
+    assert pd.offers(survivor.derived.records, 1, {2}, {2}) == []  # (no replacement in this group)
+    replacement = prologue.Prologue()
+    replacement.derived.stage([[], offered, []], 0, [0])
+    replacement.derived.remap([0, 1, 2], {0: 0, 1: 1, 2: 2, 3: 3})
+    replacement.adopt(survivor.handover())
+    assert replacement.derived.records[2][1][0].op == "Bcast" and replacement.derived.staged is None
+
+    def made(*a, **k):
+        raise AssertionError("made for real: the survivors would never join")
+    r_bcast = prologue.guarded(replacement, "Bcast", made, True, lambda: None, where=lambda: at)
+    r_allreduce = prologue.guarded(replacement, "allreduce", made, True, lambda: None, where=lambda: at)
+    with pytest.raises(prologue.ReplayError, match=r"its surviving members' call there was Bcast\(root=0\)"):
+        r_allreduce(5)
+    mine = np.zeros(3)
+    r_bcast(mine, root=0)
+    assert mine.tolist() == [7.0] * 3 and r_allreduce(5) == 10
+    with pytest.raises(prologue.ReplayError, match=r"made 2 call\(s\) on it before the first run and this is one more"):
+        r_allreduce(5)  # (a third call before the first run: the survivors made two)
+    replacement.run_begins()
+    replacement.run_ends()
+    assert r_allreduce(6) == 12  # (segment 1, after the first run it skipped)
+    # a communicator of one rank, or a group whose every member is a replacement of this repair:
+    # made for real, and recorded for later replacements
+    whole = prologue.Prologue()
+    whole.derived.stage([[]], 0, [0, 1])
+    whole.adopt(survivor.handover())
+    real = prologue.guarded(whole, "allreduce", lambda obj, op=None: obj + 1, True, lambda: None,
+                            where=lambda: pd.Where(5, lambda: (0, 1)))
+    assert real(1) == 2 and whole.derived.records[5][1][0].op == "allreduce"
+    other = prologue.guarded(whole, "allreduce", made, True, lambda: None, where=lambda: pd.Where(6, lambda: (0, 2)))
+    with pytest.raises(prologue.ReplayError, match="its surviving members made no call on it"):
+        other(1)
+    # a repair that drops places and renumbers ranks moves the records with them
+    moved = pd.remapped({2: ((0, 1, 3), []), 4: ((2, 3), [])}, [0, 2, 3], {0: 0, 1: 1, 3: 2})
+    assert moved == {1: ((0, 1, 2), [])}
+    # a replacement whose prologue does not replay (handed nothing) keeps no staged record
+    none = prologue.Prologue()
+    none.derived.stage([offered], 0, [0])
+    none.adopt(None)
+    assert not none.derived and none.derived.staged is None
 
 
 def test_a_replacement_gets_its_part_of_a_prologue_scatter_and_passes_a_gather_to_another_root(monkeypatch):

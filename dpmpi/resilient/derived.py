@@ -23,7 +23,7 @@ from dpmpi.comm import Comm, plain_method, rebind
 from dpmpi.ctxcomms import revoke
 from dpmpi.errors import failed_ranks, from_mpi
 from dpmpi.mpicall import exchange, hold_context_id, warm_up
-from dpmpi.resilient import holding, intercomms, prologue, recipe_args, topology
+from dpmpi.resilient import holding, intercomms, prologue, prologue_derived, recipe_args, topology
 from dpmpi.resilient.plan import PER_RANK, Recipe, kept_recipes, replays, unknown_to_survivors
 from dpmpi.resilient.state import COMPACT_MIN, State
 
@@ -50,6 +50,9 @@ class Tracked(Comm):
             attr = self.__dict__[name] = prologue.cached(self, name, attr, self._state.prologue, self._index >= 0,
                                                          plain_method)
         return attr
+
+    def recorded_where(self) -> Any:  # (this derived communicator in the prologue's record: prologue_derived)
+        return prologue_derived.where_of(self.mpi, self._index, _active(self._state))
 
     @property
     def prologue(self) -> prologue.Prologue:
@@ -287,9 +290,9 @@ def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh
     On a replacement (``fresh``) they wait in ``state.replay`` for the program to ask for them;
     elsewhere the program's handles are pointed at the new ones and the old ones go to the
     graveyard."""
-    keep = keep or []  # (None: no recipes)
-    kept, old = kept_recipes(recipes[: len(keep)], keep)  # (agree_held says why it may be fewer)
+    kept, old = kept_recipes(recipes[: len(keep or [])], keep or [])  # (None: none; agree_held says why fewer)
     state.recipes = [r.renumbered(renumber) for r in kept]
+    state.prologue.derived.remap(old, renumber)  # (its records of calls on them move with them)
     made: list[MPI.Comm | None] = []
     later: set[int] = set()  # (made when the program asks: _make_late)
     for i, recipe in enumerate(state.recipes):

@@ -27,18 +27,17 @@ recording stops and a replacement that reaches that point raises ``ReplayError``
 """
 from __future__ import annotations
 
-import sys
 import warnings
-import weakref
 from typing import Any, Callable
 
 from mpi4py import MPI
 
 from dpmpi import config
+from dpmpi.resilient.prologue_derived import DerivedRecords, Where
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
-    NEEDS_PEERS, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
-    between_runs, creation_between_runs, make_entry, program_level, refused, result_buffer, root_of, rooted_reply,
-    write_recorded)
+    NEEDS_PEERS, REAL, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
+    between_runs, creation_between_runs, make_entry, program_level, program_line, refused, result_buffer, root_of,
+    rooted_reply, write_recorded)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -74,6 +73,7 @@ class Prologue:
         # target 0): no snapshot exists; its first run, or first restore() (-1), takes the first
         self.unsnapshotted = False
         self.restored = False  # a replacement: it restored its state in one of its runs (``restoring``)
+        self.derived = DerivedRecords()  # the calls on derived communicators (prologue_derived.py)
 
     # -- a survivor's side --
     @property
@@ -115,10 +115,12 @@ class Prologue:
 
     def unreplayable(self, op: str, derived: bool) -> None:
         """A call in the prologue that a replacement could not redo (told when the prologue closes)."""
-        name = ("a derived communicator's " if derived else "comm.") + op + "()"
-        if name not in self.refused:
-            frame = sys._getframe(2)  # (the program's line: call -> here)
-            self.refused[name] = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        self.refused.setdefault(("a derived communicator's " if derived else "comm.") + op + "()", program_line())
+
+    def record_derived(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any) -> None:
+        """After a collective the same everywhere on a derived communicator (``prologue_derived``)."""
+        self.size += self.derived.record(at.place, at.members, op, args, kwargs, result, self.runs)
+        self.full = self.size > int(config.get(ENV_MAX))
 
     def close(self, tell: bool = False) -> bool:
         """The first snapshot operation of this process: the prologue is over (a replacement's
@@ -224,7 +226,9 @@ class Prologue:
     # -- a replacement's side --
     def adopt(self, handed: tuple | None) -> None:
         """A repair made this process an active rank: answer its prologue from ``handed``."""
-        if handed is None or self.closed or (self.runs and not handed[2]):
+        replays = not (handed is None or self.closed or (self.runs and not handed[2]))
+        self.derived.adopt(replays)
+        if not replays:
             return
         entries, full, runs, seen, between = handed
         self.entries, self.full, self.target = [Entry(*e) for e in entries], bool(full), int(runs)
@@ -293,108 +297,4 @@ class Prologue:
         return None
 
 
-REAL = object()  # Prologue.replay's answer: make the call for real (the replacement caught up)
-
-
-def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
-            settle: Callable[[], None], rank: Callable[[], int] = lambda: -1,
-            plain_of: Callable[[str], Callable[..., Any]] | None = None,
-            again: Callable[[], Callable[..., Any]] | None = None) -> Callable[..., Any]:
-    """``fn`` (a communicator's method ``op``) as the prologue needs it: answered from the record
-    on a replacement replaying, recorded on a rank whose prologue runs. ``derived``: a derived
-    communicator's method (never answered from the record). ``settle()``: once the prologue is
-    over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop). ``rank()``:
-    this process's rank in the communicator (asked for rooted collectives only).
-    ``plain_of(name)``: the communicator's plain method ``name`` (the ``bcast`` of a gather's or
-    reduce's result while ``tells()``; the ``Agree`` after a call between two runs). ``again()``:
-    this wrapper as the communicator has it after a repair (a call between two runs is made again
-    through it)."""
-    def made_then_told(args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:
-        """A gather or reduce made as asked, then its root's result broadcast as bytes (pickled,
-        or the buffer's): (the call's result, those bytes; None where the root cannot read it or
-        it is over TOLD_MAX: the root decides, so every rank agrees)."""
-        assert plain_of is not None
-        out = fn(*args, **kwargs)
-        root = root_of(op, args, kwargs)
-        mine = None
-        if rank() == root:
-            try:
-                if op[0].islower():
-                    mine = MPI.pickle.dumps(out)
-                else:
-                    view = result_buffer(op, args, kwargs)
-                    mine = view.tobytes() if view.nbytes <= TOLD_MAX else None
-            except Exception:  # (unreadable: not recorded; the root's replacement is told at its turn)
-                mine = None
-            mine = mine if mine is not None and len(mine) <= TOLD_MAX else None
-        return out, plain_of("bcast")(mine, root)
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if prologue.replaying is None and (prologue.inside or prologue.closed):
-            if prologue.closed:
-                settle()
-            return fn(*args, **kwargs)
-        if prologue.replaying is not None:
-            if derived:
-                raise ReplayError(refused(f"{op}() on a derived communicator",
-                                           "only calls on the communicator dpmpi.init() returned are answered"))
-            answer = prologue.replay(op, args, kwargs, rank() if op in ROOTED else -1)
-            if answer is not REAL:
-                return answer
-        if derived or op not in REPLAYABLE:
-            out = fn(*args, **kwargs)
-            if prologue.recording:
-                prologue.unreplayable(op, derived)
-            return out
-        told = op in TO_ROOT and plain_of is not None and prologue.tells()
-        prologue.seen += 1
-        make = (lambda: made_then_told(args, kwargs)) if told else (lambda: fn(*args, **kwargs))
-        recover = prologue.recovery()
-        if recover is not None and plain_of is not None and again is not None:
-            agree = prologue.setup.agree() if recover is prologue.setup else plain_of("Agree")
-            out, made_again = between_runs(op, make, args, kwargs, agree, recover, again)
-            if made_again:
-                return out  # (recorded, and answered as the program expects, by that call)
-        else:
-            out = make()
-        kept = None if op in TO_ROOT else out  # (a gather or reduce: what its root broadcast, if told)
-        if told:
-            out, kept = out
-        if prologue.recording:
-            prologue.record(op, args, kwargs, kept, rank() if op in ROOTED else -1)
-        return out
-
-    call.__name__ = op
-    call.__qualname__ = f"Comm.{op}"
-    call.__doc__ = getattr(fn, "__doc__", None)
-    return call
-
-
-def cached(owner: Any, op: str, plain: Callable[..., Any], record: Prologue, derived: bool,
-           peer: Callable[[Any, str], Callable[..., Any]] | None = None) -> Callable[..., Any]:
-    """``guarded`` for the method ``op`` that ``owner`` (a dpmpi communicator) caches in its
-    ``__dict__``: once the prologue is over the plain method takes the wrapper's place again (a
-    repair empties the cache). The wrapper holds its owner weakly: a handle in a reference cycle
-    would outlive the program's last reference, and a repair would take it as still in use
-    (``holding.held``; seen: a communicator made and dropped in each step was rebuilt for a
-    replacement, which then took it for its own next one and the job hung)."""
-    me = weakref.ref(owner)
-
-    def settle() -> None:
-        holder = me()
-        if holder is not None and holder.__dict__.get(op) is wrapper:
-            holder.__dict__[op] = plain
-
-    def rank() -> int:
-        holder = me()
-        return -1 if holder is None else int(holder.Get_rank())
-
-    def plain_of(name: str) -> Callable[..., Any]:  # (``peer``: the owner's plain method, not the recorded one)
-        holder = me()
-        assert holder is not None and peer is not None
-        return peer(holder, name)
-
-    def again() -> Callable[..., Any]:
-        return getattr(me(), op)
-    wrapper = guarded(record, op, plain, derived, settle, rank, plain_of if peer is not None else None, again)
-    return wrapper
+from dpmpi.resilient.prologue_guard import cached, guarded  # noqa: E402,F401 (this module's API too)

@@ -39,6 +39,7 @@ NEEDS_PEERS = frozenset({
     "neighbor_allgather", "neighbor_alltoall",
 })
 WATCHED = REPLAYABLE | NEEDS_PEERS
+REAL = object()  # Prologue.replay's answer: make the call for real (the replacement caught up)
 
 
 class ReplayError(RuntimeError):
@@ -231,3 +232,11 @@ def program_level() -> int:
     while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
         level, frame = level + 1, frame.f_back
     return level
+
+
+def program_line() -> str:
+    """Where the program called into dpmpi (its first frame outside dpmpi): "file:line"."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"

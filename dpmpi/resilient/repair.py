@@ -14,7 +14,7 @@ from dpmpi import _guard, agreements, ctxcomms, faults
 from dpmpi.comm import rebind
 from dpmpi.mpicall import exchange, hold_context_id, retire, warm_up, warm_up_and
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
-from dpmpi.resilient import derived, holding, orphans, settings, setup
+from dpmpi.resilient import derived, holding, orphans, prologue_derived, settings, setup
 from dpmpi.resilient.affinity import adopt_cpus
 from dpmpi.eventlog import log_event
 from dpmpi.resilient.events import RepairEvent, SparesDepletedWarning
@@ -105,7 +105,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             old_active = state.active.mpi if state.active is not None and was_active else MPI.COMM_NULL
             words = reassign_words(state.plan, original(state), was_active and bool(state.recipes), mine is not None,
                                    bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])),
-                                   was_active and setup.by_program(state))
+                                   was_active and setup.by_program(state), was_active and bool(state.prologue.derived))
             anded = warm_up_and(new_world, words + [agreements.abandoned_word(old_active)])
             agreements.join_abandoned(old_active, anded[-1])
             agreed = reassign_agreed(anded)
@@ -135,7 +135,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 new_world.Agree(1)
                 faults.point("repair-spawning")
                 info = SpawnInfo(born, base, new_plan, recipes or state.recipes, with_recipes, renumber, state.policy,
-                                 state.poll, failed, filled, state.places, handed)
+                                 state.poll, failed, filled, state.places, handed, agreed.derived_kept)
                 new_world = spawn(state, new_world, info)
                 state.graveyard.append(state.world)
                 state.world = new_world
@@ -157,6 +157,11 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                     keep = holding.agree_held(raw, held)
                     recipes = holding.handed_entries(raw, state, recipes, was_active, state.logical() if was_active
                                                        else place_taken(filled, state.process_id), keep, taken(filled))
+                if agreed.derived_kept and taken(filled):  # (what the prologue's calls on derived ones returned)
+                    prologue_derived.hand_over(raw, state.prologue.derived, was_active, state.logical() if was_active
+                                               else place_taken(filled, state.process_id), failed, taken(filled))
+                elif not was_active:
+                    state.prologue.derived.stage([], -1, taken(filled))  # (nothing handed in this attempt)
             phases["rebuild"] += time.perf_counter() - t
             faults.point("repair-agree")
             t = time.perf_counter()

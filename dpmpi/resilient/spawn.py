@@ -30,6 +30,7 @@ class SpawnInfo(NamedTuple):
     filled: dict[int, Filled]
     places: dict[int, Place]  # process id -> (node, CPUs) of its place, before the repair
     prologue: Any = None  # the active ranks' closed prologue record (prologue.py), for the new processes
+    derived_kept: bool = False  # some active rank recorded prologue calls on derived ones (prologue_derived.py)
 
 
 def program_args() -> list[str]:

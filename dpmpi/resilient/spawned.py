@@ -10,7 +10,7 @@ from mpi4py import MPI
 from dpmpi import _guard, watcher
 from dpmpi.mpicall import exchange, retire, warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
-from dpmpi.resilient import derived, holding, repair, setup
+from dpmpi.resilient import derived, holding, prologue_derived, repair, setup
 from dpmpi.resilient.affinity import adopt_cpus, my_place
 from dpmpi.resilient.communicator import ResilientComm
 from dpmpi.eventlog import log_event
@@ -50,6 +50,9 @@ def join() -> State:
         keep = holding.agree_held(raw, [False] * len(info.recipes)) if info.with_recipes else None
         recipes = holding.handed_entries(raw, state, info.recipes, False, place_taken(info.filled, process_id), keep,
                                          taken(info.filled)) if keep else info.recipes
+        if info.derived_kept:  # (as the parents' repair.attempts does: a spawned process takes a place)
+            prologue_derived.hand_over(raw, state.prologue.derived, False, place_taken(info.filled, process_id),
+                                       info.failed, taken(info.filled))
         merged.Agree(1)  # the parents' commit
     except MPI.Exception as exc:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:

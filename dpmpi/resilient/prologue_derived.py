@@ -1,0 +1,194 @@
+"""The prologue's collectives on derived communicators: what a replacement needs to redo them.
+
+A program that splits its ranks into groups (tensor-parallel groups, a grid's rows and columns,
+a node's ranks) often sets them up with collectives on those groups before its first snapshot: a
+group's leader broadcasts the group's initial weights, the group agrees on a scale. A process
+that replaces a failed rank runs the program from its start, and its group's survivors, already
+recovering, would not make those calls again: before, it raised ``ReplayError`` and the job went
+on without it (fewer ranks, another result). Now each rank records the results of its
+prologue's ``bcast``, ``allreduce``, ``allgather`` and ``barrier`` (either case) on each derived
+communicator it is a member of, with that communicator's members (logical ranks). Their results
+are the same on every member, so a repair hands each replacement, for every derived
+communicator its rank belonged to, the record of one surviving member (the lowest: one
+``allgather`` over the new active communicator, only when some rank has such a record and a
+replacement takes a place), and the replacement's calls are answered from it in order. Keyed by
+the derived communicator's place in the recipes (the same on every rank: ``derived.py``), moved
+with it when a repair drops forgotten places (``remap``).
+
+A communicator whose every member is a replacement of the same repair (one of one rank, a group
+that died whole) has no record: its replacements make its calls together, for real, and record
+them. Not covered (``ReplayError`` as before): rooted collectives other than ``bcast`` (scatter,
+gather, reduce), other calls on a derived communicator, and an intercommunicator's.
+
+Owner and lifetime: one ``DerivedRecords`` per process, in ``Prologue.derived``, main thread
+only; kept for the life of the process, as the prologue's record.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from mpi4py import MPI
+
+from dpmpi.mpicall import exchange
+from dpmpi.resilient.prologue_calls import REAL, Entry, ReplayError, make_entry, refused, root_of, write_recorded
+
+
+class Where(NamedTuple):
+    """Which derived communicator a call is made on (``where_of``)."""
+
+    place: int  # its place in the recipes
+    members: Callable[[], tuple[int, ...]]  # its members' logical ranks (group calls: asked when first recorded)
+
+
+def where_of(raw: MPI.Comm, place: int, active: MPI.Comm) -> Where | None:
+    """The derived communicator ``raw`` at ``place`` as the record names it (None: an
+    intercommunicator, whose collectives' results come from the other group: not recorded)."""
+    if raw.Is_inter():
+        return None
+
+    def members() -> tuple[int, ...]:
+        mine, whole = raw.Get_group(), active.Get_group()
+        try:
+            return tuple(int(m) for m in MPI.Group.Translate_ranks(mine, list(range(mine.Get_size())), whole))
+        finally:
+            mine.Free()
+            whole.Free()
+    return Where(place, members)
+
+
+class Offer(NamedTuple):
+    """One survivor's record of one derived communicator, for the replacements of its members."""
+
+    place: int  # the communicator's place in the recipes (before the repair's renumbering)
+    members: tuple[int, ...]  # its members' logical ranks (before the repair's renumbering)
+    entries: list[Entry]
+
+
+def offers(records: dict[int, tuple[tuple[int, ...], list[Entry]]], mine: int, failed: set[int],
+           wanted: set[int]) -> list[Offer]:
+    """What the survivor with logical rank ``mine`` brings to a repair in which the ranks
+    ``failed`` died and replacements take the ranks ``wanted``: its record of each derived
+    communicator that a replacement is a member of, where it is that communicator's lowest
+    surviving member (so each record travels once). Pure."""
+    out = []
+    for place, (members, entries) in sorted(records.items()):
+        if wanted.intersection(members) and min((m for m in members if m not in failed), default=-1) == mine:
+            out.append(Offer(place, members, list(entries)))
+    return out
+
+
+def taken_from(brought: list[list[Offer]], me: int) -> dict[int, tuple[tuple[int, ...], list[Entry]]]:
+    """The records a replacement that takes logical rank ``me`` keeps from what the survivors
+    brought (``offers``): those of the communicators it is a member of. Pure."""
+    return {o.place: (tuple(o.members), [Entry(*e) for e in o.entries])
+            for offered in brought for o in offered if me in o.members}
+
+
+def remapped(records: dict[int, tuple[tuple[int, ...], list[Entry]]], old: list[int],
+             renumber: dict[int, int]) -> dict[int, tuple[tuple[int, ...], list[Entry]]]:
+    """The records after a repair kept the recipes at ``old`` (new place ``i`` was ``old[i]``)
+    and renumbered the logical ranks (``renumber``, old -> new; the ranks not in it are gone).
+    Pure."""
+    at = {o: i for i, o in enumerate(old)}
+    return {at[p]: (tuple(renumber[m] for m in members if m in renumber), entries)
+            for p, (members, entries) in records.items() if p in at}
+
+
+def hand_over(comm: MPI.Intracomm, records: DerivedRecords, was_active: bool, me: int, failed: list[int],
+              wanted: list[int]) -> None:
+    """In a repair that calls replacements in (they take the logical ranks ``wanted``; ``failed``
+    died), over its new active communicator ``comm``, on every process of it: each survivor
+    (``was_active``, logical rank ``me``) brings its ``offers``, and each replacement (which
+    takes rank ``me``) stages what concerns it. One allgather."""
+    mine = records.offers(me, set(failed), set(wanted)) if was_active else []
+    brought = exchange(lambda: comm.allgather(mine))
+    if not was_active:
+        records.stage(brought, me, wanted)
+
+
+class DerivedRecords:
+    """This process's record of its prologue's collectives on derived communicators (see the
+    module), and, on a replacement, where its replay of each one stands."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, tuple[tuple[int, ...], list[Entry]]] = {}  # place -> (members, entries)
+        self.next: dict[int, int] = {}  # a replacement: place -> the next entry to answer from
+        self.staged: dict[int, tuple[tuple[int, ...], list[Entry]]] | None = None  # handed, not yet adopted
+        self.fresh: set[int] = set()  # a replacement: the logical ranks its repair's replacements took
+        self.fresh_staged: set[int] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.records)
+
+    def record(self, place: int, members: Callable[[], tuple[int, ...]], op: str, args: tuple, kwargs: dict,
+               result: Any, segment: int) -> int:
+        """After a recorded call ``op`` on the derived communicator at ``place``: keep its result
+        (``members()``: the communicator's logical ranks, asked once). The bytes kept."""
+        if place not in self.records:
+            self.records[place] = (members(), [])
+        try:
+            entry = make_entry(op, root_of(op, args, kwargs), args, kwargs, result, -1)._replace(segment=segment)
+        except Exception as exc:  # (never fail the program's call: a replacement is told at its turn)
+            entry = Entry(op, -1, -1, None, f"its result could not be recorded ({exc})", segment)
+        self.records[place][1].append(entry)
+        return len(entry.payload or b"")
+
+    def replay(self, at: Where, op: str, args: tuple, kwargs: dict, segment: int, full: bool) -> Any:
+        """Answer a replacement's call ``op`` on the derived communicator ``at`` in the segment
+        ``segment`` (dpmpi.Runtime runs before it) from the record it was handed; ``REAL`` where
+        every member of that communicator is a replacement of the same repair (they make it
+        together, as they run the same program: a communicator of one, or a group that died
+        whole)."""
+        name = f"{op}() on a derived communicator"
+        place = at.place
+        if self.fresh and set(at.members()) <= self.fresh:
+            return REAL  # (what this process holds of it, it recorded making them so)
+        if place not in self.records:
+            raise ReplayError(refused(name, "its surviving members made no call on it"))
+        entries = self.records[place][1]
+        i = self.next.get(place, 0)
+        while i < len(entries) and entries[i].segment < segment:
+            i += 1  # (those of a skipped run's segment: not asked for)
+        if i >= len(entries) or entries[i].segment != segment:
+            why = ("its survivors' record stopped at DPMPI_PROLOGUE_MAX" if full else
+                   f"its surviving members made {sum(e.segment == segment for e in entries)} call(s) on it "
+                   + ("before the first run" if segment == 0 else f"after run {segment}") + " and this is one more")
+            raise ReplayError(refused(name, why))
+        entry, root = entries[i], root_of(op, args, kwargs)
+        if entry.op != op or entry.root != root:
+            raise ReplayError(refused(name, f"its surviving members' call there was {entry.op}"
+                                            + (f"(root={entry.root})" if entry.root >= 0 else "()")
+                                            + ": the members must make the same collectives on it"))
+        if entry.payload is None:
+            raise ReplayError(refused(name, f"its surviving members' call: {entry.why}"))
+        self.next[place] = i + 1
+        if op in ("barrier", "Barrier"):
+            return None
+        if op[0].islower():
+            return MPI.pickle.loads(entry.payload)
+        write_recorded(name, op, args, kwargs, entry.payload, "the survivors'")
+        return None
+
+    # -- a repair's side --
+    def offers(self, mine: int, failed: set[int], wanted: set[int]) -> list[Offer]:
+        return offers(self.records, mine, failed, wanted)
+
+    def stage(self, brought: list[list[Offer]], me: int, wanted: list[int]) -> None:
+        """A replacement that takes logical rank ``me`` (its repair's replacements take ``wanted``):
+        what the survivors brought, until the repair's rebuild moves it (``remap``) and the
+        prologue adopts it (``adopt``)."""
+        self.staged, self.fresh_staged = taken_from(brought, me), set(wanted)
+
+    def remap(self, old: list[int], renumber: dict[int, int]) -> None:
+        """The repair kept the recipes at ``old`` and renumbered the logical ranks."""
+        self.records = remapped(self.records, old, renumber)
+        if self.staged is not None:
+            self.staged = remapped(self.staged, old, renumber)
+            self.fresh_staged = {renumber[m] for m in self.fresh_staged if m in renumber}
+
+    def adopt(self, replays: bool) -> None:
+        """The prologue took the handed record (``replays``) or not: the staged records become
+        this process's (its replay starts at each one's first entry) or are dropped."""
+        if replays and self.staged is not None:
+            self.records, self.next, self.fresh = self.staged, {}, self.fresh_staged
+        self.staged, self.fresh_staged = None, set()

@@ -1,0 +1,54 @@
+"""Collectives on derived communicators outside dpmpi.Runtime's runs, which a replacement must
+redo from its group's survivors' record (dpmpi.resilient.prologue_derived). Before the first run:
+pairs (``comm.Split``, by parity with ``--parity``: ranks 0 and 2 are one pair) whose first rank
+``Bcast``s the pair's weights, an ``allreduce`` and a ``bcast`` on the pair, an ``allgather``
+over the pairs' leaders (a ``Split`` with ``MPI.UNDEFINED`` elsewhere), a ``Barrier`` on a
+node-local ``Split_type`` and an ``allreduce`` on a communicator of one rank (every member of it
+dies with its rank: the replacement makes it for real). Between the two runs, an ``allreduce``
+on the pair. Prints a line "final" per rank: its digest, recoveries and role."""
+import hashlib
+import json
+import sys
+
+import dpmpi
+import numpy as np
+from mpi4py import MPI
+
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+comm = dpmpi.init()
+r, n = comm.Get_rank(), comm.Get_size()
+pair = comm.Split(r % 2 if "--parity" in sys.argv else r // 2, r)
+leaders = comm.Split(0 if pair.Get_rank() == 0 else MPI.UNDEFINED, r)
+node = comm.Split_type(MPI.COMM_TYPE_SHARED, r)
+alone = comm.Split(r, 0)
+
+w = np.zeros(512)
+if pair.Get_rank() == 0:
+    w[:] = np.random.default_rng(10 + r).standard_normal(w.size)
+pair.Bcast(w, root=0)
+top = pair.allreduce(float(np.abs(w).max()), op=MPI.MAX)
+norms = leaders.allgather(float(np.linalg.norm(w))) if leaders != MPI.COMM_NULL else None
+norm = pair.bcast(sum(norms) if norms else None, root=0)
+node.Barrier()
+mine = alone.allreduce(r + 1)
+w /= top * norm
+x = np.full(512, float(mine))
+rt = dpmpi.Runtime(comm, {"w": w, "x": x}, snapshot_every=3)
+
+
+def step(k):
+    g = np.empty_like(w)
+    pair.Allreduce(np.tanh(w * x), g, op=MPI.SUM)
+    total = comm.allreduce(float(g.sum()))
+    with rt.update():
+        x[:] = 0.9 * x + 0.1 * g
+        w[:] += 1e-3 * g - 1e-6 * total
+
+
+rt.run(step, steps // 2)
+shift = pair.allreduce(float(x.sum()))  # (between the runs: answered from the record too)
+x += 1e-3 * shift
+rt.run(step, steps)
+print(json.dumps({"event": "final", "rank": r, "digest": hashlib.sha256(w.tobytes() + x.tobytes()).hexdigest()[:16],
+                  "recoveries": len(rt.history), "role": comm.role.value}), flush=True)
+rt.close()
