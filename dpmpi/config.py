@@ -101,7 +101,8 @@ VARS: tuple[Var, ...] = (
         minimum=0.0001, maximum=10),
     Var("DPMPI_PROLOGUE_MAX", "int", 64 << 20, "bytes of results each active rank keeps of the collectives "
         "its program made before its first snapshot and between dpmpi.Runtime runs (bcast, allreduce, "
-        "allgather, barrier, gather, reduce; a scatter's whole input on its root), which a replacement's own "
+        "allgather, barrier, gather, reduce; a scatter's whole input on its root; bcast, allreduce, allgather "
+        "and barrier on derived communicators too), which a replacement's own "
         "prologue gets from them (docs/spares.md); past it, a replacement that reaches that point raises "
         "ReplayError", minimum=0),
     Var("DPMPI_SETUP_WATCH", "int", 64, "how many of the program's first collectives on the communicator "
