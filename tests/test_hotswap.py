@@ -829,6 +829,23 @@ def test_a_failure_met_partly_in_the_setup_watch_and_partly_in_the_programs_own_
     assert final[1]["role"] == "RECOVERED", final
 
 
+def test_a_death_right_after_a_setup_call_a_replacement_cannot_redo_is_the_programs_to_repair(dpmpi_run):
+    """A sendrecv around the ring in the setup (a replacement could not redo it), then rank 2 dies
+    before the next allreduce: the others meet the death in the watched allreduce, before an
+    agreement could end dpmpi.init's watch. Before (the fortieth session's uncovered window) the
+    watch handed the record, the replacement raised ReplayError at the sendrecv, so did every
+    spare after it, and the job shrank (exit code 1). Now the repair's AND says a rank could not
+    be redone, the failure is raised to the program, whose own Respawn returns at once, and the
+    replacement's calls are made with the survivors'."""
+    job = dpmpi_run(5, "setup_p2p_repair.py", "--window", launcher_args=["--spares", "1"], faults="2:die@1:KILL",
+                    timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "ReplayError" not in job.stderr, job.stderr
+    final = job.by_rank("final")
+    assert sorted(final) == [0, 1, 2, 3] and all(f["n"] == 4 and f["repairs"] == 1 for f in final.values()), final
+    assert final[2]["role"] == "RECOVERED", final
+
+
 @pytest.mark.parametrize("spares,faults,extra", [
     (2, "0:step@30:KILL,2:step@30:KILL", ["--parity"]),
     pytest.param(1, "1:step@10:KILL", [], marks=pytest.mark.long),

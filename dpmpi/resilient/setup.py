@@ -25,9 +25,9 @@ on every rank once that call succeeded (the agreement is uniform), and so it doe
 ``Respawn`` after a failure in a call not watched: ``handing``; where the same failure met other
 ranks in watched calls, the watch's agreement gives up when that repair begins, a word of the
 repair's AND tells every rank, and the watch's ranks raise the failure to the program after the
-repair, whose own ``Respawn`` then returns at once: ``overruled``). Not covered: a call a replacement
-cannot redo, made since the last agreement, when a death strikes the next watched call: the
-replacement raises ``ReplayError`` there, and each spare called in after it too.
+repair, whose own ``Respawn`` then returns at once: ``overruled``). So it is when a rank made a
+call a replacement cannot redo since the last agreement and a death strikes the next watched
+call, before the agreement could end the watch (``handing``).
 
 Owner and lifetime: ``watch`` runs once per process in ``dpmpi.init`` (main thread; on a
 replacement, ``adopted`` runs first, in the repair) and puts one ``SetupWatch`` in
@@ -93,8 +93,11 @@ class SetupWatch:
         ``Respawn`` after a failure in a call not watched), and the watch ends and the
         replacement's calls are made with the survivors, as before. Where the failure met some
         ranks in watched calls and others in the program's own, the repair's AND tells every
-        rank (``by_program``, ``overruled``)."""
-        self.by_program = self.on and not self.repairing
+        rank (``by_program``, ``overruled``). So it does where this rank made a call a replacement
+        could not redo since the last agreement (not ``clean``: the death came before the
+        agreement could end the watch): before, each replacement raised ``ReplayError`` at that
+        call, every spare was used up and the job shrank; now the failure is the program's."""
+        self.by_program = self.on and (not self.repairing or not self.clean())
         self.on = self.on and self.repairing
         return self.on
 
