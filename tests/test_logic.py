@@ -1985,6 +1985,19 @@ def test_the_setup_watch_hands_its_record_only_in_its_own_repair_and_a_replaceme
     watch(RuntimeError("a peer failed"))
     assert seen == [([], False, 0, 2, True)] and watch.on and not watch.repairing
     assert p.handover() is None and not watch.on  # (the program's own Respawn, later)
+    # a call no replacement could redo since the last agreement, then a death in the next watched
+    # call (the agreement could not end the watch): the repair is the program's (by_program)
+    state, _ = _setup_state()
+    p, watch = state.prologue, state.prologue.setup
+    p.refused["comm.sendrecv()"] = "prog.py:3"
+    state.active.Respawn = lambda: seen.append((p.handover() is not None, setup.by_program(state)))
+    watch(RuntimeError("a peer failed"))
+    assert seen[-1] == (True, True)  # (the AND then overrules the handover: setup.overruled)
+    state.callbacks.append(print)  # (a callback alone changes nothing a replacement redoes)
+    p.refused.clear()
+    watch.on = True
+    watch(RuntimeError("a peer failed"))
+    assert seen[-1] == (True, False)
     for handed, on in [(([], False, 0, 2, True), True), (None, False), (([], False, 2, 5, False), False)]:
         new, _ = _setup_state()
         new.prologue.setup = None

@@ -94,10 +94,10 @@ class SetupWatch:
         replacement's calls are made with the survivors, as before. Where the failure met some
         ranks in watched calls and others in the program's own, the repair's AND tells every
         rank (``by_program``, ``overruled``). So it does where this rank made a call a replacement
-        could not redo since the last agreement (not ``clean``: the death came before the
-        agreement could end the watch): before, each replacement raised ``ReplayError`` at that
-        call, every spare was used up and the job shrank; now the failure is the program's."""
-        self.by_program = self.on and (not self.repairing or not self.clean())
+        could not redo since the last agreement (``refused``: the death came before the agreement
+        could end the watch): before, each replacement raised ``ReplayError`` at that call, every
+        spare was used up and the job shrank; now the failure is the program's."""
+        self.by_program = self.on and (not self.repairing or bool(self.state.prologue.refused))
         self.on = self.on and self.repairing
         return self.on
 
