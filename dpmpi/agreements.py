@@ -31,7 +31,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi.mpicall import done_unless_revoked, keep_forever, resilient_job_comm
+from dpmpi.mpicall import done_unless_revoked, exchange, keep_forever, resilient_job_comm
 
 _STARTED: dict[int, int] = {}
 _ABANDONED: dict[int, int] = {}
@@ -96,3 +96,27 @@ def join_abandoned(comm: MPI.Comm, anded: int) -> bool:
         return False  # (nothing to close here: Open MPI refused the agreement outright)
     keep_forever((comm, req, buf))
     return True
+
+
+def abandoned_on(comms: list[Any]) -> dict[int, int]:
+    """The agreements this process gave up on the communicators ``comms`` (a repair's derived
+    ones, by place; None: not a member): {place: the agreement's number}."""
+    out = {}
+    for place, comm in enumerate(comms):
+        word = NONE if comm is None else abandoned_word(comm)
+        if word != NONE:
+            out[place] = word
+    return out
+
+
+def join_derived(comm: MPI.Intracomm, derived: list[Any], mine: dict[int, int]) -> None:
+    """In a repair in which some process gave up an agreement on a derived communicator (a
+    prologue call's, dpmpi.resilient.prologue_derived), over its new active communicator
+    ``comm``, on every process of it: each brings ``abandoned_on``'s answer, and each member of
+    such a communicator (``derived``, by place, its old ones) that had not entered that agreement
+    enters it (``join_abandoned``), so that it completes (else Open MPI names it at
+    ``MPI_Finalize``: "ERA ERRONEOUS ... I never completed to it"). One allgather."""
+    for told in exchange(lambda: comm.allgather(mine)):
+        for place, number in told.items():
+            if place < len(derived) and derived[place] is not None:
+                join_abandoned(derived[place], number)

@@ -848,7 +848,11 @@ def test_a_death_right_after_a_setup_call_a_replacement_cannot_redo_is_the_progr
 
 @pytest.mark.parametrize("spares,faults,extra", [
     (2, "0:step@30:KILL,2:step@30:KILL", ["--parity"]),
+    # the Runtime made first: a death in the setup's calls on the pairs is repaired there
+    (1, "1:Bcast@1:KILL", ["--runtime-first"]),
     pytest.param(1, "1:step@10:KILL", [], marks=pytest.mark.long),
+    pytest.param(2, "0:Bcast@1:KILL,2:Bcast@1:KILL", ["--parity", "--runtime-first"], marks=pytest.mark.long),
+    pytest.param(1, "3:bcast@1:KILL", ["--runtime-first"], marks=pytest.mark.long),
 ])
 def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dpmpi_run, spares, faults, extra):
     """Pairs, their leaders, a node's ranks and a communicator of one rank made before the first
@@ -858,7 +862,10 @@ def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dp
     other results. Now its calls are answered from a surviving member's record, or, where the
     whole pair (or the one rank) died in one repair, made by the replacements together: bit for
     bit. The first case kills a whole pair (ranks 0 and 2 with --parity), in one repair or two (the
-    communicator of one rank is made for real either way)."""
+    communicator of one rank is made for real either way). With the Runtime made before those
+    calls (--runtime-first), a death in one of them is repaired there: each is followed by an
+    agreement of its communicator's members, a failure is repaired and the call made again, and
+    the replacement makes it with them (before: ProcFailedError in the program, exit code 1)."""
     def final(f):
         job = dpmpi_run(4 + spares, "derived_setup.py", "40", *extra, launcher_args=["--spares", str(spares)],
                         faults=f, timeout=60)
@@ -869,7 +876,9 @@ def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dp
         return got
     want, got = final(""), final(faults)
     assert {r: f["digest"] for r, f in got.items()} == {r: f["digest"] for r, f in want.items()}, (want, got)
-    assert all(f["recoveries"] >= 1 for f in got.values()), got  # (two kills: one repair or two)
+    if "--runtime-first" not in extra:  # (a repair before the first run is not one of the Runtime's recoveries)
+        assert all(f["recoveries"] >= 1 for f in got.values()), got  # (two kills: one repair or two)
+    assert all(f["role"] in ("SURVIVOR", "RECOVERED") for f in got.values()), got
 
 
 def _prologue_ok(job):

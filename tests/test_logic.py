@@ -855,8 +855,9 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
     plan = Plan(2, (0, 5, 2, 3), (4,), 6)
     same = [reassign_words(plan, True, has) for has in (True, False, True, False)]
     # one active rank has recipes: all learn it
-    assert reassign_agreed(_and(same)) == (True, True, False, False, False, False)
-    assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False, False, False, False, False)
+    assert reassign_agreed(_and(same)) == (True, True, False, False, False, False, False)
+    assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False, False, False, False, False,
+                                                                            False)
     # a closed prologue (and whether its record holds something) is learnt from any active rank
     spare = reassign_words(plan, True, False)
     assert reassign_agreed(_and([spare, reassign_words(plan, True, False, True, False)]))[2:4] == (True, False)
@@ -865,6 +866,7 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
     # so is a record of prologue calls on derived communicators (prologue_derived.py)
     assert reassign_agreed(_and([spare, reassign_words(plan, True, True, derived_kept=True), spare])).derived_kept
     assert not reassign_agreed(_and([spare, reassign_words(plan, True, True, True, True, True)])).derived_kept
+    assert reassign_agreed(_and([reassign_words(plan, True, True, derived_left=True), spare])).derived_left
     # a process spawned by a repair (process id not its COMM_WORLD rank): the allgather way
     assert reassign_agreed(_and(same + [reassign_words(plan, False, False)]))[0] is False
     # a process that missed a commit, or any plan that differs in one field: the allgather way
@@ -1603,6 +1605,17 @@ def test_a_replacement_answers_its_prologues_calls_on_derived_communicators_from
     other = prologue.guarded(whole, "allreduce", made, True, lambda: None, where=lambda: pd.Where(6, lambda: (0, 2)))
     with pytest.raises(prologue.ReplayError, match="its surviving members made no call on it"):
         other(1)
+    # survivors that failed outside the runs (a death in their prologue, the Runtime made first):
+    # the replacement's first call past its group's record is the one they make again with it,
+    # and its replay is over there (before that, calls are answered)
+    handed = list(survivor.handover())
+    handed[2:5] = [0, 0, True]  # (run 0, between: repaired in the prologue)
+    late = prologue.Prologue()
+    late.derived.stage([offered], 0, [0])
+    late.adopt(tuple(handed))
+    assert late.replaying is not None and late.replay_derived(at, "Bcast", (np.zeros(3),), {}) is None
+    assert late.replay_derived(at, "allreduce", (5,), {}) == 10 and late.replaying is not None
+    assert late.replay_derived(at, "allreduce", (5,), {}) is prologue.REAL and late.replaying is None
     # a repair that drops places and renumbers ranks moves the records with them
     moved = pd.remapped({2: ((0, 1, 3), []), 4: ((2, 3), [])}, [0, 2, 3], {0: 0, 1: 1, 3: 2})
     assert moved == {1: ((0, 1, 2), [])}

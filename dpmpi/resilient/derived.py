@@ -52,7 +52,7 @@ class Tracked(Comm):
         return attr
 
     def recorded_where(self) -> Any:  # (this derived communicator in the prologue's record: prologue_derived)
-        return prologue_derived.where_of(self.mpi, self._index, _active(self._state))
+        return prologue_derived.where_of(self.mpi, self._index, _active(self._state), weakref.ref(self))
 
     @property
     def prologue(self) -> prologue.Prologue:

@@ -173,7 +173,7 @@ def handed_prologue(views: list[View]) -> Any:
     return next((v.prologue for v in views if v.prologue is not None), None)
 
 
-# The quick reassign: each live process brings ten ints to one bitwise-AND Allreduce (the warm-up
+# The quick reassign: each live process brings eleven ints to one bitwise-AND Allreduce (the warm-up
 # the new communicator needs anyway) instead of allgathering pickled Views. Word 0: 1 if this
 # process is one of the job's first processes (its process id is its rank in the launch's
 # COMM_WORLD, so every process can name the live ones from the shrunk communicator's group);
@@ -193,13 +193,16 @@ def _plan_digests(plan: Plan) -> tuple[int, int]:
 
 
 def reassign_words(plan: Plan, original: bool, has_recipes: bool, prologue_over: bool = False,
-                   prologue_kept: bool = False, by_program: bool = False, derived_kept: bool = False) -> list[int]:
+                   prologue_kept: bool = False, by_program: bool = False, derived_kept: bool = False,
+                   derived_left: bool = False) -> list[int]:
     """What one process brings to the quick reassign (see above; word 8: 0 if the program itself
     repairs on this process while dpmpi.init's watch of the setup was on; word 9: 0 if it has a
-    record of prologue calls on derived communicators, prologue_derived.py). Pure."""
+    record of prologue calls on derived communicators, prologue_derived.py; word 10: 0 if it
+    gave up an agreement on a derived communicator, agreements.join_derived). Pure."""
     crc, adler = _plan_digests(plan)
     return [1 if original else 0, 0 if has_recipes else 1, crc, ~crc & _DIGEST_MASK, adler, ~adler & _DIGEST_MASK,
-            0 if prologue_over else 1, 0 if prologue_kept else 1, 0 if by_program else 1, 0 if derived_kept else 1]
+            0 if prologue_over else 1, 0 if prologue_kept else 1, 0 if by_program else 1, 0 if derived_kept else 1,
+            0 if derived_left else 1]
 
 
 class Agreed(NamedTuple):
@@ -213,13 +216,15 @@ class Agreed(NamedTuple):
     # setup: no record is handed, and the watch's ranks raise the failure to the program too
     by_program: bool = False
     derived_kept: bool = False  # some active rank recorded prologue calls on derived communicators
+    derived_left: bool = False  # some active rank gave up an agreement on a derived communicator
 
 
 def reassign_agreed(anded: list[int]) -> Agreed:
     """From the AND of every live process's words (see above). A function of the AND alone, so
     every process that got it decides the same. Pure."""
     same = all((anded[i] | anded[i + 1]) == _DIGEST_MASK for i in (2, 4))
-    return Agreed(anded[0] == 1 and same, anded[1] == 0, anded[6] == 0, anded[7] == 0, anded[8] == 0, anded[9] == 0)
+    return Agreed(anded[0] == 1 and same, anded[1] == 0, anded[6] == 0, anded[7] == 0, anded[8] == 0, anded[9] == 0,
+                  anded[10] == 0)
 
 
 def recipes_root(base: Plan, new_plan: Plan, filled: dict[int, Filled]) -> int:

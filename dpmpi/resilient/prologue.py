@@ -36,8 +36,8 @@ from dpmpi import config
 from dpmpi.resilient.prologue_derived import DerivedRecords, Where
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
     NEEDS_PEERS, REAL, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
-    between_runs, creation_between_runs, make_entry, program_level, program_line, refused, result_buffer, root_of,
-    rooted_reply, write_recorded)
+    between_runs, creation_between_runs, entry_of, make_entry, program_level, program_line, refused, result_buffer,
+    root_of, rooted_reply, write_recorded)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -64,9 +64,7 @@ class Prologue:
         self.target = 0  # a replacement: the run its survivors are in (its earlier ones are skipped)
         self.seen = 0  # replayable calls made while the prologue was open (the same count on every rank)
         self.handed_seen = 0  # a replacement: the survivors' ``seen`` at the handover
-        # dpmpi.Runtime's recovery (repair, restore) for a failure between two of its runs, on a
-        # survivor: set by the Runtime; None without one
-        self.recover: Callable[[BaseException], None] | None = None
+        self.recover: Callable[[BaseException], None] | None = None  # dpmpi.Runtime's recovery, set by it
         self.setup: Any = None  # dpmpi.init's SetupWatch (dpmpi.resilient.setup), before a Runtime or a snapshot
         self.between = False  # a replacement: its survivors failed between their runs target-1 and target
         # a replacement: its survivors failed in their prologue and repaired there (handed with
@@ -99,14 +97,7 @@ class Prologue:
 
     def record(self, op: str, args: tuple, kwargs: dict, result: Any, rank: int = -1) -> None:
         """After a replayable call in the prologue (made by ``rank``): keep what a replacement must get."""
-        try:
-            root = root_of(op, args, kwargs)
-        except (TypeError, ValueError, IndexError):
-            root = -1  # (the call itself would have refused it)
-        try:
-            entry = make_entry(op, root, args, kwargs, result, rank)._replace(segment=self.runs)
-        except Exception as exc:  # (never fail the program's call: a replacement is told at its turn)
-            entry = Entry(op, root, -1, None, f"its result could not be recorded ({exc})", self.runs)
+        entry = entry_of(op, args, kwargs, result, rank, self.runs)
         self.size += len(entry.payload or b"")
         if self.size > int(config.get(ENV_MAX)) or len(self.entries) >= self._max_calls():
             self.full = True
@@ -116,6 +107,16 @@ class Prologue:
     def unreplayable(self, op: str, derived: bool) -> None:
         """A call in the prologue that a replacement could not redo (told when the prologue closes)."""
         self.refused.setdefault(("a derived communicator's " if derived else "comm.") + op + "()", program_line())
+
+    def replay_derived(self, at: Where, op: str, args: tuple, kwargs: dict) -> Any:
+        """A replacement's call on a derived communicator (``prologue_derived``); past the record where its
+        survivors failed outside the runs (they make it again, as in ``replay``): ``REAL``, the replay over."""
+        if self.between and self.runs == max(self.target - 1, 0) and not self.inside and \
+                self.derived.exhausted(at, self.runs):
+            self.between = False
+            self._replayed()
+            return REAL
+        return self.derived.replay(at, op, args, kwargs, self.runs, self.full)
 
     def record_derived(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any) -> None:
         """After a collective the same everywhere on a derived communicator (``prologue_derived``)."""

@@ -129,6 +129,20 @@ def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank:
     return Entry(op, root, out.nbytes, out.tobytes(), "")
 
 
+def entry_of(op: str, args: tuple, kwargs: dict, result: Any, rank: int, segment: int) -> Entry:
+    """``make_entry`` for a call that returned ``result`` in ``segment``; where its result cannot
+    be recorded, an entry that says why (never fail the program's call: a replacement is told at
+    its turn)."""
+    try:
+        root = root_of(op, args, kwargs)
+    except (TypeError, ValueError, IndexError):
+        root = -1  # (the call itself would have refused it)
+    try:
+        return make_entry(op, root, args, kwargs, result, rank)._replace(segment=segment)
+    except Exception as exc:
+        return Entry(op, root, -1, None, f"its result could not be recorded ({exc})", segment)
+
+
 def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank: int) -> Any:
     """A replacement's scatter, gather or reduce (either case), from ``entry`` (call ``i + 1``)."""
     name = f"comm.{op}(root={entry.root})"

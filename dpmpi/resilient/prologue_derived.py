@@ -30,7 +30,7 @@ from typing import Any, Callable, NamedTuple
 from mpi4py import MPI
 
 from dpmpi.mpicall import exchange
-from dpmpi.resilient.prologue_calls import REAL, Entry, ReplayError, make_entry, refused, root_of, write_recorded
+from dpmpi.resilient.prologue_calls import REAL, Entry, ReplayError, entry_of, refused, root_of, write_recorded
 
 
 class Where(NamedTuple):
@@ -38,13 +38,22 @@ class Where(NamedTuple):
 
     place: int  # its place in the recipes
     members: Callable[[], tuple[int, ...]]  # its members' logical ranks (group calls: asked when first recorded)
+    agree: Callable[[int], int] = int  # dpmpi's Agree on it (gives up when a repair begins: agreements.py)
 
 
-def where_of(raw: MPI.Comm, place: int, active: MPI.Comm) -> Where | None:
-    """The derived communicator ``raw`` at ``place`` as the record names it (None: an
-    intercommunicator, whose collectives' results come from the other group: not recorded)."""
+def where_of(raw: MPI.Comm, place: int, active: MPI.Comm, owner: Callable[[], Any]) -> Where | None:
+    """The derived communicator ``raw`` at ``place`` (``owner``: a weak reference to the program's
+    handle) as the record names it (None: an intercommunicator, whose collectives' results come
+    from the other group: not recorded). The handle is held weakly: held strongly here, a step's
+    communicator whose call a failure cut short stayed in use through the repair (what kept that
+    call's frame alive was not found), which rebuilt it and handed it to the replacement for its
+    next ``Split``, made anew by the others (a hang in half the runs of
+    ``tests/programs/derived_per_step.py loop``; ``holding.held``)."""
     if raw.Is_inter():
         return None
+
+    def agree(flag: int) -> int:
+        return int(owner().Agree(flag))
 
     def members() -> tuple[int, ...]:
         mine, whole = raw.Get_group(), active.Get_group()
@@ -53,7 +62,7 @@ def where_of(raw: MPI.Comm, place: int, active: MPI.Comm) -> Where | None:
         finally:
             mine.Free()
             whole.Free()
-    return Where(place, members)
+    return Where(place, members, agree)
 
 
 class Offer(NamedTuple):
@@ -126,12 +135,26 @@ class DerivedRecords:
         (``members()``: the communicator's logical ranks, asked once). The bytes kept."""
         if place not in self.records:
             self.records[place] = (members(), [])
-        try:
-            entry = make_entry(op, root_of(op, args, kwargs), args, kwargs, result, -1)._replace(segment=segment)
-        except Exception as exc:  # (never fail the program's call: a replacement is told at its turn)
-            entry = Entry(op, -1, -1, None, f"its result could not be recorded ({exc})", segment)
+        entry = entry_of(op, args, kwargs, result, -1, segment)
         self.records[place][1].append(entry)
         return len(entry.payload or b"")
+
+    def exhausted(self, at: Where, segment: int) -> bool:
+        """Whether this replacement's next call on ``at`` in ``segment`` lies past its survivors'
+        record (and not every member is a replacement of its repair: they make it together)."""
+        if self.fresh and set(at.members()) <= self.fresh:
+            return False
+        entries, i = self._cursor(at.place, segment)
+        return i >= len(entries) or entries[i].segment > segment
+
+    def _cursor(self, place: int, segment: int) -> tuple[list[Entry], int]:
+        """The record of ``place`` and where the replay of ``segment`` stands in it (the entries of
+        an earlier segment not asked for, a skipped run's, passed)."""
+        entries = self.records.get(place, ((), []))[1]
+        i = self.next.get(place, 0)
+        while i < len(entries) and entries[i].segment < segment:
+            i += 1
+        return entries, i
 
     def replay(self, at: Where, op: str, args: tuple, kwargs: dict, segment: int, full: bool) -> Any:
         """Answer a replacement's call ``op`` on the derived communicator ``at`` in the segment
@@ -145,10 +168,7 @@ class DerivedRecords:
             return REAL  # (what this process holds of it, it recorded making them so)
         if place not in self.records:
             raise ReplayError(refused(name, "its surviving members made no call on it"))
-        entries = self.records[place][1]
-        i = self.next.get(place, 0)
-        while i < len(entries) and entries[i].segment < segment:
-            i += 1  # (those of a skipped run's segment: not asked for)
+        entries, i = self._cursor(place, segment)
         if i >= len(entries) or entries[i].segment != segment:
             why = ("its survivors' record stopped at DPMPI_PROLOGUE_MAX" if full else
                    f"its surviving members made {sum(e.segment == segment for e in entries)} call(s) on it "

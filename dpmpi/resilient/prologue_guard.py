@@ -56,7 +56,9 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
 
     def on_derived(args: tuple, kwargs: dict) -> Any:
         """A derived communicator's call in the prologue: answered from its survivors' record on a
-        replacement replaying (made for real on a communicator of one), recorded elsewhere."""
+        replacement replaying (made for real where they make it too), recorded elsewhere; where
+        a failure there is repaired (``recovery``), followed by an agreement of its members, as
+        a call on the active communicator is by one of all ranks (``between_runs``)."""
         at = where() if where is not None and op in SAME_EVERYWHERE else None
         replaying = prologue.replaying is not None
         if replaying:
@@ -64,10 +66,17 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
                 raise ReplayError(refused(f"{op}() on a derived communicator",
                                            "only bcast, allreduce, allgather and barrier (either case) on a derived "
                                            "communicator are answered from its survivors' record"))
-            answer = prologue.derived.replay(at, op, args, kwargs, prologue.runs, prologue.full)
+            answer = prologue.replay_derived(at, op, args, kwargs)
             if answer is not REAL:
                 return answer
-        out = fn(*args, **kwargs)
+        recover = prologue.recovery() if at is not None and plain_of is not None and again is not None else None
+        if recover is not None:
+            assert plain_of is not None and again is not None
+            out, made_again = between_runs(op, lambda: fn(*args, **kwargs), args, kwargs, at.agree, recover, again)
+            if made_again:
+                return out  # (recorded, and answered as the program expects, by that call)
+        else:
+            out = fn(*args, **kwargs)
         if at is None:
             if prologue.recording:
                 prologue.unreplayable(op, True)

@@ -103,9 +103,11 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             # (and which agreement on the active communicator a process gave up for this repair:
             # the ones not yet in it enter it, so it completes; dpmpi.agreements says why)
             old_active = state.active.mpi if state.active is not None and was_active else MPI.COMM_NULL
+            left = agreements.abandoned_on(state.derived) if was_active else {}  # (join_derived)
             words = reassign_words(state.plan, original(state), was_active and bool(state.recipes), mine is not None,
                                    bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])),
-                                   was_active and setup.by_program(state), was_active and bool(state.prologue.derived))
+                                   was_active and setup.by_program(state), was_active and bool(state.prologue.derived),
+                                   bool(left))
             anded = warm_up_and(new_world, words + [agreements.abandoned_word(old_active)])
             agreements.join_abandoned(old_active, anded[-1])
             agreed = reassign_agreed(anded)
@@ -135,7 +137,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 new_world.Agree(1)
                 faults.point("repair-spawning")
                 info = SpawnInfo(born, base, new_plan, recipes or state.recipes, with_recipes, renumber, state.policy,
-                                 state.poll, failed, filled, state.places, handed, agreed.derived_kept)
+                                 state.poll, failed, filled, state.places, handed, agreed.derived_kept,
+                                 agreed.derived_left)
                 new_world = spawn(state, new_world, info)
                 state.graveyard.append(state.world)
                 state.world = new_world
@@ -162,6 +165,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                                                else place_taken(filled, state.process_id), failed, taken(filled))
                 elif not was_active:
                     state.prologue.derived.stage([], -1, taken(filled))  # (nothing handed in this attempt)
+                if agreed.derived_left:
+                    agreements.join_derived(raw, state.derived if was_active else [], left)
             phases["rebuild"] += time.perf_counter() - t
             faults.point("repair-agree")
             t = time.perf_counter()

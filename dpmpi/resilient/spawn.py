@@ -31,6 +31,7 @@ class SpawnInfo(NamedTuple):
     places: dict[int, Place]  # process id -> (node, CPUs) of its place, before the repair
     prologue: Any = None  # the active ranks' closed prologue record (prologue.py), for the new processes
     derived_kept: bool = False  # some active rank recorded prologue calls on derived ones (prologue_derived.py)
+    derived_left: bool = False  # some active rank gave up an agreement on a derived one (agreements.join_derived)
 
 
 def program_args() -> list[str]:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 from mpi4py import MPI
 
-from dpmpi import _guard, watcher
+from dpmpi import _guard, agreements, watcher
 from dpmpi.mpicall import exchange, retire, warm_up
 from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
 from dpmpi.resilient import derived, holding, prologue_derived, repair, setup
@@ -53,6 +53,8 @@ def join() -> State:
         if info.derived_kept:  # (as the parents' repair.attempts does: a spawned process takes a place)
             prologue_derived.hand_over(raw, state.prologue.derived, False, place_taken(info.filled, process_id),
                                        info.failed, taken(info.filled))
+        if info.derived_left:
+            agreements.join_derived(raw, [], {})
         merged.Agree(1)  # the parents' commit
     except MPI.Exception as exc:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
