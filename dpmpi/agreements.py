@@ -35,6 +35,7 @@ from dpmpi.mpicall import done_unless_revoked, exchange, keep_forever, resilient
 
 _STARTED: dict[int, int] = {}
 _ABANDONED: dict[int, int] = {}
+_PENDING: dict[int, tuple[MPI.Request, Any]] = {}  # the agreement given up on each: its request and buffer
 NONE = -1  # all bits set: neutral in the repair's bitwise AND
 
 
@@ -69,6 +70,7 @@ def agree(comm: MPI.Comm, flag: int) -> int:
             return buf[0]
         keep_forever((comm, req, buf))  # (still open in Open MPI: its buffer lives on)
         _ABANDONED[MPI._handleof(comm)] = count
+        _PENDING[MPI._handleof(comm)] = (req, buf)
     raise MPI.Exception(MPI.ERR_REVOKED)
 
 
@@ -82,14 +84,14 @@ def abandoned_word(comm: MPI.Comm) -> int:
     return _ABANDONED.get(MPI._handleof(comm), NONE)
 
 
-def join_abandoned(comm: MPI.Comm, anded: int) -> bool:
+def join_abandoned(comm: MPI.Comm, anded: int, flag: int = 1) -> bool:
     """After the repair's AND of every live process's ``abandoned_word``: when some process
     gave up agreement ``anded`` on ``comm`` and this process had not entered it yet, enter it
-    now, non-blocking (the others are in it, so it completes as MPI progresses; its outcome
-    means nothing). Returns whether it did."""
+    now with ``flag``, non-blocking (the others are in it, so it completes as MPI progresses).
+    Returns whether it did."""
     if anded == NONE or comm == MPI.COMM_NULL or _STARTED.get(MPI._handleof(comm), 0) != anded - 1:
         return False
-    buf = array.array("i", [1])
+    buf = array.array("i", [flag])
     try:
         req = iagree(comm, buf)
     except MPI.Exception:
@@ -114,9 +116,26 @@ def join_derived(comm: MPI.Intracomm, derived: list[Any], mine: dict[int, int]) 
     prologue call's, dpmpi.resilient.prologue_derived), over its new active communicator
     ``comm``, on every process of it: each brings ``abandoned_on``'s answer, and each member of
     such a communicator (``derived``, by place, its old ones) that had not entered that agreement
-    enters it (``join_abandoned``), so that it completes (else Open MPI names it at
-    ``MPI_Finalize``: "ERA ERRONEOUS ... I never completed to it"). One allgather."""
+    enters it (``join_abandoned``) with 0, as it did not make the call agreed on, so that it
+    completes (else Open MPI names it at ``MPI_Finalize``: "ERA ERRONEOUS ... I never completed
+    to it") and says the call failed (``outcome``). One allgather."""
     for told in exchange(lambda: comm.allgather(mine)):
         for place, number in told.items():
             if place < len(derived) and derived[place] is not None:
-                join_abandoned(derived[place], number)
+                join_abandoned(derived[place], number, 0)
+
+
+def outcome(comm: MPI.Comm) -> bool:
+    """After the repair that made this process give up an agreement on ``comm`` (a derived
+    communicator's, closed by ``join_derived``): whether it completed with every member's
+    flag set (the call it agreed on succeeded everywhere: the members that saw it complete went
+    on). False where none was given up or it failed."""
+    pending = _PENDING.pop(MPI._handleof(comm), None)
+    if pending is None:
+        return False
+    req, buf = pending
+    try:
+        req.Wait()
+    except MPI.Exception:
+        return False
+    return bool(buf[0] & 1)

@@ -1626,6 +1626,44 @@ def test_a_replacement_answers_its_prologues_calls_on_derived_communicators_from
     assert not none.derived and none.derived.staged is None
 
 
+def test_a_derived_call_whose_agreement_a_repair_cut_short_is_made_again_only_where_it_failed_everywhere():
+    """derived_between_runs (a prologue call on a derived communicator, the Runtime made first):
+    its members' agreement gives up when a repair begins; a member whose call had succeeded then
+    learns after the repair how the agreement ended (the repair closed it), and makes the call
+    again only if some member's failed, as the members that saw it end decide (before, it always
+    made it again while its partner went on: a hang)."""
+    from dpmpi.errors import ProcFailedError, RevokedError
+    from dpmpi.resilient.prologue_calls import derived_between_runs
+
+    def run(make, agree, ended):
+        log = []
+
+        def gave_up(flag):
+            log.append(("agree", flag))
+            return agree(flag)
+        out = derived_between_runs("allreduce", make, (5,), {}, gave_up, lambda: log.append("outcome") or ended,
+                                   lambda exc: log.append(("recover", type(exc).__name__)),
+                                   lambda: (lambda v: log.append("again") or v * 3))
+        return out, log
+
+    def revoked(flag):
+        raise RevokedError("a repair began", 77)
+
+    def failed():
+        raise ProcFailedError("a peer died", 75)
+    assert run(lambda: 10, lambda flag: flag, False) == ((10, False), [("agree", 1)])
+    # gave up after a successful call: the agreement ended with every flag set -> no second call
+    assert run(lambda: 10, revoked, True) == ((10, False), [("agree", 1), ("recover", "RevokedError"), "outcome"])
+    # ... or with a member's 0 (one that had not entered it, or whose call failed) -> made again
+    assert run(lambda: 10, revoked, False) == ((15, True), [("agree", 1), ("recover", "RevokedError"), "outcome",
+                                                            "again"])
+    # its own call failed: made again, whatever the agreement (not asked)
+    assert run(failed, revoked, True) == ((15, True), [("agree", 0), ("recover", "ProcFailedError"), "again"])
+    assert run(failed, lambda flag: flag, True)[0] == (15, True)
+    assert run(lambda: 10, lambda flag: 0, True) == ((15, True), [("agree", 1), ("recover", "ProcFailedError"),
+                                                                   "again"])
+
+
 def test_a_replacement_gets_its_part_of_a_prologue_scatter_and_passes_a_gather_to_another_root(monkeypatch):
     """Rooted collectives in the prologue: the root records its whole scatter input, so a
     replacement of another rank gets its part from the root's record (the one handed over: the

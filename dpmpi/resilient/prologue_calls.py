@@ -199,6 +199,42 @@ def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, ag
     return again()(*args, **kwargs), True
 
 
+def derived_between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, agree: Callable[[int], int],
+                         outcome: Callable[[], bool], recover: Callable[[BaseException], None],
+                         again: Callable[[], Callable[..., Any]]) -> tuple[Any, bool]:
+    """``between_runs`` for a derived communicator's call (dpmpi.resilient.prologue_derived),
+    whose agreement is its members' only: dpmpi's, which gives up when a repair begins (a
+    member that went to repair another group's failure would never enter one that waits). A
+    member that gave up after its call succeeded learns after the repair how the agreement
+    ended (``outcome``: the repair closed it; a member that had not entered it entered with 0),
+    and makes the call again only if it failed: the others decided by its end too (before, one
+    member made it again while its partner, whose agreement had completed, went on: a hang, 1 of
+    8 kills of rank 0 in ``bench/strangers/tp_setup.py``). (result, whether made again)."""
+    keep = None
+    if op == "Allreduce" and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
+        keep = bytes(result_buffer(op, args, kwargs))
+    failure: BaseException | None = None
+    out, made, gave_up = None, False, False
+    try:
+        out, made = make(), True
+    except (ProcFailedError, RevokedError) as exc:
+        failure = exc
+    try:
+        if agree(1 if made else 0):
+            return out, False
+        failure = failure or ProcFailedError(f"a peer's {op}() failed", MPI.ERR_PROC_FAILED)
+    except RevokedError as exc:  # (gave up: a repair began before the agreement completed)
+        failure, gave_up = failure or exc, made
+    except ProcFailedError as exc:
+        failure = failure or exc
+    recover(failure)
+    if gave_up and outcome():
+        return out, False
+    if keep is not None:
+        result_buffer(op, args, kwargs)[:] = keep
+    return again()(*args, **kwargs), True
+
+
 def creation_between_runs(op: str, make: Callable[[], Any], agree: Callable[[int], int],
                           recover: Callable[[BaseException], None], again: Callable[[], Any],
                           let_go: Callable[[], None] = lambda: None) -> Any:

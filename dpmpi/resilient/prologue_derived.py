@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple
 
 from mpi4py import MPI
 
+from dpmpi import agreements
 from dpmpi.mpicall import exchange
 from dpmpi.resilient.prologue_calls import REAL, Entry, ReplayError, entry_of, refused, root_of, write_recorded
 
@@ -39,6 +40,7 @@ class Where(NamedTuple):
     place: int  # its place in the recipes
     members: Callable[[], tuple[int, ...]]  # its members' logical ranks (group calls: asked when first recorded)
     agree: Callable[[int], int] = int  # dpmpi's Agree on it (gives up when a repair begins: agreements.py)
+    outcome: Callable[[], bool] = bool  # after the repair, how an agreement given up there ended (agreements.outcome)
 
 
 def where_of(raw: MPI.Comm, place: int, active: MPI.Comm, owner: Callable[[], Any]) -> Where | None:
@@ -55,6 +57,9 @@ def where_of(raw: MPI.Comm, place: int, active: MPI.Comm, owner: Callable[[], An
     def agree(flag: int) -> int:
         return int(owner().Agree(flag))
 
+    def outcome() -> bool:
+        return agreements.outcome(raw)
+
     def members() -> tuple[int, ...]:
         mine, whole = raw.Get_group(), active.Get_group()
         try:
@@ -62,7 +67,7 @@ def where_of(raw: MPI.Comm, place: int, active: MPI.Comm, owner: Callable[[], An
         finally:
             mine.Free()
             whole.Free()
-    return Where(place, members, agree)
+    return Where(place, members, agree, outcome)
 
 
 class Offer(NamedTuple):
