@@ -1619,6 +1619,11 @@ def test_a_replacement_answers_its_prologues_calls_on_derived_communicators_from
     # a repair that drops places and renumbers ranks moves the records with them
     moved = pd.remapped({2: ((0, 1, 3), []), 4: ((2, 3), [])}, [0, 2, 3], {0: 0, 1: 1, 3: 2})
     assert moved == {1: ((0, 1, 2), [])}
+    # a program without snapshots records for ever: the derived calls count against the prologue's cap
+    capped = prologue.Prologue()
+    capped.derived.count = prologue.MAX_CALLS - 1
+    capped.record_derived(at, "allreduce", (1,), {}, 2)
+    assert capped.full and not capped.recording
     # a replacement whose prologue does not replay (handed nothing) keeps no staged record
     none = prologue.Prologue()
     none.derived.stage([offered], 0, [0])

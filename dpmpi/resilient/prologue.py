@@ -121,7 +121,7 @@ class Prologue:
     def record_derived(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any) -> None:
         """After a collective the same everywhere on a derived communicator (``prologue_derived``)."""
         self.size += self.derived.record(at.place, at.members, op, args, kwargs, result, self.runs)
-        self.full = self.size > int(config.get(ENV_MAX))
+        self.full = self.size > int(config.get(ENV_MAX)) or self.derived.count >= self._max_calls()  # (as record)
 
     def close(self, tell: bool = False) -> bool:
         """The first snapshot operation of this process: the prologue is over (a replacement's

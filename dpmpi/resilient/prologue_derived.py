@@ -20,6 +20,13 @@ that died whole) has no record: its replacements make its calls together, for re
 them. Not covered (``ReplayError`` as before): rooted collectives other than ``bcast`` (scatter,
 gather, reduce), other calls on a derived communicator, and an intercommunicator's.
 
+Where a failure in such a call is repaired (with a ``dpmpi.Runtime`` made before it: dpmpi.init's
+watch of the setup ends at the first derived communicator), each is followed by an agreement of
+its members (``prologue_calls.derived_between_runs``); the replacement answers the calls before
+the interrupted one and makes that one with them (``Prologue.replay_derived``). The records are
+capped as the prologue's (``DPMPI_PROLOGUE_MAX`` bytes, and calls: a program without snapshots
+records for ever).
+
 Owner and lifetime: one ``DerivedRecords`` per process, in ``Prologue.derived``, main thread
 only; kept for the life of the process, as the prologue's record.
 """
@@ -130,6 +137,7 @@ class DerivedRecords:
         self.staged: dict[int, tuple[tuple[int, ...], list[Entry]]] | None = None  # handed, not yet adopted
         self.fresh: set[int] = set()  # a replacement: the logical ranks its repair's replacements took
         self.fresh_staged: set[int] = set()
+        self.count = 0  # the entries held (a program without snapshots records for ever: Prologue caps it)
 
     def __bool__(self) -> bool:
         return bool(self.records)
@@ -142,6 +150,7 @@ class DerivedRecords:
             self.records[place] = (members(), [])
         entry = entry_of(op, args, kwargs, result, -1, segment)
         self.records[place][1].append(entry)
+        self.count += 1
         return len(entry.payload or b"")
 
     def exhausted(self, at: Where, segment: int) -> bool:
@@ -216,4 +225,5 @@ class DerivedRecords:
         this process's (its replay starts at each one's first entry) or are dropped."""
         if replays and self.staged is not None:
             self.records, self.next, self.fresh = self.staged, {}, self.fresh_staged
+            self.count = sum(len(entries) for _members, entries in self.records.values())
         self.staged, self.fresh_staged = None, set()
