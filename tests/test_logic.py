@@ -1632,13 +1632,13 @@ def test_a_replacement_answers_its_prologues_calls_on_derived_communicators_from
 
 
 def test_a_derived_call_whose_agreement_a_repair_cut_short_is_made_again_only_where_it_failed_everywhere():
-    """derived_between_runs (a prologue call on a derived communicator, the Runtime made first):
+    """between_runs with an outcome (a prologue call on a derived communicator, the Runtime made first):
     its members' agreement gives up when a repair begins; a member whose call had succeeded then
     learns after the repair how the agreement ended (the repair closed it), and makes the call
     again only if some member's failed, as the members that saw it end decide (before, it always
     made it again while its partner went on: a hang)."""
     from dpmpi.errors import ProcFailedError, RevokedError
-    from dpmpi.resilient.prologue_calls import derived_between_runs
+    from dpmpi.resilient.prologue_calls import between_runs
 
     def run(make, agree, ended):
         log = []
@@ -1646,9 +1646,9 @@ def test_a_derived_call_whose_agreement_a_repair_cut_short_is_made_again_only_wh
         def gave_up(flag):
             log.append(("agree", flag))
             return agree(flag)
-        out = derived_between_runs("allreduce", make, (5,), {}, gave_up, lambda: log.append("outcome") or ended,
-                                   lambda exc: log.append(("recover", type(exc).__name__)),
-                                   lambda: (lambda v: log.append("again") or v * 3))
+        out = between_runs("allreduce", make, (5,), {}, gave_up,
+                           lambda exc: log.append(("recover", type(exc).__name__)),
+                           lambda: (lambda v: log.append("again") or v * 3), lambda: log.append("outcome") or ended)
         return out, log
 
     def revoked(flag):
@@ -1663,7 +1663,7 @@ def test_a_derived_call_whose_agreement_a_repair_cut_short_is_made_again_only_wh
     assert run(lambda: 10, revoked, False) == ((15, True), [("agree", 1), ("recover", "RevokedError"), "outcome",
                                                             "again"])
     # its own call failed: made again, whatever the agreement (not asked)
-    assert run(failed, revoked, True) == ((15, True), [("agree", 0), ("recover", "ProcFailedError"), "again"])
+    assert run(failed, revoked, True) == ((15, True), [("agree", 0), ("recover", "RevokedError"), "again"])
     assert run(failed, lambda flag: flag, True)[0] == (15, True)
     assert run(lambda: 10, lambda flag: 0, True) == ((15, True), [("agree", 1), ("recover", "ProcFailedError"),
                                                                    "again"])

@@ -180,55 +180,30 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
 
 
 def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, agree: Callable[[int], int],
-                 recover: Callable[[BaseException], None], again: Callable[[], Callable[..., Any]]) -> tuple[Any, bool]:
+                 recover: Callable[[BaseException], None], again: Callable[[], Callable[..., Any]],
+                 outcome: Callable[[], bool] | None = None) -> tuple[Any, bool]:
     """A replayable call between two dpmpi.Runtime runs (``make()``), which every rank leaves
     together: the call, then an agreement on its success (ULFM's is uniform: a rank whose call
     completed while a peer's failed learns of it there, instead of going on to the next call). A
     failure is repaired and restored by the Runtime (``recover``), then the call is made
     again on the repaired communicator by every rank (``again()``: the method the communicator
-    has now; an in-place Allreduce with its input as it was). (result, whether made again)."""
+    has now; an in-place Allreduce with its input as it was). (result, whether made again).
+
+    ``outcome``: a derived communicator's call (dpmpi.resilient.prologue_derived), whose
+    agreement, its members' only, is dpmpi's, which gives up when a repair begins (a member gone
+    to repair another group's failure would never enter one that waited). A member that gave up
+    after its call succeeded learns after the repair how the agreement ended (``outcome()``: the
+    repair closed it, a member that had not entered it entering with 0) and makes the call again
+    only if it failed, as the members that saw it end decided (before, one member made it again
+    while its partner went on: a hang, 1 of 8 kills of rank 0 in ``bench/strangers/tp_setup.py``)."""
     keep = None
     if op == "Allreduce" and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
         keep = bytes(result_buffer(op, args, kwargs))
-    out, failure = _made_and_agreed(op, make, agree)
+    out, failure, gave_up = _made_and_agreed(op, make, agree, outcome is not None)
     if failure is None:
         return out, False
-    if keep is not None:
-        result_buffer(op, args, kwargs)[:] = keep
     recover(failure)
-    return again()(*args, **kwargs), True
-
-
-def derived_between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, agree: Callable[[int], int],
-                         outcome: Callable[[], bool], recover: Callable[[BaseException], None],
-                         again: Callable[[], Callable[..., Any]]) -> tuple[Any, bool]:
-    """``between_runs`` for a derived communicator's call (dpmpi.resilient.prologue_derived),
-    whose agreement is its members' only: dpmpi's, which gives up when a repair begins (a
-    member that went to repair another group's failure would never enter one that waits). A
-    member that gave up after its call succeeded learns after the repair how the agreement
-    ended (``outcome``: the repair closed it; a member that had not entered it entered with 0),
-    and makes the call again only if it failed: the others decided by its end too (before, one
-    member made it again while its partner, whose agreement had completed, went on: a hang, 1 of
-    8 kills of rank 0 in ``bench/strangers/tp_setup.py``). (result, whether made again)."""
-    keep = None
-    if op == "Allreduce" and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
-        keep = bytes(result_buffer(op, args, kwargs))
-    failure: BaseException | None = None
-    out, made, gave_up = None, False, False
-    try:
-        out, made = make(), True
-    except (ProcFailedError, RevokedError) as exc:
-        failure = exc
-    try:
-        if agree(1 if made else 0):
-            return out, False
-        failure = failure or ProcFailedError(f"a peer's {op}() failed", MPI.ERR_PROC_FAILED)
-    except RevokedError as exc:  # (gave up: a repair began before the agreement completed)
-        failure, gave_up = failure or exc, made
-    except ProcFailedError as exc:
-        failure = failure or exc
-    recover(failure)
-    if gave_up and outcome():
+    if gave_up and outcome is not None and outcome():
         return out, False
     if keep is not None:
         result_buffer(op, args, kwargs)[:] = keep
@@ -246,7 +221,7 @@ def creation_between_runs(op: str, make: Callable[[], Any], agree: Callable[[int
     every rank, a replacement too, makes it again (``again()``). Before, the failure was the
     program's and ended the job (a 2-D grid's row and column ``Split`` after a long load: 12 of
     12 kills from outside in ``bench/strangers/prologue_split.py``)."""
-    made, failure = _made_and_agreed(op, make, agree)
+    made, failure, _gave_up = _made_and_agreed(op, make, agree)
     if failure is None:
         return made
     let_go()  # (nor keeps it for replacements)
@@ -254,26 +229,30 @@ def creation_between_runs(op: str, make: Callable[[], Any], agree: Callable[[int
     return again()
 
 
-def _made_and_agreed(op: str, make: Callable[[], Any],
-                     agree: Callable[[int], int]) -> tuple[Any, BaseException | None]:
-    """``make()``, then the agreement on its success on every rank: (its result, None), or
-    (None, the failure) where some rank's call failed. On a failure this frame lets go of the
-    result too (a failure's traceback keeps the frame, and a creation's result must not stay
-    held through the repair: ``creation_between_runs``)."""
+def _made_and_agreed(op: str, make: Callable[[], Any], agree: Callable[[int], int],
+                     keep: bool = False) -> tuple[Any, BaseException | None, bool]:
+    """``make()``, then the agreement on its success on every rank: (its result, None, False), or
+    (None, the failure, whether this rank's call succeeded and its agreement gave up when a repair
+    began: dpmpi's ``Agree`` raises ``RevokedError`` then) where some rank's call failed. On a
+    failure this frame lets go of the result too (a failure's traceback keeps the frame, and a
+    creation's result must not stay held through the repair: ``creation_between_runs``), but
+    where it gave up and ``keep`` (the call may yet have succeeded everywhere: ``between_runs``)."""
     failure: BaseException | None = None
-    out = None
+    out, gave_up = None, False
     try:
         out = make()
     except (ProcFailedError, RevokedError) as exc:
         failure = exc
     try:
         if agree(0 if failure else 1):
-            return out, None
+            return out, None, False
         failure = failure or ProcFailedError(f"a peer's {op}() failed between two runs", MPI.ERR_PROC_FAILED)
     except (ProcFailedError, RevokedError) as exc:
+        gave_up = failure is None and isinstance(exc, RevokedError)
         failure = exc
-    out = None  # (no rank holds it: the repair forgets it, and the call is made anew everywhere)
-    return out, failure
+    if not (keep and gave_up):
+        out = None  # (no rank holds it: the repair forgets it, and the call is made anew everywhere)
+    return out, failure, gave_up
 
 
 def program_level() -> int:

@@ -22,7 +22,7 @@ gather, reduce), other calls on a derived communicator, and an intercommunicator
 
 Where a failure in such a call is repaired (with a ``dpmpi.Runtime`` made before it: dpmpi.init's
 watch of the setup ends at the first derived communicator), each is followed by an agreement of
-its members (``prologue_calls.derived_between_runs``); the replacement answers the calls before
+its members (``prologue_calls.between_runs``, with an outcome); the replacement answers the calls before
 the interrupted one and makes that one with them (``Prologue.replay_derived``). The records are
 capped as the prologue's (``DPMPI_PROLOGUE_MAX`` bytes, and calls: a program without snapshots
 records for ever).

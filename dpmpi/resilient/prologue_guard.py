@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from mpi4py import MPI
 
 from dpmpi.resilient.prologue_calls import (REAL, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, ReplayError,
-                                            between_runs, derived_between_runs, refused, result_buffer, root_of)
+                                            between_runs, refused, result_buffer, root_of)
 from dpmpi.resilient.prologue_derived import Where
 
 if TYPE_CHECKING:
@@ -72,8 +72,8 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         recover = prologue.recovery() if at is not None and plain_of is not None and again is not None else None
         if recover is not None:
             assert plain_of is not None and again is not None
-            out, made_again = derived_between_runs(op, lambda: fn(*args, **kwargs), args, kwargs, at.agree, at.outcome,
-                                                   recover, again)
+            out, made_again = between_runs(op, lambda: fn(*args, **kwargs), args, kwargs, at.agree, recover, again,
+                                           at.outcome)
             if made_again:
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
