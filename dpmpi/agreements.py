@@ -125,12 +125,13 @@ def join_derived(comm: MPI.Intracomm, derived: list[Any], mine: dict[int, int]) 
                 join_abandoned(derived[place], number, 0)
 
 
-def outcome(comm: MPI.Comm) -> bool:
-    """After the repair that made this process give up an agreement on ``comm`` (a derived
-    communicator's, closed by ``join_derived``): whether it completed with every member's
-    flag set (the call it agreed on succeeded everywhere: the members that saw it complete went
-    on). False where none was given up or it failed."""
-    pending = _PENDING.pop(MPI._handleof(comm), None)
+def outcome(handle: int) -> bool:
+    """After the repair that made this process give up an agreement on the communicator whose
+    MPI handle was ``handle`` then (a derived communicator's, closed by ``join_derived``; the
+    repair gives the program's object the rebuilt one's handle): whether it completed with every
+    member's flag set (the call it agreed on succeeded everywhere: the members that saw it
+    complete went on). False where none was given up or it failed."""
+    pending = _PENDING.pop(handle, None)
     if pending is None:
         return False
     req, buf = pending

@@ -61,11 +61,13 @@ def where_of(raw: MPI.Comm, place: int, active: MPI.Comm, owner: Callable[[], An
     if raw.Is_inter():
         return None
 
+    handle = MPI._handleof(raw)  # (the agreement's: a repair gives raw the rebuilt communicator's)
+
     def agree(flag: int) -> int:
         return int(owner().Agree(flag))
 
     def outcome() -> bool:
-        return agreements.outcome(raw)
+        return agreements.outcome(handle)
 
     def members() -> tuple[int, ...]:
         mine, whole = raw.Get_group(), active.Get_group()
