@@ -16,12 +16,11 @@ from mpi4py import MPI
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 comm = dpmpi.init()
-r, n = comm.Get_rank(), comm.Get_size()
-w = np.zeros((128, 128))
-hist = np.zeros(64)
-rt = dpmpi.Runtime(comm, {"w": w, "hist": hist}, snapshot_every=4)
-tp = comm.Split(r // 2, r)
-dp = comm.Split(r % 2, r)
+state = {"w": np.zeros((128, 128)), "hist": np.zeros(64)}
+rt = dpmpi.Runtime(comm, state, snapshot_every=4)  # first: the setup below is covered
+w, hist = state["w"], state["hist"]
+r = comm.Get_rank()
+tp, dp = comm.Split(r // 2, r), comm.Split(r % 2, r)  # tensor-parallel pairs, data-parallel groups
 
 rng = np.random.default_rng(7 + r)
 total = 0.0

@@ -69,9 +69,9 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             answer = prologue.replay_derived(at, op, args, kwargs)
             if answer is not REAL:
                 return answer
-        recover = prologue.recovery() if at is not None and plain_of is not None and again is not None else None
+        recover = prologue.recovery() if at is not None and again is not None else None
         if recover is not None:
-            assert plain_of is not None and again is not None
+            assert again is not None
             out, made_again = between_runs(op, lambda: fn(*args, **kwargs), args, kwargs, at.agree, recover, again,
                                            at.outcome)
             if made_again:
