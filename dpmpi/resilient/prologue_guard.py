@@ -26,9 +26,10 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             where: Callable[[], Where | None] | None = None) -> Callable[..., Any]:
     """``fn`` (a communicator's method ``op``) as the prologue needs it: answered from the record
     on a replacement replaying, recorded on a rank whose prologue runs. ``derived``: a derived
-    communicator's method (answered from its group's record, where ``where`` names it). ``settle()``: once the prologue is
-    over, puts ``fn`` back in this wrapper's place (no cost on the calls of the loop). ``rank()``:
-    this process's rank in the communicator (asked for rooted collectives only).
+    communicator's method (answered from its group's record, where ``where`` names it).
+    ``settle()``: once the prologue is over, puts ``fn`` back in this wrapper's place (no cost on
+    the calls of the loop). ``rank()``: this process's rank in the communicator (asked for rooted
+    collectives only).
     ``plain_of(name)``: the communicator's plain method ``name`` (the ``bcast`` of a gather's or
     reduce's result while ``tells()``; the ``Agree`` after a call between two runs). ``again()``:
     this wrapper as the communicator has it after a repair (a call between two runs is made again
