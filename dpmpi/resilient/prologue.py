@@ -14,11 +14,12 @@ size, or ``ReplayError``): a scatter's part from the root's record (or its own i
 or reduce with nothing off its root and with the recorded result on it. A ``Gather`` or
 ``Reduce`` rooted at the replacement over ``TOLD_MAX``, a scatter whose root's record was not the
 one handed over, and any call that needs its peers there (point-to-point, other collectives,
-anything on a derived communicator) raise ``ReplayError`` instead of hanging; the survivors are
-warned once of such calls in their prologue. A failure in a watched call of the prologue itself
-is repaired there (``recovery``: dpmpi.Runtime's, or, before one exists, dpmpi.init's for the
-setup's first ``DPMPI_SETUP_WATCH`` calls: ``dpmpi.resilient.setup``); else, in a program without
-snapshots, its replacements' collectives are made together with the survivors.
+on a derived communicator all but those the same everywhere: ``prologue_derived``) raise
+``ReplayError`` instead of hanging; the survivors are warned once of such calls in their
+prologue. A failure in a watched call of the prologue itself is repaired there (``recovery``:
+dpmpi.Runtime's, or, before one exists, dpmpi.init's for the setup's first ``DPMPI_SETUP_WATCH``
+calls: ``dpmpi.resilient.setup``); else, in a program without snapshots, its replacements'
+collectives are made together with the survivors.
 
 Owner and lifetime: one ``Prologue`` per process, in ``State.prologue``; main thread only. The
 record is kept for the life of the process (a survivor hands it to later replacements, and a
@@ -109,14 +110,19 @@ class Prologue:
         self.refused.setdefault(("a derived communicator's " if derived else "comm.") + op + "()", program_line())
 
     def replay_derived(self, at: Where, op: str, args: tuple, kwargs: dict) -> Any:
-        """A replacement's call on a derived communicator (``prologue_derived``); past the record where its
-        survivors failed outside the runs (they make it again, as in ``replay``): ``REAL``, the replay over."""
-        if self.between and self.runs == max(self.target - 1, 0) and not self.inside and \
-                self.derived.exhausted(at, self.runs):
-            self.between = False
-            self._replayed()
+        """A replacement's call on a derived communicator (``prologue_derived``), or ``REAL`` (``_interrupted``)."""
+        if self._interrupted(self.derived.exhausted(at, self.runs)):
             return REAL
         return self.derived.replay(at, op, args, kwargs, self.runs, self.full)
+
+    def _interrupted(self, past: bool) -> bool:
+        """Whether a replacement's call ``past`` its survivors' record is the one their failure outside the runs
+        interrupted (it restored at the end of its run target-1, as they did): made with them, the replay over."""
+        if not (past and self.between and self.runs == max(self.target - 1, 0) and not self.inside):
+            return False
+        self.between = False
+        self._replayed()
+        return True
 
     def record_derived(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any) -> None:
         """After a collective the same everywhere on a derived communicator (``prologue_derived``)."""
@@ -144,7 +150,7 @@ class Prologue:
                           f"cannot redo (the survivors are recovering by then): a failure would end the job with "
                           f"a ReplayError on the replacement. Make such calls inside the step, or use bcast, "
                           f"allreduce, allgather, barrier, scatter, gather or reduce on the communicator "
-                          f"dpmpi.init() returned "
+                          f"dpmpi.init() returned (bcast, allreduce, allgather or barrier on one derived from it) "
                           f"(docs/spares.md, the prologue)", RuntimeWarning, stacklevel=program_level())
 
     def run_begins(self, tell: bool = False) -> None:
@@ -256,12 +262,7 @@ class Prologue:
         """Answer a replacement's call (``rank``: its rank) from the record (see the module)."""
         i = self.replaying
         assert i is not None
-        if self.between and self.runs == max(self.target - 1, 0) and not self.inside and op in REPLAYABLE and (
-                i >= len(self.entries) or self.entries[i].segment > self.runs):
-            # the call the survivors' failure interrupted (this process restored at the end of its
-            # run target-1, as they did): it is made with them
-            self.between = False
-            self._replayed()
+        if op in REPLAYABLE and self._interrupted(i >= len(self.entries) or self.entries[i].segment > self.runs):
             return REAL
         if op not in REPLAYABLE:
             raise ReplayError(refused(f"comm.{op}()", "only bcast, allreduce, allgather, barrier, scatter, gather "
