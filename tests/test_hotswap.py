@@ -81,11 +81,15 @@ def test_two_ranks_die_together_two_spares(dpmpi_run, tmp_path):
         assert r["reassigned"] == "quick"  # the same plan everywhere: no allgather of plans
 
 
-@pytest.mark.parametrize("phase", ["shrink", "reassign", "split", "agree"])
+@pytest.mark.parametrize("phase", ["shrink", "reassign", "split", "derived", "agree"])
 def test_second_failure_inside_each_repair_phase(dpmpi_run, phase):
     """Rank 3 dies at the start of a phase of the repair of rank 2's death: the others are inside
     that phase's collective (or the one before) when it dies. The repair starts again and ends
-    with both places taken by spares."""
+    with both places taken by spares. "derived": as the attempt remakes the parity communicator,
+    before its commit (made after the commit until the forty-second session, a death there
+    raised out of the repair); the actives fail there while the spare left idle waits in the
+    commit's agreement, which they must enter too (without ``repair.settle`` the job hung in 4
+    of 4 runs: the spare's agreement met their next attempt's ``Shrink``)."""
     job = dpmpi_run(6, "hotswap.py", "--split", launcher_args=["--spares", "2"],
                     faults=f"2:iteration@51:KILL,3:repair-{phase}@1:KILL")
     done = check(job, 4, replaced={2: 4, 3: 5})

@@ -10,7 +10,6 @@ order, until it has caught up with the survivors. Other constructors (``Create_d
 ``Create_intercomm``, ...) make communicators that no repair rebuilds."""
 from __future__ import annotations
 
-import math
 import sys
 import warnings
 import weakref
@@ -20,11 +19,11 @@ from mpi4py import MPI
 
 from dpmpi import calls, faults, interrupts
 from dpmpi.comm import Comm, plain_method, rebind
-from dpmpi.ctxcomms import revoke
-from dpmpi.errors import failed_ranks, from_mpi
-from dpmpi.mpicall import exchange, hold_context_id, warm_up
-from dpmpi.resilient import holding, intercomms, prologue, prologue_derived, recipe_args, topology
-from dpmpi.resilient.plan import PER_RANK, Recipe, kept_recipes, replays, unknown_to_survivors
+from dpmpi.errors import from_mpi
+from dpmpi.mpicall import exchange
+from dpmpi.resilient import holding, intercomms, prologue, prologue_derived, recipe_args, remake
+from dpmpi.resilient.plan import PER_RANK, Recipe, replays
+from dpmpi.resilient.remake import Remade
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
@@ -245,7 +244,7 @@ def _derive_made(state: State, op: str, parent: Tracked, mine: Any) -> Any:
     state.derived.append(None)
     state.handles.append(None)
     try:
-        made = _make(state, recipe, praw)
+        made = remake.make(recipe, praw, state.logical(), _active(state))
     except BaseException:
         state.unmade.add(place)
         raise
@@ -282,24 +281,16 @@ def communicators(state: State) -> list[MPI.Comm]:
     return [raw for raw in state.derived if raw is not None and raw != MPI.COMM_NULL]
 
 
-def rebuild(state: State, recipes: list[Recipe], renumber: dict[int, int], fresh: bool,
-            keep: list[bool] | None) -> None:
-    """Remake the derived communicators still held somewhere (``keep``: ``agree_held``'s result
-    for the first ``len(keep)`` recipes; None: no recipes) on the new active one, with the same
-    colours and keys; forget the others.
+def rebuild(state: State, renumber: dict[int, int], fresh: bool, keep: list[bool] | None, remade: Remade) -> None:
+    """Adopt the derived communicators that the committed attempt remade (``remake.remake``:
+    those still held somewhere, ``keep``; None: no recipes), make those it deferred, and forget
+    the others.
     On a replacement (``fresh``) they wait in ``state.replay`` for the program to ask for them;
     elsewhere the program's handles are pointed at the new ones and the old ones go to the
     graveyard."""
-    kept, old = kept_recipes(recipes[: len(keep or [])], keep or [])  # (None: none; agree_held says why fewer)
-    state.recipes = [r.renumbered(renumber) for r in kept]
+    state.recipes, old, later = list(remade.recipes), remade.old, remade.later
+    made = remake.finish(remade, state.logical(), _active(state))  # (intercommunicators: after the commit)
     state.prologue.derived.remap(old, renumber)  # (its records of calls on them move with them)
-    made: list[MPI.Comm | None] = []
-    later: set[int] = set()  # (made when the program asks: _make_late)
-    for i, recipe in enumerate(state.recipes):
-        praw = _active(state) if recipe.parent < 0 else made[recipe.parent]
-        if recipe.parent in later or (praw is not None and unknown_to_survivors(recipe, state.logical())):
-            later.add(i)
-        made.append(None if praw is None or i in later else _make(state, recipe, praw))
     state.live, state.compact_at = list(range(len(made))), 2 * len(made) + COMPACT_MIN
     unmade, state.unmade = state.unmade, set()
     # (kept for replacements, agreed: not given back to a survivor; a replacement's calls outside
@@ -344,57 +335,9 @@ def _make_late(state: State, place: int, op: str, parent: Tracked, mine: Any) ->
     replacement its place (``unknown_to_survivors``; or one derived from such), so its members,
     all replacements, make it together here and record what they brought."""
     state.recipes[place] = _recorded(state, op, parent, mine)
-    return _handle(state, place, _make(state, state.recipes[place], parent.mpi))
+    return _handle(state, place, remake.make(state.recipes[place], parent.mpi, state.logical(), _active(state)))
 
 
 def _active(state: State) -> MPI.Comm:
     assert state.active is not None
     return state.active.mpi
-
-
-def _make(state: State, recipe: Recipe, praw: MPI.Intracomm) -> MPI.Intracomm | None:
-    me = state.logical()
-    try:
-        if recipe.op in topology.GRAPH_OPS:
-            raw = topology.make(recipe.op, recipe.args[me if recipe.op in PER_RANK else -1], praw,
-                                lambda ranks: recipe_args.translate(_active(state), ranks, praw))
-        elif recipe.op in PER_RANK:
-            color, key, *hints = recipe.args[me]
-            raw = praw.Split(color, key) if recipe.op == "Split" else topology.with_info(
-                hints[0] if hints else None, lambda info: praw.Split_type(color, key, info))
-        elif recipe.op == "Dup":
-            hints = recipe.args.get(-1)
-            raw = praw.Dup() if hints is None else topology.with_info(hints, praw.Dup)
-        elif recipe.op in intercomms.OPS:
-            raw = intercomms.make(recipe.op, recipe.args[-1], praw, _active(state))
-            if raw is None:  # (a shrink dropped its remote leader)
-                return None
-        elif recipe.op == "Sub":
-            raw = praw.Sub(list(recipe.args[-1]))
-        elif recipe.op == "Create_cart":
-            dims, periods, reorder = recipe.args[-1]
-            if math.prod(dims) > praw.Get_size():  # (a repair that shrank the job: the grid no longer fits)
-                return None
-            raw = praw.Create_cart(list(dims), list(periods), reorder)
-        elif recipe.op == "Create_group":  # as a Split, every rank of the parent (the contract): fault tolerant
-            members = recipe.args[-1][0]  # (Open MPI's Create_group is not: limitations.md)
-            raw = praw.Split(min(members), members.index(me)) if me in members else praw.Split(MPI.UNDEFINED, 0)
-        else:  # Create (every rank of the parent)
-            members = recipe.args[-1][0]
-            pgroup = praw.Get_group()
-            g = pgroup.Incl(recipe_args.translate(_active(state), list(members), praw))
-            raw = praw.Create(g)
-            for x in (g, pgroup):
-                x.Free()
-    except MPI.Exception as exc:
-        hold_context_id()  # (mpicall.hold_context_id says why)
-        # the others leave this creation, or its warm-up, at once where Open MPI lets them: a death
-        # that cut short a schedule inside it left them there for ever (a Create_intercomm in a
-        # program's setup, before its Runtime, where no repair revokes anything: limitations.md)
-        for comm in (praw, _active(state)):
-            revoke(comm)
-        raise from_mpi(exc, praw if praw.Is_inter() or failed_ranks(praw) else _active(state), recipe.op) from exc
-    if raw == MPI.COMM_NULL:
-        return None
-    warm_up(raw, recipe.op, watch=_active(state))  # (mpicall.warm_up says why it watches)
-    return raw

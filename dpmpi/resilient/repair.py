@@ -36,6 +36,7 @@ from dpmpi.resilient.plan import (
     recipes_root,
 )
 from dpmpi.resilient.recipe_entries import place_taken, taken
+from dpmpi.resilient.remake import Remade, remake
 from dpmpi.resilient.spawn import SpawnInfo, spawn
 from dpmpi.resilient.state import Role, State
 from dpmpi.resilient.watchdog import WATCHDOG
@@ -60,6 +61,7 @@ class Decision(NamedTuple):
     quick: bool  # the quick reassign (every process held the same plan), not the allgather
     handed: Any  # the prologue record handed to this process if it replaces a rank (prologue.py), else None
     held: list[bool]  # which recipes this process still held (what it brought to agree_held)
+    remade: Remade  # the derived communicators this attempt made (remake.py; none on a spare)
 
 
 def run(state: State, detected_at: float) -> None:
@@ -77,7 +79,9 @@ def run(state: State, detected_at: float) -> None:
 def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decision:
     """Repair attempts until one commits; returns what it decided."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        raw, keep, held = MPI.COMM_NULL, None, []
+        raw, keep, held, made = MPI.COMM_NULL, None, [], []
+        fresh, agreed_on = None, None  # the newest world this attempt made; the one it agreed on (settle says why)
+        remade = Remade([], [], [], set(), set())
         t = time.perf_counter()
         for listener in state.listeners.snapshot():  # first: their threads must stop calling MPI
             listener.repair_begins()
@@ -96,7 +100,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             new_world = state.world.Shrink()
             phases["shrink"] += time.perf_counter() - t
             state.graveyard.append(state.world)
-            state.world = new_world
+            state.world = fresh = new_world
             t = time.perf_counter()
             # the new communicator's warm-up carries the quick reassign's words (plan.py)
             mine = state.prologue.handover() if was_active else None
@@ -134,14 +138,16 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 # it starts leaves the others inside it until the repair deadline. An agreement
                 # first turns a death since the shrink into a failed attempt (uniformly);
                 # a death during the spawn itself still ends in the deadline (README).
-                new_world.Agree(1)
+                agreed_on = new_world
+                if not new_world.Agree(1):  # (0: a process failed this attempt before it: settle)
+                    raise ProcFailedError("a process failed this repair's attempt", MPI.ERR_PROC_FAILED)
                 faults.point("repair-spawning")
                 info = SpawnInfo(born, base, new_plan, recipes or state.recipes, with_recipes, renumber, state.policy,
                                  state.poll, failed, filled, state.places, handed, agreed.derived_kept,
                                  agreed.derived_left)
                 new_world = spawn(state, new_world, info)
                 state.graveyard.append(state.world)
-                state.world = new_world
+                state.world = fresh = new_world
                 phases["spawn"] = phases.get("spawn", 0.0) + time.perf_counter() - t
             faults.point("repair-split")
             t = time.perf_counter()
@@ -167,16 +173,22 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                     state.prologue.derived.stage([], -1, taken(filled))  # (nothing handed in this attempt)
                 if agreed.derived_left:
                     agreements.join_derived(raw, state.derived if was_active else [], left)
+                # before the commit: a death that cuts a creation short fails this attempt everywhere
+                remade = remake(state.recipes if was_active else recipes, renumber, keep, me, raw, made)
             phases["rebuild"] += time.perf_counter() - t
             faults.point("repair-agree")
             t = time.perf_counter()
-            new_world.Agree(1)  # the commit point: raises if a process of new_world failed
+            agreed_on = new_world  # the commit point: raises if a process of new_world failed, 0 if one failed the attempt
+            if not new_world.Agree(1):
+                raise ProcFailedError("a process failed this repair's attempt", MPI.ERR_PROC_FAILED)
             phases["agree"] += time.perf_counter() - t
         except SparesDepletedError:
             raise
         except MPI.Exception as exc:  # dpmpi's errors are MPI.Exceptions too
             if exc.Get_error_class() in PEER_FAILURE_CLASSES:
-                state.graveyard.append(raw)  # this attempt's communicator, if it got that far
+                state.graveyard.extend([raw, *(c for c in made if c is not None)])  # this attempt's, if made
+                if fresh is not None and agreed_on is not fresh:
+                    settle(fresh, raw)
                 hold_context_id()  # (its Shrink or Split may have completed elsewhere: mpicall says why)
                 continue  # another failure during the repair: start again
             raise from_mpi(exc, state.world, "Respawn") from exc
@@ -184,7 +196,24 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
     else:
         raise ProcFailedError(f"Respawn did not converge in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
     return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick,
-                    handed if not was_active else None, held)
+                    handed if not was_active else None, held, remade)
+
+
+def settle(world: MPI.Intracomm, raw: MPI.Comm) -> None:
+    """End a failed attempt on this process where it made ``world`` (its shrink, or a spawn's
+    merge) but has not entered the attempt's agreement on it: revoke ``world`` and ``raw`` (the
+    attempt's active communicator), so that peers blocked in a collective on them leave it, and
+    enter that agreement with 0, so that every process enters it once and all abandon the attempt.
+    Open MPI's ``Shrink`` runs an agreement on the communicator it shrinks: a process that went
+    on to the next attempt's ``Shrink`` of ``world`` while a peer waited in the commit's
+    ``Agree`` on it met that peer there, and the peer committed alone (a split job: two ranks
+    killed 0.2 s apart, 2 of 34 runs of ``bench/strangers/tp_setup.py``; forty-second session)."""
+    for comm in (raw, world):
+        ctxcomms.revoke(comm)
+    try:
+        world.Agree(0)
+    except MPI.Exception:
+        pass  # (a process of it failed: the attempt is abandoned all the same)
 
 
 def gather_views(state: State, was_active: bool, world: MPI.Intracomm) -> tuple[set[int], Plan, list[Recipe], Any]:
@@ -217,7 +246,7 @@ def live_processes(comm: MPI.Intracomm) -> set[int]:
 def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, phases: dict[str, float], t0: float,
            detected_at: float) -> None:
     """Adopt the committed plan: the new active communicator, derived ones, the event."""
-    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed, held = decided
+    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed, held, remade = decided
     dead = [proc for proc in old_plan.actives + old_plan.spares if proc not in alive]
     _guard.note_recovered(dead)
     if me >= 0 and not was_active:
@@ -232,7 +261,7 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
         replaced = rebind(state.active, raw)  # (the program's comm.mpi object takes raw's handle)
         if was_active:  # (a waiting spare's placeholder wraps COMM_SELF: nothing to free)
             state.graveyard.append(replaced)
-        derived.rebuild(state, state.recipes if was_active else recipes, renumber, fresh=not was_active, keep=keep)
+        derived.rebuild(state, renumber, fresh=not was_active, keep=keep, remade=remade)
         if not was_active:  # its own prologue, from the start of the program, is answered from the record
             setup.adopted(state, handed)
         state.role = Role.SURVIVOR if was_active else Role.RECOVERED

@@ -9,7 +9,7 @@ from mpi4py import MPI
 
 from dpmpi import _guard, agreements, watcher
 from dpmpi.mpicall import exchange, retire, warm_up
-from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
+from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.resilient import derived, holding, prologue_derived, repair, setup
 from dpmpi.resilient.affinity import adopt_cpus, my_place
 from dpmpi.resilient.communicator import ResilientComm
@@ -17,6 +17,7 @@ from dpmpi.eventlog import log_event
 from dpmpi.resilient.events import RepairEvent
 from dpmpi.resilient.plan import cpus_of_place, inherit_places
 from dpmpi.resilient.recipe_entries import place_taken, taken
+from dpmpi.resilient.remake import remake
 from dpmpi.resilient.spawn import SpawnInfo
 from dpmpi.resilient.state import Role, State
 
@@ -42,7 +43,7 @@ def join() -> State:
     state.watcher = watcher.start(state, state.watch_mode)
     _guard.set_record_rank(process_id)
     me = info.plan.logical(process_id)
-    raw = MPI.COMM_NULL
+    raw, made, agreed = MPI.COMM_NULL, [], False
     try:
         raw = merged.Split(0, me)
         warm_up(raw, "Split", watch=merged)  # (as the parents' repair.attempts does)
@@ -55,12 +56,18 @@ def join() -> State:
                                        info.failed, taken(info.filled))
         if info.derived_left:
             agreements.join_derived(raw, [], {})
-        merged.Agree(1)  # the parents' commit
+        remade = remake(recipes, info.renumber, keep, me, raw, made)  # (as the parents' attempt: before the commit)
+        agreed = True  # (the parents' commit; 0: a process failed the attempt: repair.settle)
+        if not merged.Agree(1):
+            raise ProcFailedError("a process failed the repair's attempt that started this one", MPI.ERR_PROC_FAILED)
     except MPI.Exception as exc:
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
             raise from_mpi(exc, merged, "dpmpi.init (spawned)") from exc
         # a failure during the repair that started us: join its next attempt like a new spare
-        retire(raw)
+        if not agreed:
+            repair.settle(merged, raw)
+        for comm in [raw, *(c for c in made if c is not None)]:
+            retire(comm)
         if state.watcher is not None:
             state.watcher.rearm()  # nothing to watch yet (not active)
         state.active = ResilientComm(MPI.COMM_SELF, state)  # rebuilt in place if called in
@@ -72,7 +79,7 @@ def join() -> State:
     adopt_cpus(cpus_of_place(state.places, info.base, info.filled, process_id))
     state.places = inherit_places(state.places, info.base, info.filled)
     state.active = ResilientComm(raw, state)
-    derived.rebuild(state, recipes, info.renumber, fresh=True, keep=keep)
+    derived.rebuild(state, info.renumber, fresh=True, keep=keep, remade=remade)
     setup.adopted(state, info.prologue)  # (its prologue is answered from the parents' record)
     state.role = Role.RECOVERED
     if state.watcher is not None:  # as the parents do in their commit
