@@ -684,6 +684,24 @@ def test_a_repair_remakes_only_the_derived_communicators_still_in_use_and_their_
         kept_recipes(recipes, [True])
 
 
+def test_a_repair_makes_intercommunicators_and_what_is_made_from_them_after_its_commit():
+    """The rest is made inside the attempt, before the commit agreement (remake.py): a death
+    there starts the repair again. An intercommunicator's remote group may be made only at its
+    replacements' own call, after the repair, so the survivors' side waits for it after the
+    commit (before the commit the job hung: the replacements waited in the agreement)."""
+    from dpmpi.resilient.plan import Recipe
+    from dpmpi.resilient.remake import after_commit
+
+    half = Recipe("Split", -1, {0: (0, 0), 1: (1, 1)})
+    inter = Recipe("Create_intercomm", 0, {-1: (0, 1, 7)})
+    merged = Recipe("Merge", 1, {-1: (False,)})
+    dup_of_merged = Recipe("Dup", 2, {})
+    other = Recipe("Dup", -1, {})
+    assert after_commit([half, inter, merged, dup_of_merged, other]) == {1, 2, 3}
+    assert after_commit([half, other, Recipe("Dup", 0, {})]) == set()
+    assert after_commit([]) == set()
+
+
 def test_a_repair_event_names_the_communicators_it_remade_and_those_this_process_held():
     """The account a repair event gives (``rebuilt``, ``held_here``): enough to see, in the events
     log, that a step's communicator was remade because one process still held it (the rare hang

@@ -43,16 +43,22 @@ def remake(recipes: list[Recipe], renumber: dict[int, int], keep: list[bool] | N
     kept, old = kept_recipes(recipes[: len(keep or [])], keep or [])  # (None: none; agree_held says why fewer)
     renumbered = [r.renumbered(renumber) for r in kept]
     later: set[int] = set()
-    deferred: set[int] = set()
+    deferred = after_commit(renumbered)
     if renumbered:
         faults.point("repair-derived")  # (tests: a death as a repair begins to remake the derived communicators)
-    for i, recipe in enumerate(renumbered):
+    for i in range(len(renumbered)):
+        made.append(None if i in deferred else _made(renumbered, i, made, later, me, active))
+    return Remade(renumbered, old, made, later, deferred)
+
+
+def after_commit(recipes: list[Recipe]) -> set[int]:
+    """The places of the recipes a repair makes after its commit (pure): intercommunicators,
+    and every recipe made from one of them (recipes come after their parents)."""
+    deferred: set[int] = set()
+    for i, recipe in enumerate(recipes):
         if recipe.op in intercomms.OPS or recipe.parent in deferred:
             deferred.add(i)
-            made.append(None)
-            continue
-        made.append(_made(renumbered, i, made, later, me, active))
-    return Remade(renumbered, old, made, later, deferred)
+    return deferred
 
 
 def finish(remade: Remade, me: int, active: MPI.Intracomm) -> list[MPI.Comm | None]:
