@@ -1624,16 +1624,27 @@ def test_a_replacement_answers_its_prologues_calls_on_derived_communicators_from
     with pytest.raises(prologue.ReplayError, match="its surviving members made no call on it"):
         other(1)
     # survivors that failed outside the runs (a death in their prologue, the Runtime made first):
-    # the replacement's first call past its group's record is the one they make again with it,
-    # and its replay is over there (before that, calls are answered)
+    # the replacement's first call past a group's record is the one they make again with it, and
+    # so are its later calls on that group (before that, calls are answered); another group's
+    # calls are still answered from its record, whose survivor went further (two members of
+    # different groups died: the groups' survivors stood at different calls). Before the
+    # forty-second session the first call past a record ended the whole replay, and the
+    # replacement made the other group's next call for real (a hang).
     handed = list(survivor.handover())
     handed[2:5] = [0, 0, True]  # (run 0, between: repaired in the prologue)
     late = prologue.Prologue()
-    late.derived.stage([offered], 0, [0])
+    ahead = pd.Where(9, lambda: (0, 2))
+    late.derived.stage([offered, [pd.Offer(9, (0, 2), offered[0].entries)]], 0, [0])
     late.adopt(tuple(handed))
     assert late.replaying is not None and late.replay_derived(at, "Bcast", (np.zeros(3),), {}) is None
     assert late.replay_derived(at, "allreduce", (5,), {}) == 10 and late.replaying is not None
-    assert late.replay_derived(at, "allreduce", (5,), {}) is prologue.REAL and late.replaying is None
+    assert late.replay_derived(at, "allreduce", (5,), {}) is prologue.REAL and late.replaying is not None
+    assert late.replay_derived(at, "allreduce", (5,), {}) is prologue.REAL  # (its later calls on it too)
+    assert late.replay_derived(ahead, "Bcast", (np.zeros(3),), {}) is None
+    assert late.replay_derived(ahead, "allreduce", (5,), {}) == 10
+    assert late.replay_derived(ahead, "allreduce", (5,), {}) is prologue.REAL and late.derived.live == {2, 9}
+    late.run_begins()
+    assert late.replaying is None  # (the replay ends where the survivors' run begins)
     # a repair that drops places and renumbers ranks moves the records with them
     moved = pd.remapped({2: ((0, 1, 3), []), 4: ((2, 3), [])}, [0, 2, 3], {0: 0, 1: 1, 3: 2})
     assert moved == {1: ((0, 1, 2), [])}

@@ -110,18 +110,18 @@ class Prologue:
         self.refused.setdefault(("a derived communicator's " if derived else "comm.") + op + "()", program_line())
 
     def replay_derived(self, at: Where, op: str, args: tuple, kwargs: dict) -> Any:
-        """A replacement's call on a derived communicator (``prologue_derived``), or ``REAL`` (``_interrupted``)."""
-        if self._interrupted(self.derived.exhausted(at, self.runs)):
-            return REAL
-        return self.derived.replay(at, op, args, kwargs, self.runs, self.full)
+        """A replacement's call on a derived communicator (``prologue_derived``), or ``REAL``."""
+        return self.derived.answer(at, op, args, kwargs, self.runs, self.full, self._interrupted(True, end=False))
 
-    def _interrupted(self, past: bool) -> bool:
+    def _interrupted(self, past: bool, end: bool = True) -> bool:
         """Whether a replacement's call ``past`` its survivors' record is the one their failure outside the runs
-        interrupted (it restored at the end of its run target-1, as they did): made with them, the replay over."""
+        interrupted (it restored at the end of its run target-1, as they did): made with them; ``end`` (a call on
+        the active communicator, where every survivor stands at that call): the replay is over."""
         if not (past and self.between and self.runs == max(self.target - 1, 0) and not self.inside):
             return False
-        self.between = False
-        self._replayed()
+        if end:
+            self.between = False
+            self._replayed()
         return True
 
     def record_derived(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any) -> None:
