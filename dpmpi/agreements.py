@@ -18,7 +18,8 @@ had not yet entered that agreement enters it then (``join_abandoned``); with eve
 in it, it completes on all of them.
 
 Owner of state: this module. ``_STARTED`` (agreements started through dpmpi on each
-communicator, by MPI handle) and ``_ABANDONED`` (the agreement given up on each) are updated
+communicator, by MPI handle), ``_ABANDONED`` (the agreement given up on each), ``_PENDING``
+and ``_DECIDED`` (that agreement's request, and how it ended once asked) are updated
 from the thread that calls ``Agree``/``Iagree`` or runs the repair (single dict updates, atomic
 under the GIL), and kept for the life of the process, as are the abandoned requests (``keep_forever``).
 Keyed by handle: a communicator that the program frees can leave its counts to a later one that
@@ -36,6 +37,7 @@ from dpmpi.mpicall import done_unless_revoked, exchange, keep_forever, resilient
 _STARTED: dict[int, int] = {}
 _ABANDONED: dict[int, int] = {}
 _PENDING: dict[int, tuple[MPI.Request, Any]] = {}  # the agreement given up on each: its request and buffer
+_DECIDED: dict[int, bool] = {}  # how the one given up on each ended, once waited for (``outcome``)
 NONE = -1  # all bits set: neutral in the repair's bitwise AND
 
 
@@ -71,6 +73,7 @@ def agree(comm: MPI.Comm, flag: int) -> int:
         keep_forever((comm, req, buf))  # (still open in Open MPI: its buffer lives on)
         _ABANDONED[MPI._handleof(comm)] = count
         _PENDING[MPI._handleof(comm)] = (req, buf)
+        _DECIDED.pop(MPI._handleof(comm), None)
     raise MPI.Exception(MPI.ERR_REVOKED)
 
 
@@ -130,8 +133,16 @@ def outcome(handle: int) -> bool:
     MPI handle was ``handle`` then (a derived communicator's, closed by ``join_derived``; the
     repair gives the program's object the rebuilt one's handle): whether it completed with every
     member's flag set (the call it agreed on succeeded everywhere: the members that saw it
-    complete went on). False where none was given up or it failed."""
-    pending = _PENDING.pop(handle, None)
+    complete went on). False where none was given up or it failed. The same answer to every
+    question until another is given up there: the repair asks first, to hand a replacement the
+    call with its group's record when it succeeded (``prologue_derived``), the call's own code
+    after the repair."""
+    if handle not in _DECIDED:
+        _DECIDED[handle] = _ended_well(_PENDING.pop(handle, None))
+    return _DECIDED[handle]
+
+
+def _ended_well(pending: tuple[MPI.Request, Any] | None) -> bool:
     if pending is None:
         return False
     req, buf = pending

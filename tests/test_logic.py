@@ -684,6 +684,38 @@ def test_a_repair_remakes_only_the_derived_communicators_still_in_use_and_their_
         kept_recipes(recipes, [True])
 
 
+def test_a_call_whose_agreement_a_repair_cut_short_is_handed_with_its_record_when_it_succeeded():
+    """A survivor's prologue call on a derived communicator completed, and the agreement after it
+    gave up as a repair began (``between_runs``: ``held``). If that agreement ended well, the
+    survivor goes on without making the call again, so the replacement must be handed the call
+    with the record (before, it was recorded only after the repair: the replacement made it for
+    real while the survivor went on, a hang in tp_setup.py with two ranks killed 0.2 s apart);
+    if it failed, the survivor makes it again with the replacement, so it is not handed."""
+    from mpi4py import MPI
+
+    from dpmpi.errors import RevokedError
+    from dpmpi.resilient import prologue_calls, prologue_derived as pd
+
+    for ended_well in (True, False):
+        records = pd.DerivedRecords()
+        records.record(4, lambda: (2, 3), "allreduce", (1,), {}, 2, 0)
+        assert not pd.DerivedRecords() and records
+        at = pd.Where(4, lambda: (2, 3), outcome=lambda: ended_well)
+        told = []
+
+        def failed_then_repaired(failure):
+            told.append(("repair", [[(e.op, e.payload) for e in o.entries] for o in records.offers(3, {2}, {2})]))
+
+        def agree(flag):
+            raise RevokedError("a repair began", MPI.ERR_REVOKED)
+        out, again = prologue_calls.between_runs(
+            "allreduce", lambda: 7, (3,), {}, agree, failed_then_repaired, lambda: lambda *a: told.append("again") or 7,
+            at.outcome, lambda result: records.pend(at, "allreduce", (3,), {}, result, 0))
+        handed = told[0][1][0]
+        assert out == 7 and [op for op, _p in handed] == ["allreduce"] * (2 if ended_well else 1)
+        assert again is (not ended_well) and ("again" in told) is (not ended_well)
+
+
 def test_a_repair_makes_intercommunicators_and_what_is_made_from_them_after_its_commit():
     """The rest is made inside the attempt, before the commit agreement (remake.py): a death
     there starts the repair again. An intercommunicator's remote group may be made only at its

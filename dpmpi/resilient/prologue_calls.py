@@ -181,7 +181,8 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
 
 def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, agree: Callable[[int], int],
                  recover: Callable[[BaseException], None], again: Callable[[], Callable[..., Any]],
-                 outcome: Callable[[], bool] | None = None) -> tuple[Any, bool]:
+                 outcome: Callable[[], bool] | None = None,
+                 held: Callable[[Any], None] | None = None) -> tuple[Any, bool]:
     """A replayable call between two dpmpi.Runtime runs (``make()``), which every rank leaves
     together: the call, then an agreement on its success (ULFM's is uniform: a rank whose call
     completed while a peer's failed learns of it there, instead of going on to the next call). A
@@ -195,13 +196,16 @@ def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, ag
     after its call succeeded learns after the repair how the agreement ended (``outcome()``: the
     repair closed it, a member that had not entered it entering with 0) and makes the call again
     only if it failed, as the members that saw it end decided (before, one member made it again
-    while its partner went on: a hang, 1 of 8 kills of rank 0 in ``bench/strangers/tp_setup.py``)."""
+    while its partner went on: a hang, 1 of 8 kills of rank 0 in ``bench/strangers/tp_setup.py``).
+    ``held(result)`` is told of such a call before the repair (``DerivedRecords.pend``)."""
     keep = None
     if op == "Allreduce" and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
         keep = bytes(result_buffer(op, args, kwargs))
     out, failure, gave_up = _made_and_agreed(op, make, agree, outcome is not None)
     if failure is None:
         return out, False
+    if gave_up and held is not None:
+        held(out)
     recover(failure)
     if gave_up and outcome is not None and outcome():
         return out, False

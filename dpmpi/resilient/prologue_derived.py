@@ -142,10 +142,12 @@ class DerivedRecords:
         # a replacement: the places past whose survivors' record it came at the call their failure
         # interrupted; its calls there are made with them from then on (``answer``)
         self.live: set[int] = set()
+        # a survivor: its call whose agreement gave up as a repair began (``pend``): place, members, entry, outcome
+        self.pending: tuple[int, tuple[int, ...], Entry, Callable[[], bool]] | None = None
         self.count = 0  # the entries held (a program without snapshots records for ever: Prologue caps it)
 
     def __bool__(self) -> bool:
-        return bool(self.records)
+        return bool(self.records) or self.pending is not None
 
     def record(self, place: int, members: Callable[[], tuple[int, ...]], op: str, args: tuple, kwargs: dict,
                result: Any, segment: int) -> int:
@@ -225,9 +227,22 @@ class DerivedRecords:
         write_recorded(name, op, args, kwargs, entry.payload, "the survivors'")
         return None
 
+    def pend(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any, segment: int) -> None:
+        """This process's call ``op`` on ``at`` completed, and the agreement after it gave up as
+        a repair began (``prologue_calls.between_runs``): until the call's code records it or
+        makes it again after the repair, it is offered with the record if that agreement ended
+        well (``offers``). Before, it was recorded only after the repair: the replacement, handed
+        the record without it, made that call for real while this member, the agreement having
+        succeeded, went on (a hang, forty-second session)."""
+        self.pending = (at.place, at.members(), entry_of(op, args, kwargs, result, -1, segment), at.outcome)
+
     # -- a repair's side --
     def offers(self, mine: int, failed: set[int], wanted: set[int]) -> list[Offer]:
-        return offers(self.records, mine, failed, wanted)
+        records = self.records
+        if self.pending is not None and self.pending[3]():  # (after agreements.join_derived closed it)
+            place, members, entry, _outcome = self.pending
+            records = {**records, place: (members, [*records.get(place, (members, []))[1], entry])}
+        return offers(records, mine, failed, wanted)
 
     def stage(self, brought: list[list[Offer]], me: int, wanted: list[int]) -> None:
         """A replacement that takes logical rank ``me`` (its repair's replacements take ``wanted``):

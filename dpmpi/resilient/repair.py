@@ -166,19 +166,19 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                     keep = holding.agree_held(raw, held)
                     recipes = holding.handed_entries(raw, state, recipes, was_active, state.logical() if was_active
                                                        else place_taken(filled, state.process_id), keep, taken(filled))
+                if agreed.derived_left:  # (first: a call whose agreement ended well is handed with its record)
+                    agreements.join_derived(raw, state.derived if was_active else [], left)
                 if agreed.derived_kept and taken(filled):  # (what the prologue's calls on derived ones returned)
                     prologue_derived.hand_over(raw, state.prologue.derived, was_active, state.logical() if was_active
                                                else place_taken(filled, state.process_id), failed, taken(filled))
                 elif not was_active:
                     state.prologue.derived.stage([], -1, taken(filled))  # (nothing handed in this attempt)
-                if agreed.derived_left:
-                    agreements.join_derived(raw, state.derived if was_active else [], left)
                 # before the commit: a death that cuts a creation short fails this attempt everywhere
                 remade = remake(state.recipes if was_active else recipes, renumber, keep, me, raw, made)
             phases["rebuild"] += time.perf_counter() - t
             faults.point("repair-agree")
             t = time.perf_counter()
-            agreed_on = new_world  # the commit point: raises if a process of new_world failed, 0 if one failed the attempt
+            agreed_on = new_world  # the commit: raises if a process of new_world failed, 0 if one failed the attempt
             if not new_world.Agree(1):
                 raise ProcFailedError("a process failed this repair's attempt", MPI.ERR_PROC_FAILED)
             phases["agree"] += time.perf_counter() - t
@@ -246,7 +246,8 @@ def live_processes(comm: MPI.Intracomm) -> set[int]:
 def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, phases: dict[str, float], t0: float,
            detected_at: float) -> None:
     """Adopt the committed plan: the new active communicator, derived ones, the event."""
-    attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed, held, remade = decided
+    (attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed, held,
+     remade) = decided
     dead = [proc for proc in old_plan.actives + old_plan.spares if proc not in alive]
     _guard.note_recovered(dead)
     if me >= 0 and not was_active:

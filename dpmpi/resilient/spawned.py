@@ -51,11 +51,11 @@ def join() -> State:
         keep = holding.agree_held(raw, [False] * len(info.recipes)) if info.with_recipes else None
         recipes = holding.handed_entries(raw, state, info.recipes, False, place_taken(info.filled, process_id), keep,
                                          taken(info.filled)) if keep else info.recipes
-        if info.derived_kept:  # (as the parents' repair.attempts does: a spawned process takes a place)
+        if info.derived_left:  # (as the parents' repair.attempts does, in its order)
+            agreements.join_derived(raw, [], {})
+        if info.derived_kept:  # (a spawned process takes a place)
             prologue_derived.hand_over(raw, state.prologue.derived, False, place_taken(info.filled, process_id),
                                        info.failed, taken(info.filled))
-        if info.derived_left:
-            agreements.join_derived(raw, [], {})
         remade = remake(recipes, info.renumber, keep, me, raw, made)  # (as the parents' attempt: before the commit)
         agreed = True  # (the parents' commit; 0: a process failed the attempt: repair.settle)
         if not merged.Agree(1):
