@@ -80,13 +80,17 @@ class InitWatch:
 
     def stuck(self, now: float | None = None) -> int | None:
         """A rank that died before its MPI_Init returned while a live rank is still inside its
-        own (so the job can never get out of MPI_Init), or None."""
+        own (so the job can never get out of MPI_Init), or, with every rank gone, ``KILL_GRACE``
+        seconds more after that death (mpirun then ends by itself, unless it is stuck itself:
+        seen, prterun on a mutex in PRRTE's event loop after the others aborted in MPI_Init,
+        and dpmpi-run waited for it for ever; forty-second session); or None."""
         now = time.monotonic() if now is None else now
         waiting = [r for r in range(self.n) if r not in self.initialised and r not in self._gone()]
-        if not waiting:
+        if not waiting and not self._gone() >= set(range(self.n)):
             return None
+        grace = GRACE if waiting else GRACE + KILL_GRACE
         for rank, when in sorted(self.died.items()):
-            if rank not in self.initialised and now - when >= GRACE:
+            if rank not in self.initialised and now - when >= grace:
                 return rank
         return None
 

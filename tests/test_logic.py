@@ -684,6 +684,43 @@ def test_a_repair_remakes_only_the_derived_communicators_still_in_use_and_their_
         kept_recipes(recipes, [True])
 
 
+def test_an_mpirun_that_ignores_the_cancels_sigterm_is_killed_after_a_grace(monkeypatch):
+    """dpmpi-run passes a SIGTERM (``timeout``, a scheduler) on to mpirun; a prterun stuck on a
+    mutex in PRRTE's event loop never handled it, and dpmpi-run waited for ever (forty-second
+    session). Past ``KILL_GRACE`` it is SIGKILLed; one that ended is left alone."""
+    import signal
+
+    from dpmpi import cancel
+
+    class Stuck:
+        def __init__(self):
+            self.calls, self.ended = [], False
+
+        def terminate(self):
+            self.calls.append("terminate")
+
+        def kill(self):
+            self.calls.append("kill")
+
+        def poll(self):
+            return 0 if self.ended else None
+
+    now = [100.0]
+    monkeypatch.setattr(cancel.time, "monotonic", lambda: now[0])
+    for ends in (False, True):
+        proc, c = Stuck(), cancel.Cancel()
+        c.watch(proc)
+        c.tick()
+        c._on_signal(signal.SIGTERM, None)
+        now[0] += cancel.KILL_GRACE / 2
+        c.tick()
+        assert proc.calls == ["terminate"]
+        proc.ended = ends
+        now[0] += cancel.KILL_GRACE
+        c.tick()
+        assert proc.calls == (["terminate"] if ends else ["terminate", "kill"]) and c.exit_code() == 143
+
+
 def test_a_call_whose_agreement_a_repair_cut_short_is_handed_with_its_record_when_it_succeeded():
     """A survivor's prologue call on a derived communicator completed, and the agreement after it
     gave up as a repair began (``between_runs``: ``held``). If that agreement ended well, the

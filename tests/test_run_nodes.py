@@ -82,6 +82,15 @@ def test_a_rank_dead_before_its_mpi_init_returned_ends_a_job_stuck_in_mpi_init()
                  "[dpmpi-init] 2\n", "[dpmpi-init] 3\n"):
         still.note(line)
     assert still.stuck(now + 60) == 1 and still.before_any_init() is None
+    # every rank gone (one killed in MPI_Init, the others aborted in theirs): mpirun ends by itself,
+    # but once it did not (prterun on a mutex in PRRTE's event loop; forty-second session), so a
+    # while after the death it is ended too
+    gone = init_loss.InitWatch(3)
+    for line in (dead, dead.replace("@1,1] aborted by signal", "@1,0] called abort with exit code 14"),
+                 dead.replace("@1,1] aborted by signal", "@1,2] called abort with exit code 14")):
+        gone.note(line)
+    t = gone.died[1] + init_loss.GRACE
+    assert gone.stuck(t) is None and gone.stuck(t + init_loss.KILL_GRACE) == 1
     spawned = init_loss.InitWatch(4)  # a process of a spawned job (@2) is not a rank of the program's
     spawned.note(dead.replace("@1,1]", "@2,0]"))
     assert spawned.stuck(now + 60) is None

@@ -206,8 +206,9 @@ def settle(world: MPI.Intracomm, raw: MPI.Comm) -> None:
     enter that agreement with 0, so that every process enters it once and all abandon the attempt.
     Open MPI's ``Shrink`` runs an agreement on the communicator it shrinks: a process that went
     on to the next attempt's ``Shrink`` of ``world`` while a peer waited in the commit's
-    ``Agree`` on it met that peer there, and the peer committed alone (a split job: two ranks
-    killed 0.2 s apart, 2 of 34 runs of ``bench/strangers/tp_setup.py``; forty-second session)."""
+    ``Agree`` on it met that peer there, and the peer committed alone: a split job (py-spy stacks
+    of ``bench/strangers/tp_setup.py`` with two ranks killed 0.2 s apart; an idle spare is in no
+    collective of the active communicator, so it reaches the commit first; forty-second session)."""
     for comm in (raw, world):
         ctxcomms.revoke(comm)
     try:
