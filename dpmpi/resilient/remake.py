@@ -1,8 +1,9 @@
 """Making derived communicators from their recipes (``derived.py`` records them): one at the
 program's call, and all those a repair keeps, inside the repair's attempt, before its commit
 agreement. There a death that cuts a creation short fails the attempt on every process (the
-commit's ``Agree`` raises where the creation did not), and the repair starts again from its
-shrink with what it had before: nothing of the attempt's plan has been adopted yet. (Made after
+commit's ``Agree`` raises, or returns 0 from those whose creation failed: ``repair.settle``),
+and the repair starts again from its shrink with what it had before: nothing of the attempt's
+plan has been adopted yet. (Made after
 the commit, as until the forty-second session, such a death raised out of the repair: a
 survivor's ``RevokedError`` into the program, a spare's ``ProcFailedError`` out of
 ``dpmpi.init()``.) The communicators a failed attempt made are retired with its active one."""
