@@ -73,13 +73,15 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         recover = prologue.recovery() if at is not None and again is not None else None
         if recover is not None:
             assert again is not None
-            derived = prologue.derived
+            records = prologue.derived
 
             def held(out: Any) -> None:
-                derived.pend(at, op, args, kwargs, out, prologue.runs)
-            out, made_again = between_runs(op, lambda: fn(*args, **kwargs), args, kwargs, at.agree, recover, again,
-                                           at.outcome, held)
-            derived.pending = None  # (recorded below, or made again)
+                records.pend(at, op, args, kwargs, out, prologue.runs)
+            try:
+                out, made_again = between_runs(op, lambda: fn(*args, **kwargs), args, kwargs, at.agree, recover,
+                                               again, at.outcome, held)
+            finally:
+                records.pending = None  # (recorded below, or made again; or the repair failed)
             if made_again:
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
