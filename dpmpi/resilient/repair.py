@@ -188,7 +188,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             if exc.Get_error_class() in PEER_FAILURE_CLASSES:
                 state.graveyard.extend([raw, *(c for c in made if c is not None)])  # this attempt's, if made
                 if fresh is not None and agreed_on is not fresh:
-                    settle(fresh, raw)
+                    settle(fresh, raw, made)
                 hold_context_id()  # (its Shrink or Split may have completed elsewhere: mpicall says why)
                 continue  # another failure during the repair: start again
             raise from_mpi(exc, state.world, "Respawn") from exc
@@ -199,17 +199,19 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                     handed if not was_active else None, held, remade)
 
 
-def settle(world: MPI.Intracomm, raw: MPI.Comm) -> None:
+def settle(world: MPI.Intracomm, raw: MPI.Comm, made: list[MPI.Comm | None]) -> None:
     """End a failed attempt on this process where it made ``world`` (its shrink, or a spawn's
-    merge) but has not entered the attempt's agreement on it: revoke ``world`` and ``raw`` (the
-    attempt's active communicator), so that peers blocked in a collective on them leave it, and
-    enter that agreement with 0, so that every process enters it once and all abandon the attempt.
+    merge) but has not entered the attempt's agreement on it: revoke ``world``, ``raw`` (the
+    attempt's active communicator) and the derived communicators it ``made`` (each warmed up:
+    safe to revoke), so that peers blocked in a collective on them leave it (a peer inside the
+    creation of a communicator over one of them, which this process never reached), and enter
+    that agreement with 0, so that every process enters it once and all abandon the attempt.
     Open MPI's ``Shrink`` runs an agreement on the communicator it shrinks: a process that went
     on to the next attempt's ``Shrink`` of ``world`` while a peer waited in the commit's
     ``Agree`` on it met that peer there, and the peer committed alone: a split job (py-spy stacks
     of ``bench/strangers/tp_setup.py`` with two ranks killed 0.2 s apart; an idle spare is in no
     collective of the active communicator, so it reaches the commit first; forty-second session)."""
-    for comm in (raw, world):
+    for comm in (*(c for c in made if c is not None), raw, world):
         ctxcomms.revoke(comm)
     try:
         world.Agree(0)

@@ -65,7 +65,7 @@ def join() -> State:
             raise from_mpi(exc, merged, "dpmpi.init (spawned)") from exc
         # a failure during the repair that started us: join its next attempt like a new spare
         if not agreed:
-            repair.settle(merged, raw)
+            repair.settle(merged, raw, made)
         for comm in [raw, *(c for c in made if c is not None)]:
             retire(comm)
         if state.watcher is not None:
