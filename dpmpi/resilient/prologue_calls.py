@@ -261,15 +261,19 @@ def _made_and_agreed(op: str, make: Callable[[], Any], agree: Callable[[int], in
 
 def program_level() -> int:
     """warnings.warn's stacklevel, from the caller of warn, that points at the program's line."""
-    level, frame = 2, sys._getframe(2)
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
-        level, frame = level + 1, frame.f_back
-    return level
+    return 2 + _program_frame(sys._getframe(2))[0]
 
 
 def program_line() -> str:
     """Where the program called into dpmpi (its first frame outside dpmpi): "file:line"."""
-    frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
-        frame = frame.f_back
+    frame = _program_frame(sys._getframe(1))[1]
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _program_frame(frame: Any) -> tuple[int, Any]:
+    """From ``frame`` outwards, the first frame outside dpmpi (the outermost one if none is) and
+    how many frames lie before it."""
+    level = 0
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
+        level, frame = level + 1, frame.f_back
+    return level, frame
