@@ -854,6 +854,9 @@ def test_a_death_right_after_a_setup_call_a_replacement_cannot_redo_is_the_progr
     (2, "0:step@30:KILL,2:step@30:KILL", ["--parity"]),
     # the Runtime made first: a death in the setup's calls on the pairs is repaired there
     (1, "1:Bcast@1:KILL", ["--runtime-first"]),
+    # rank 0 (the pair's scatter root) then rank 1 (its gather's and Reduce's root), in two repairs:
+    # the second is answered from the record of rank 0's replacement, which keeps the root's parts
+    (2, "0:step@10:KILL,1:step@30:KILL", []),
     pytest.param(1, "1:step@10:KILL", [], marks=pytest.mark.long),
     pytest.param(2, "0:Bcast@1:KILL,2:Bcast@1:KILL", ["--parity", "--runtime-first"], marks=pytest.mark.long),
     pytest.param(1, "3:bcast@1:KILL", ["--runtime-first"], marks=pytest.mark.long),

@@ -1800,6 +1800,8 @@ def test_a_replacement_gets_its_part_of_a_prologue_scatter_and_passes_a_gather_t
     part = np.zeros(3, dtype=np.int32)
     mine.replay("Scatter", (data, part, 0), {}, rank=0)
     assert part.tolist() == [0, 1, 2] and mine.replay("scatter", (["a", "b", "c", "d"],), {"root": 0}, rank=0) == "a"
+    # it keeps the root's record of them: as the lowest surviving rank of a later repair, it hands the parts over
+    assert mine.entries[0].payload == data.tobytes() and mine.entries[1].payload is not None
     with pytest.raises(prologue.ReplayError, match=r"gather\(root=0\).*replaces the root"):
         mine.replay("gather", (0,), {"root": 0}, rank=0)
 
@@ -1811,6 +1813,102 @@ def test_a_replacement_gets_its_part_of_a_prologue_scatter_and_passes_a_gather_t
     short.adopt(root.handover())
     with pytest.raises(prologue.ReplayError, match="holds 8 bytes, the survivors' 12"):
         short.replay("Scatter", (None, np.zeros(2, dtype=np.int32)), {"root": 0}, rank=1)
+
+
+def test_a_replacement_redoes_a_scatter_gather_and_reduce_on_a_derived_communicator_from_its_groups_record():
+    """Rooted collectives on a derived communicator in the prologue (prologue_derived.py, since
+    the forty-third session; before, ReplayError on the replacement and the job went on without
+    it): a scatter's root records its whole input; a gather or reduce is made, then its root's
+    result is broadcast to the members (every member records it). A replacement answers from the
+    handed record: its part of the root's scatter, the result of a gather or Reduce rooted at it,
+    None elsewhere; the root's replacement takes its part of its own input; a scatter whose root's
+    record was not handed over raises, naming why."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from dpmpi.resilient import prologue, prologue_derived as pd
+
+    group = (0, 1, 2)  # a derived communicator at place 3; its ranks are the logical ones here
+    at = pd.Where(3, lambda: group)
+    data = np.arange(9, dtype=np.int32)
+
+    def survivor(rank):  # the calls as rank ``rank`` of the group makes them in its prologue
+        rec, told = prologue.Prologue(), []
+
+        def plain_of(name):  # (the communicator's plain bcast: the root's result, as the root sent it)
+            assert name == "bcast"
+            return lambda obj, root: told.append((obj, root)) or (
+                MPI.pickle.dumps([0, 10, 20]) if len(told) == 1 else np.array([3.0, 6.0]).tobytes())
+
+        def made(op):
+            def fn(*a, **k):
+                if op == "Scatter":
+                    a[1][:] = data[3 * rank:3 * rank + 3]
+                if op == "gather":
+                    return [0, 10, 20] if rank == 1 else None
+                if op == "Reduce" and rank == 1:
+                    a[1][:] = [3.0, 6.0]
+                return {"scatter": "xyz"[rank]}.get(op)
+            return fn
+
+        def call(name, *a, **k):
+            return prologue.guarded(rec, name, made(name), True, lambda: None, lambda: rank, plain_of,
+                                    where=lambda: at)(*a, **k)
+        part, total = np.zeros(3, dtype=np.int32), np.zeros(2)
+        call("Scatter", data if rank == 0 else None, part, 0)
+        got = call("scatter", list("xyz") if rank == 0 else None, root=0)
+        gathered = call("gather", 10 * rank, root=1)
+        call("Reduce", np.array([1.0, 2.0]), total, op=MPI.SUM, root=1)
+        assert got == "xyz"[rank] and gathered == ([0, 10, 20] if rank == 1 else None)
+        assert [t[1] for t in told] == [1, 1] and (told[0][0] is None) == (rank != 1)  # (the root tells)
+        assert rec.refused == {}  # (nothing a replacement could not redo: no warning)
+        rec.close()  # (its first snapshot operation)
+        return rec
+
+    def replacement(rank, handed_by, failed):
+        rec = prologue.Prologue()
+        rec.derived.stage([pd.offers(handed_by.derived.records, min(set(group) - failed), failed, failed)],
+                          rank, sorted(failed))
+        rec.derived.remap([0, 1, 2, 3], {0: 0, 1: 1, 2: 2, 3: 3})
+        rec.adopt(handed_by.handover())
+
+        def made(*a, **k):
+            raise AssertionError("made for real: the survivors would never join")
+
+        def call(name, *a, **k):
+            return prologue.guarded(rec, name, made, True, lambda: None, lambda: rank, lambda name: made,
+                                    where=lambda: at)(*a, **k)
+        call.rec = rec
+        return call
+
+    root = survivor(0)
+    assert root.derived.records[3][1][0].payload == data.tobytes()  # (the root's whole input)
+    # rank 1 died (the gather's and Reduce's root): its replacement answers from rank 0's record
+    call = replacement(1, root, {1})
+    part, total = np.zeros(3, dtype=np.int32), np.zeros(2)
+    assert call("Scatter", None, part, 0) is None and part.tolist() == [3, 4, 5]
+    assert call("scatter", None, root=0) == "y" and call("gather", 10, root=1) == [0, 10, 20]
+    call("Reduce", np.array([1.0, 2.0]), total, op=MPI.SUM, root=1)
+    assert total.tolist() == [3.0, 6.0]
+    # rank 0 (the scatter's root) died: its replacement takes its part of its own input; the
+    # record of rank 1 (the lowest survivor) answers the rest, and a gather not rooted at it is None
+    second = survivor(1)
+    call = replacement(0, second, {0})
+    part = np.zeros(3, dtype=np.int32)
+    call("Scatter", data, part, 0)
+    assert part.tolist() == [0, 1, 2] and call("scatter", list("xyz"), root=0) == "x"
+    assert call("gather", 0, root=1) is None
+    # it keeps the root's record of its scatters: a later repair (rank 2 died) hands it over from it
+    kept = call.rec.derived.records[3][1]
+    assert kept[0].payload == data.tobytes() and MPI.pickle.loads(kept[1].payload) == list("xyz")
+    call.rec.close()  # (its first snapshot operation)
+    part = np.zeros(3, dtype=np.int32)
+    later = replacement(2, call.rec, {2})
+    assert later("Scatter", None, part, 0) is None and part.tolist() == [6, 7, 8]
+    # ranks 0 and 2 died: rank 2's part of the scatter was only in the dead root's record
+    call = replacement(2, second, {0, 2})
+    with pytest.raises(prologue.ReplayError, match=r"Scatter\(root=0\) on a derived communicator.*its root's record"):
+        call("Scatter", None, np.zeros(3, dtype=np.int32), 0)
 
 
 def test_a_prologue_gather_or_reduce_has_its_roots_result_broadcast_so_that_its_replacement_gets_it(monkeypatch):

@@ -13,8 +13,8 @@ until its first snapshot operation are answered from it in order (the same opera
 size, or ``ReplayError``): a scatter's part from the root's record (or its own input), a gather
 or reduce with nothing off its root and with the recorded result on it. A ``Gather`` or
 ``Reduce`` rooted at the replacement over ``TOLD_MAX``, a scatter whose root's record was not the
-one handed over, and any call that needs its peers there (point-to-point, other collectives,
-on a derived communicator all but those the same everywhere: ``prologue_derived``) raise
+one handed over, and any call that needs its peers there (point-to-point, other collectives;
+on a derived communicator the same calls are answered: ``prologue_derived``) raise
 ``ReplayError`` instead of hanging; the survivors are warned once of such calls in their
 prologue. A failure in a watched call of the prologue itself is repaired there (``recovery``:
 dpmpi.Runtime's, or, before one exists, dpmpi.init's for the setup's first ``DPMPI_SETUP_WATCH``
@@ -36,7 +36,7 @@ from mpi4py import MPI
 from dpmpi import config
 from dpmpi.resilient.prologue_derived import DerivedRecords, Where
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
-    NEEDS_PEERS, REAL, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
+    NEEDS_PEERS, REAL, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError, as_root,
     between_runs, creation_between_runs, entry_of, make_entry, program_level, program_line, refused, result_buffer,
     root_of, rooted_reply, write_recorded)
 
@@ -109,9 +109,9 @@ class Prologue:
         """A call in the prologue that a replacement could not redo (told when the prologue closes)."""
         self.refused.setdefault(("a derived communicator's " if derived else "comm.") + op + "()", program_line())
 
-    def replay_derived(self, at: Where, op: str, args: tuple, kwargs: dict) -> Any:
-        """A replacement's call on a derived communicator (``prologue_derived``), or ``REAL``."""
-        return self.derived.answer(at, op, args, kwargs, self.runs, self.full, self._interrupted(True, end=False))
+    def replay_derived(self, at: Where, op: str, args: tuple, kwargs: dict, rank: int = -1) -> Any:
+        """A replacement's call on a derived communicator (``prologue_derived``; ``rank``: its rank there), or REAL."""
+        return self.derived.answer(at, op, args, kwargs, self.runs, self.full, self._interrupted(True, end=False), rank)
 
     def _interrupted(self, past: bool, end: bool = True) -> bool:
         """Whether a replacement's call ``past`` its survivors' record is the one their failure outside the runs
@@ -124,9 +124,9 @@ class Prologue:
             self._replayed()
         return True
 
-    def record_derived(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any) -> None:
-        """After a collective the same everywhere on a derived communicator (``prologue_derived``)."""
-        self.size += self.derived.record(at.place, at.members, op, args, kwargs, result, self.runs)
+    def record_derived(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any, rank: int = -1) -> None:
+        """After a replayable collective on a derived communicator (``prologue_derived``) made by ``rank``."""
+        self.size += self.derived.record(at.place, at.members, op, args, kwargs, result, self.runs, rank)
         self.full = self.size > int(config.get(ENV_MAX)) or self.derived.count >= self._max_calls()  # (as record)
 
     def close(self, tell: bool = False) -> bool:
@@ -150,7 +150,7 @@ class Prologue:
                           f"cannot redo (the survivors are recovering by then): a failure would end the job with "
                           f"a ReplayError on the replacement. Make such calls inside the step, or use bcast, "
                           f"allreduce, allgather, barrier, scatter, gather or reduce on the communicator "
-                          f"dpmpi.init() returned (bcast, allreduce, allgather or barrier on one derived from it) "
+                          f"dpmpi.init() returned or on one derived from it "
                           f"(docs/spares.md, the prologue)", RuntimeWarning, stacklevel=program_level())
 
     def run_begins(self, tell: bool = False) -> None:
@@ -284,7 +284,7 @@ class Prologue:
                                        + ": the program's prologue must make the same collectives on every rank"))
         if op in ROOTED:
             out = rooted_reply(op, args, kwargs, entry, i, rank)
-            self.replaying = i + 1
+            self.entries[i], self.replaying = as_root(op, args, kwargs, entry, rank), i + 1
             return out
         if entry.payload is None:
             raise ReplayError(refused(f"comm.{op}()", f"call {i + 1} of the survivors' prologue: {entry.why}"))

@@ -143,9 +143,10 @@ def entry_of(op: str, args: tuple, kwargs: dict, result: Any, rank: int, segment
         return Entry(op, root, -1, None, f"its result could not be recorded ({exc})", segment)
 
 
-def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank: int) -> Any:
-    """A replacement's scatter, gather or reduce (either case), from ``entry`` (call ``i + 1``)."""
-    name = f"comm.{op}(root={entry.root})"
+def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank: int, name: str = "") -> Any:
+    """A replacement's scatter, gather or reduce (either case), from ``entry`` (call ``i + 1`` of
+    the record; ``rank``: the replacement's rank in the communicator; ``name``: the call, for errors)."""
+    name = name or f"comm.{op}(root={entry.root})"
     if op in TO_ROOT:
         if rank != entry.root:
             return None  # (its root holds the result already)
@@ -177,6 +178,16 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
         raise ReplayError(refused(name, f"the root's input holds no part for rank {rank}"))
     out[:] = part
     return None
+
+
+def as_root(op: str, args: tuple, kwargs: dict, entry: Entry, rank: int) -> Entry:
+    """What a replacement keeps of a rooted call it answered from ``entry``: for a scatter whose
+    root it replaces, the root's record (its own input), so that, as the lowest surviving rank
+    of a later repair, it hands over the parts (before, it kept the record it was handed, where a
+    scatter's parts were not: the next replacement of another rank raised ``ReplayError``)."""
+    if op in ("scatter", "Scatter") and rank == entry.root and entry.payload is None:
+        return entry_of(op, args, kwargs, None, rank, entry.segment)
+    return entry
 
 
 def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, agree: Callable[[int], int],

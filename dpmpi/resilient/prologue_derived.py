@@ -11,14 +11,21 @@ communicator it is a member of, with that communicator's members (logical ranks)
 are the same on every member, so a repair hands each replacement, for every derived
 communicator its rank belonged to, the record of one surviving member (the lowest: one
 ``allgather`` over the new active communicator, only when some rank has such a record and a
-replacement takes a place), and the replacement's calls are answered from it in order. Keyed by
+replacement takes a place), and the replacement's calls are answered from it in order. Rooted
+ones too (since the forty-third session), as on the active communicator (``prologue``): a
+``scatter``'s root records its whole input (a replacement's part is in the handed record when
+that root is the lowest surviving member, as with root 0; the root's replacement takes its own
+part of its own input); a ``gather`` or ``reduce`` is followed by its root's result broadcast to
+the members, up to ``TOLD_MAX``, so that any member's record answers the root's replacement (a
+replacement that is not the root gets ``None``, as MPI gives it). Keyed by
 the derived communicator's place in the recipes (the same on every rank: ``derived.py``), moved
 with it when a repair drops forgotten places (``remap``).
 
 A communicator whose every member is a replacement of the same repair (one of one rank, a group
 that died whole) has no record: its replacements make its calls together, for real, and record
-them. Not covered (``ReplayError`` as before): rooted collectives other than ``bcast`` (scatter,
-gather, reduce), other calls on a derived communicator, and an intercommunicator's.
+them. Not covered (``ReplayError`` as before): other calls on a derived communicator (point-to-point,
+the v-variants, non-blocking ones), a scatter whose root's record was not the one handed over,
+and an intercommunicator's calls.
 
 Where a failure in such a call is repaired (with a ``dpmpi.Runtime`` made before it: dpmpi.init's
 watch of the setup ends at the first derived communicator), each is followed by an agreement of
@@ -38,7 +45,8 @@ from mpi4py import MPI
 
 from dpmpi import agreements
 from dpmpi.mpicall import exchange
-from dpmpi.resilient.prologue_calls import REAL, Entry, ReplayError, entry_of, refused, root_of, write_recorded
+from dpmpi.resilient.prologue_calls import (REAL, ROOTED, Entry, ReplayError, as_root, entry_of, refused, root_of,
+                                            rooted_reply, write_recorded)
 
 
 class Where(NamedTuple):
@@ -150,12 +158,13 @@ class DerivedRecords:
         return bool(self.records) or self.pending is not None
 
     def record(self, place: int, members: Callable[[], tuple[int, ...]], op: str, args: tuple, kwargs: dict,
-               result: Any, segment: int) -> int:
-        """After a recorded call ``op`` on the derived communicator at ``place``: keep its result
-        (``members()``: the communicator's logical ranks, asked once). The bytes kept."""
+               result: Any, segment: int, rank: int = -1) -> int:
+        """After a recorded call ``op`` on the derived communicator at ``place`` (made by ``rank``
+        there, for a rooted one): keep its result (``members()``: the communicator's logical
+        ranks, asked once). The bytes kept."""
         if place not in self.records:
             self.records[place] = (members(), [])
-        entry = entry_of(op, args, kwargs, result, -1, segment)
+        entry = entry_of(op, args, kwargs, result, rank, segment)
         self.records[place][1].append(entry)
         self.count += 1
         return len(entry.payload or b"")
@@ -178,7 +187,7 @@ class DerivedRecords:
         return entries, i
 
     def answer(self, at: Where, op: str, args: tuple, kwargs: dict, segment: int, full: bool,
-               interrupted: bool) -> Any:
+               interrupted: bool, rank: int = -1) -> Any:
         """A replacement's call on ``at``: from the record (``replay``), or ``REAL`` where it is
         made with the survivors: past the record when ``interrupted`` (``Prologue`` says whether
         a call past it now is the one their failure interrupted), and every later call on that
@@ -192,12 +201,13 @@ class DerivedRecords:
         if interrupted and self.exhausted(at, segment):
             self.live.add(at.place)
             return REAL
-        return self.replay(at, op, args, kwargs, segment, full)
+        return self.replay(at, op, args, kwargs, segment, full, rank)
 
-    def replay(self, at: Where, op: str, args: tuple, kwargs: dict, segment: int, full: bool) -> Any:
+    def replay(self, at: Where, op: str, args: tuple, kwargs: dict, segment: int, full: bool, rank: int = -1) -> Any:
         """Answer a replacement's call ``op`` on the derived communicator ``at`` in the segment
-        ``segment`` (dpmpi.Runtime runs before it) from the record it was handed; ``REAL`` where
-        every member of that communicator is a replacement of the same repair (they make it
+        ``segment`` (dpmpi.Runtime runs before it) from the record it was handed (``rank``: its
+        rank there, for a rooted one: ``prologue_calls.rooted_reply``); ``REAL`` where every
+        member of that communicator is a replacement of the same repair (they make it
         together, as they run the same program: a communicator of one, or a group that died
         whole)."""
         name = f"{op}() on a derived communicator"
@@ -217,6 +227,11 @@ class DerivedRecords:
             raise ReplayError(refused(name, f"its surviving members' call there was {entry.op}"
                                             + (f"(root={entry.root})" if entry.root >= 0 else "()")
                                             + ": the members must make the same collectives on it"))
+        if op in ROOTED:
+            out = rooted_reply(op, args, kwargs, entry, i, rank, f"{op}(root={root}) on a derived communicator")
+            entries[i] = as_root(op, args, kwargs, entry, rank)
+            self.next[place] = i + 1
+            return out
         if entry.payload is None:
             raise ReplayError(refused(name, f"its surviving members' call: {entry.why}"))
         self.next[place] = i + 1
@@ -227,14 +242,14 @@ class DerivedRecords:
         write_recorded(name, op, args, kwargs, entry.payload, "the survivors'")
         return None
 
-    def pend(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any, segment: int) -> None:
+    def pend(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any, segment: int, rank: int = -1) -> None:
         """This process's call ``op`` on ``at`` completed, and the agreement after it gave up as
         a repair began (``prologue_calls.between_runs``): until the call's code records it or
         makes it again after the repair, it is offered with the record if that agreement ended
         well (``offers``). Before, it was recorded only after the repair: the replacement, handed
         the record without it, made that call for real while this member, the agreement having
         succeeded, went on (a hang, forty-second session)."""
-        self.pending = (at.place, at.members(), entry_of(op, args, kwargs, result, -1, segment), at.outcome)
+        self.pending = (at.place, at.members(), entry_of(op, args, kwargs, result, rank, segment), at.outcome)
 
     # -- a repair's side --
     def offers(self, mine: int, failed: set[int], wanted: set[int]) -> list[Offer]:

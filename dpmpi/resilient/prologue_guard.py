@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi.resilient.prologue_calls import (REAL, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, ReplayError,
-                                            between_runs, refused, result_buffer, root_of)
+from dpmpi.resilient.prologue_calls import (REAL, REPLAYABLE, ROOTED, TO_ROOT, TOLD_MAX, ReplayError, between_runs,
+                                            refused, result_buffer, root_of)
 from dpmpi.resilient.prologue_derived import Where
 
 if TYPE_CHECKING:
@@ -31,10 +31,11 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
     the calls of the loop). ``rank()``: this process's rank in the communicator (asked for rooted
     collectives only).
     ``plain_of(name)``: the communicator's plain method ``name`` (the ``bcast`` of a gather's or
-    reduce's result while ``tells()``; the ``Agree`` after a call between two runs). ``again()``:
+    reduce's result while ``tells()``, or always on a derived communicator; the ``Agree`` after a call
+    between two runs). ``again()``:
     this wrapper as the communicator has it after a repair (a call between two runs is made again
-    through it). ``where()``: a derived communicator's ``Where`` (its collectives the same
-    everywhere are recorded and answered: ``prologue_derived``; without it they are refused)."""
+    through it). ``where()``: a derived communicator's ``Where`` (its replayable collectives are
+    recorded and answered: ``prologue_derived``; without it, an intercommunicator's, they are refused)."""
     def made_then_told(args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:
         """A gather or reduce made as asked, then its root's result broadcast as bytes (pickled,
         or the buffer's): (the call's result, those bytes; None where the root cannot read it or
@@ -60,37 +61,47 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         replacement replaying (made for real where they make it too), recorded elsewhere; where
         a failure there is repaired (``recovery``), followed by an agreement of its members, as
         a call on the active communicator is by one of all ranks (``between_runs``)."""
-        at = where() if where is not None and op in SAME_EVERYWHERE else None
+        at = where() if where is not None and op in REPLAYABLE else None
         replaying = prologue.replaying is not None
+        mine = rank() if op in ROOTED else -1
         if replaying:
             if at is None:
                 raise ReplayError(refused(f"{op}() on a derived communicator",
-                                           "only bcast, allreduce, allgather and barrier (either case) on a derived "
-                                           "communicator are answered from its survivors' record"))
-            answer = prologue.replay_derived(at, op, args, kwargs)
+                                           "only bcast, allreduce, allgather, barrier, scatter, gather and reduce "
+                                           "(either case) on a derived intracommunicator are answered from its "
+                                           "survivors' record"))
+            answer = prologue.replay_derived(at, op, args, kwargs, mine)
             if answer is not REAL:
                 return answer
+        # a gather or reduce recorded here is followed by its root's result broadcast to its members
+        # (the root's replacement is answered from any member's record): the same on every member,
+        # as every member that makes it for real comes through here (survivors outside the runs,
+        # replacements past their record)
+        told = op in TO_ROOT and at is not None and plain_of is not None
+        make = (lambda: made_then_told(args, kwargs)) if told else (lambda: fn(*args, **kwargs))
         recover = prologue.recovery() if at is not None and again is not None else None
         if recover is not None:
-            assert again is not None
+            assert again is not None and at is not None
             records = prologue.derived
 
             def held(out: Any) -> None:
-                records.pend(at, op, args, kwargs, out, prologue.runs)
+                records.pend(at, op, args, kwargs, out[1] if told else out, prologue.runs, mine)
             try:
-                out, made_again = between_runs(op, lambda: fn(*args, **kwargs), args, kwargs, at.agree, recover,
-                                               again, at.outcome, held)
+                out, made_again = between_runs(op, make, args, kwargs, at.agree, recover, again, at.outcome, held)
             finally:
                 records.pending = None  # (recorded below, or made again; or the repair failed)
             if made_again:
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
-            out = fn(*args, **kwargs)
+            out = make()
+        kept = None if op in TO_ROOT else out  # (a gather or reduce: what its root broadcast)
+        if told:
+            out, kept = out
         if at is None:
             if prologue.recording:
                 prologue.unreplayable(op, True)
         elif prologue.recording or (replaying and not prologue.full):  # (made for real while replaying: kept too)
-            prologue.record_derived(at, op, args, kwargs, out)
+            prologue.record_derived(at, op, args, kwargs, kept, mine)
         return out
 
     def call(*args: Any, **kwargs: Any) -> Any:

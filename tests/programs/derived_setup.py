@@ -3,11 +3,12 @@ redo from its group's survivors' record (dpmpi.resilient.prologue_derived). Befo
 pairs (``comm.Split``, by parity with ``--parity``: ranks 0 and 2 are one pair) whose first rank
 ``Bcast``s the pair's weights, an ``allreduce`` and a ``bcast`` on the pair, an ``allgather``
 over the pairs' leaders (a ``Split`` with ``MPI.UNDEFINED`` elsewhere), a ``Barrier`` on a
-node-local ``Split_type`` and an ``allreduce`` on a communicator of one rank (every member of it
-dies with its rank: the replacement makes it for real). Between the two runs, an ``allreduce``
-on the pair. ``--runtime-first``: the Runtime is made before those calls, so a death in one of
-them is repaired there (DPMPI_FAULTS=1:Bcast@1:KILL). Prints a line "final" per rank: its
-digest, recoveries and role."""
+node-local ``Split_type``, an ``allreduce`` on a communicator of one rank (every member of it
+dies with its rank: the replacement makes it for real), and rooted ones on the pair (``Scatter``
+and ``scatter`` from its first rank, ``gather`` and ``Reduce`` to its second, ``reduce`` to its
+first). Between the two runs, an ``allreduce`` and a ``reduce`` on the pair. ``--runtime-first``:
+the Runtime is made before those calls, so a death in one of them is repaired there
+(DPMPI_FAULTS=1:Bcast@1:KILL). Prints a line "final" per rank: its digest, recoveries and role."""
 import hashlib
 import json
 import sys
@@ -35,8 +36,15 @@ norms = leaders.allgather(float(np.linalg.norm(w))) if leaders != MPI.COMM_NULL 
 norm = pair.bcast(sum(norms) if norms else None, root=0)
 node.Barrier()
 mine = alone.allreduce(r + 1)
+# rooted ones on the pair: its first rank scatters, its second gathers and reduces
+part, red = np.zeros(2), np.zeros(2)
+pair.Scatter(np.arange(4.0) + 10 * r if pair.Get_rank() == 0 else None, part, root=0)
+got = pair.scatter([r + 0.25, r + 0.5] if pair.Get_rank() == 0 else None, root=0)
+told = pair.gather(float(part.sum()) + got, root=1)
+pair.Reduce(part, red, op=MPI.SUM, root=1)
+seen = pair.reduce(float(part[0]), root=0)
 w /= top * norm
-x[:] = float(mine)
+x[:] = float(mine) + sum(told or []) + float(red.sum()) + (seen or 0.0)
 if "--runtime-first" not in sys.argv:
     rt = dpmpi.Runtime(comm, {"w": w, "x": x}, snapshot_every=3)
 
@@ -52,7 +60,8 @@ def step(k):
 
 rt.run(step, steps // 2)
 shift = pair.allreduce(float(x.sum()))  # (between the runs: answered from the record too)
-x += 1e-3 * shift
+lead = pair.reduce(float(w.sum()), op=MPI.MAX, root=1)
+x += 1e-3 * shift + 1e-4 * (lead or 0.0)
 rt.run(step, steps)
 print(json.dumps({"event": "final", "rank": r, "digest": hashlib.sha256(w.tobytes() + x.tobytes()).hexdigest()[:16],
                   "recoveries": len(rt.history), "role": comm.role.value}), flush=True)
