@@ -1,8 +1,11 @@
 """``dpmpi.Recovery``: one recovery as a process of a ``dpmpi.Runtime`` saw it (``rt.history``),
-with the times of its phases. A record only: the Runtime (``dpmpi.runtime``) makes them."""
+with the times of its phases, and what a Runtime's records and events take from a repair. The
+Runtime (``dpmpi.runtime``) makes them."""
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
 
 # recoveries in a row that repaired nothing (no process had failed) in the same step: the step
 # uses a communicator a repair replaced, and would fail the same way forever (stale_loop)
@@ -77,3 +80,32 @@ def stale_loop(history: list[Recovery], n: int = STALE_AFTER) -> RuntimeError | 
         f"that a repair cannot rebuild, made before rt.run: a pkl5.Intracomm or a Dup made from comm.mpi, "
         f"or the .mpi of a derived communicator whose dpmpi handle was let go of. Make it inside the step, "
         f"or keep the dpmpi communicator (docs/communicators.md)")
+
+
+_REPAIRED_FIELDS = ("repair", "failed", "filled", "size", "phases_ms", "total_ms")  # (the "repaired" event's)
+
+
+def last_repair(comm: Any) -> dict:
+    """The communicator's newest repair event as a dict ({} before any)."""
+    return asdict(comm.history[-1]) if comm.history else {}
+
+
+def repaired_fields(repair: dict) -> dict:
+    """The fields of a Runtime's "repaired" event, from ``last_repair``."""
+    return {k: repair.get(k) for k in _REPAIRED_FIELDS}
+
+
+def in_prologue(comm: Any, caught: BaseException, emit: Callable[..., None]) -> Recovery:
+    """A peer's failure in the program's prologue (a collective the prologue record watches, after
+    a Runtime was made, before its first run): no snapshot exists, nothing is restored; after
+    ``Respawn`` every rank makes the call again (``dpmpi.resilient.prologue``), the replacement once
+    it has answered the calls before it from the survivors' record, and joins their first run.
+    ``emit``: the Runtime's events. Returns its record."""
+    caught_at = time.time()
+    emit("failure", step=-1, error=type(caught).__name__, detected_by="mpi")
+    comm.Respawn()  # (a failure during the repair is repaired there; one after it fails the call made again)
+    repaired_at = time.time()
+    repair = last_repair(comm)
+    emit("repaired", **repaired_fields(repair))
+    return Recovery(failed_step=-1, restored_epoch=-1, error=type(caught).__name__, caught_at=caught_at,
+                    repaired_at=repaired_at, restored_at=repaired_at, resumed_at=repaired_at, repair=repair)

@@ -19,11 +19,13 @@ that snapshot::
 
     rt.run(step, 1000)
 
-Snapshots: epoch ``e`` is the state after ``e`` steps (epoch 0: the state ``run`` starts with).
-After the update of every ``snapshot_every``-th step the state is staged; the copy runs on C
-threads while the next step computes and is committed (and replicated) in the background as soon
-as it is done; ``rt.update()`` of the next step waits for it (and, with ``bounded_loss``, for
-its replication) before the state changes again. A failure therefore loses at most one whole
+Snapshots: epoch ``e`` is the state after ``e`` steps (epoch 0: the state ``run`` starts with);
+a later run first snapshots the state it starts from, which the code between the runs may have
+changed (the Snapshot's own epoch numbers: ``dpmpi.epochs``). After the update of every
+``snapshot_every``-th step the state is staged; the copy runs on C threads while the next step
+computes and is committed (and replicated) in the background as soon as it is done;
+``rt.update()`` of the next step waits for it (and, with ``bounded_loss``, for its replication)
+before the state changes again. A failure therefore loses at most one whole
 step, plus the step in progress, when every step is snapshotted.
 
 Every step must modify the state only inside ``with rt.update():`` (once per step). Steps must be
@@ -36,16 +38,15 @@ import contextlib
 import sys
 import time
 import weakref
-from dataclasses import asdict
 from typing import Any, Callable, Iterator, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import faults, interrupts, resilient, runtime_checks as checks
+from dpmpi import epochs, faults, interrupts, resilient, runtime_checks as checks
 from dpmpi.aliases import Aliases
-from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, failure_since, failures_made, peer_failure
+from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, failures_made, peer_failure
 from dpmpi.eventlog import log_event
-from dpmpi.recovery import Recovery, stale_loop
+from dpmpi.recovery import Recovery, in_prologue, last_repair, repaired_fields, stale_loop
 from dpmpi.resilient import holding
 from dpmpi.snapshot import Snapshot
 
@@ -54,27 +55,12 @@ _MAX_RECOVERY_ATTEMPTS = 32
 _JUDGES = (resilient.Role.INITIAL, resilient.Role.SURVIVOR)  # (processes whose state is as the program built it)
 
 
-def _step_ended(step: int, mark: int, updates: int) -> None:
-    """After ``step_fn(step)`` returned. A peer's failure raised in it (``ProcFailedError`` or
-    ``RevokedError``, since ``failures_made()`` was ``mark``) that the program's own ``except``
-    caught is raised now and recovered as if it had not been caught: the step ran on a broken
-    communicator, and a rank that went on stepping would keep the others waiting in the repair
-    (seen: a survivor swallowed 65 steps' failures while its peers waited). Then: the step used
-    ``rt.update()`` once."""
-    caught = failure_since(mark)
-    if caught is not None:
-        raise caught
-    if updates != 1:
-        raise RuntimeError(f"step {step} did not modify the state inside 'with rt.update():'; the runtime "
-                           f"snapshots around that block, so every step must use it once")
-
-
 def _recover_between_runs(rt: Runtime) -> None:
     """A peer's failure while the ranks are between two runs (in a collective the prologue record
     watches: dpmpi.resilient.prologue) is repaired and restored by ``rt``: the newest epoch, the
-    one the last run ended with (its commit and barrier made it durable); a survivor's arrays,
-    which hold it, are not copied back. Only when the last run ended on a committed epoch that
-    its arrays held (``commit_at_end``, a run length that ``snapshot_every`` divides): else
+    one the last run ended with (its commit and barrier made it durable; not the next run's
+    start: ``_begin``); a survivor's arrays, which hold it, are not copied back. Only when the
+    last run ended on a committed epoch that its arrays held (``commit_at_end``: ``_end``): else
     the failure is the program's, as before (the same decision on every rank). Held weakly (the
     communicator outlives a Runtime). A Runtime made after another one's runs (a program in
     phases) leaves such a failure to the earlier one until its own first run: the replacement
@@ -84,52 +70,17 @@ def _recover_between_runs(rt: Runtime) -> None:
     def recover(caught: BaseException) -> None:
         runtime = me()
         if runtime is not None and not runtime.comm.prologue.runs and runtime.snapshot.epoch < 0:
-            _repair_in_prologue(runtime, caught)
+            runtime.history.append(in_prologue(runtime.comm, caught, runtime._emit))
             return
         if runtime is not None and runtime.snapshot.epoch < 0 and earlier is not None:
             earlier(caught)
             return
-        if runtime is None or runtime.closed or not runtime.step == runtime.snapshot.epoch == runtime._arrays_hold:
+        hold = runtime._arrays_hold if runtime is not None else None
+        if runtime is None or runtime.closed or hold is None or epochs.step_of(hold) != runtime.step \
+                or runtime.snapshot.epoch < hold:  # (hold: committed everywhere; a run's start may be staged after it)
             raise caught
-        runtime._recover(caught=caught)
+        runtime._recover(caught=caught, at_most=hold)
     rt.comm.prologue.recover = rt._between = recover
-
-
-_REPAIRED_FIELDS = ("repair", "failed", "filled", "size", "phases_ms", "total_ms")  # (the "repaired" event's)
-
-
-def _last_repair(comm: Any) -> dict:
-    """The communicator's newest repair event as a dict ({} before any)."""
-    return asdict(comm.history[-1]) if comm.history else {}
-
-
-def _repair_in_prologue(rt: Runtime, caught: BaseException) -> None:
-    """A peer's failure in the program's prologue (a collective the prologue record watches, after
-    this Runtime was made, before its first run): no snapshot exists, nothing is restored; after
-    ``Respawn`` every rank makes the call again (``dpmpi.resilient.prologue``), the replacement once
-    it has answered the calls before it from the survivors' record, and joins their first run."""
-    caught_at = time.time()
-    rt._emit("failure", step=-1, error=type(caught).__name__, detected_by="mpi")
-    rt.comm.Respawn()  # (a failure during the repair is repaired there; one after it fails the call made again)
-    repaired_at = time.time()
-    repair = _last_repair(rt.comm)
-    rt._emit("repaired", **{k: repair.get(k) for k in _REPAIRED_FIELDS})
-    rt.history.append(Recovery(failed_step=-1, restored_epoch=-1, error=type(caught).__name__, caught_at=caught_at,
-                               repaired_at=repaired_at, restored_at=repaired_at, resumed_at=repaired_at,
-                               repair=repair))
-
-
-def _no_alternation(rt: Runtime, runs: int) -> None:
-    """Refuse a run of ``rt`` when another Runtime ran on its communicator since ``rt``'s last run
-    (``runs``: every Runtime's runs so far, the same on every rank, a replacement's too): a recovery
-    restores the running Runtime's arrays only (two models trained in alternate rounds, each with
-    its own Runtime, hung at their first failure: twenty-fourth session). Before any MPI call."""
-    if rt._ran_at is not None and rt._ran_at != runs:
-        raise RuntimeError("dpmpi.Runtime.run: another dpmpi.Runtime ran on this communicator since this one's "
-                           "last run. Runs of two Runtimes cannot alternate: a recovery restores the arrays of "
-                           "the one whose run is in progress only. Give one Runtime every array (dpmpi.Runtime("
-                           "comm, {**state_a, **state_b})) and alternate inside its step (docs/runtime.md)")
-    rt._ran_at = runs + 1  # (the run about to begin)
 
 
 def _caught_up(rt: Runtime) -> None:
@@ -140,6 +91,37 @@ def _caught_up(rt: Runtime) -> None:
              steps_recomputed=record.steps_recomputed)
 
 
+def _begin(rt: Runtime) -> None:
+    """A run after one that ended on a committed epoch its arrays hold (``_end``): the state
+    it starts from is snapshotted first (``epochs.run_start``), as the program's code since
+    may have changed it. Before, a failure in the run before its first snapshot restored the
+    last run's end on every rank: what that code did was lost, and the job ended with another
+    result and no error. Collective (the same condition on every rank; a replacement's first
+    run, before its restore, is not one); it ends with an agreement, so that the ranks leave
+    it together or repair together, as for a failure between the runs: the arrays are not
+    copied back, and the replacement redoes that code from the last run's end (``at_most``)."""
+    while True:
+        hold = rt._arrays_hold  # (again after a recovery: the epoch it restored)
+        if hold is None or epochs.step_of(hold) != rt.step or rt.snapshot.epoch < hold:
+            return
+        start, done = epochs.run_start(rt.step), 1
+        try:
+            faults.point("run-begin")  # (tests: a rank dies before or, +delay, while it is taken)
+            rt.snapshot.stage(start)
+            rt.snapshot.commit(start)
+            rt.snapshot.wait()
+        except _RECOVERABLE:
+            done = 0  # (as in _start: the replication's communicator revoked, a peer's commit fails too)
+            rt.snapshot.repair_begins()
+        try:
+            if rt.comm.Agree(done):
+                rt._arrays_hold = start
+                return
+            raise ProcFailedError("a rank failed while a run's starting state was snapshotted", MPI.ERR_PROC_FAILED)
+        except _RECOVERABLE as exc:
+            rt._recover(caught=exc, at_most=hold)  # (then every rank, the replacement too, takes it again)
+
+
 def _end(rt: Runtime) -> None:
     """The final commit, then a barrier on the communicator: without it, ranks whose part of
     the final replication was done before a peer died (the background commit had sent it)
@@ -148,6 +130,10 @@ def _end(rt: Runtime) -> None:
     the repair, whose revoke fails the barrier for the others, who join it. (An ``Agree``
     instead, as in ``_start``, made Open MPI's next ``Shrink`` leave live processes out in 4
     of 8 runs of that test: docs/mpi-facts.md.)"""
+    if rt._pending is None and rt._arrays_hold is None:  # (the last step's state was not staged: a later
+        rt._pending = epochs.after(rt.step)              # run's _begin and a failure between runs need it)
+        rt.snapshot.stage(rt._pending)
+        rt._arrays_hold = rt._pending
     rt._commit_pending()
     rt.snapshot.wait()
     rt.comm.Barrier()
@@ -200,7 +186,7 @@ class Runtime:
         # for no rank in particular and overwritten by its first restore, unless same_start)
         self.same_start = bool(same_start)
         self._as_built = self.same_start or comm.role is not resilient.Role.SPARE
-        self._updates, self._running, self._ran_at = 0, False, None  # update()s this step; in run(); _no_alternation
+        self._updates, self._running, self._ran_at = 0, False, None  # update()s this step; in run(); no_alternation
         self._catching_up: Recovery | None = None
         self.closed, self._between = False, None  # close() was called; the hook _recover_between_runs sets
         _recover_between_runs(self)
@@ -239,7 +225,7 @@ class Runtime:
             self.comm.Agree(1)
             self.confirmed += 1
         if (self.step + 1) % self.snapshot_every == 0:
-            self._pending = self.step + 1
+            self._pending = epochs.after(self.step + 1)
             self.snapshot.stage(self._pending)
             self._arrays_hold = self._pending
 
@@ -248,22 +234,24 @@ class Runtime:
             epoch, self._pending = self._pending, None
             # bounded loss: also wait for the replication (it ran during the step; usually done)
             self.snapshot.commit(epoch, durable=self.bounded_loss)
-            self._aliases.committed(epoch, self.snapshot.holdings().get(self.comm.Get_rank(), {}), self.snapshot_every)
+            own = epochs.by_step(self.snapshot.holdings().get(self.comm.Get_rank(), {}))
+            self._aliases.committed(epochs.step_of(epoch), own, self.snapshot_every)
 
     # -- the loop --
     def run(self, step_fn: Callable[[int], Any], n_steps: int, *, commit_at_end: bool = True) -> list[Recovery]:
         """Run ``step_fn(step)`` for the steps not yet done, up to ``n_steps`` (collective).
 
         A replacement (``comm.role is Role.RECOVERED``) first restores the state, in the run its
-        survivors are in (those they had finished return at once). At the end the last snapshot
-        is committed and replicated, and every rank passes a barrier before it returns
-        (``commit_at_end=False`` leaves both to the next ``run``). Returns this process's recoveries."""
+        survivors are in (those they had finished return at once). A run after one first snapshots
+        its starting state (``_begin``). At the end the final state is committed and replicated,
+        and every rank passes a barrier (``commit_at_end=False``: the next run does). Its recoveries."""
         checks.run_args(step_fn, n_steps)
         record = self.comm.prologue  # (for a replacement: what the program does outside its runs)
-        _no_alternation(self, record.runs)
+        self._ran_at = checks.no_alternation(self._ran_at, record.runs)
         self._running = True
         self._aliases.watch_step(step_fn)
         try:
+            _begin(self)  # (before run_begins: a failure there is one between two runs)
             record.run_begins(tell=self.comm.role is not resilient.Role.SPARE and self.comm.Get_rank() == 0)
             if self.comm.role is resilient.Role.SPARE:
                 self.comm.Await()  # a warm spare (dpmpi.init(wait=False)): returns once called in
@@ -288,7 +276,7 @@ class Runtime:
                         mark = failures_made()
                         with interrupts.armed(self.interrupt):  # dpmpi calls inside are never interrupted
                             step_fn(self.step)
-                        _step_ended(self.step, mark, self._updates)
+                        checks.step_ended(self.step, mark, self._updates)
                         self.step += 1
                     if self._catching_up is not None:
                         _caught_up(self)
@@ -309,7 +297,7 @@ class Runtime:
         finally:
             self._running = False
             record.run_ends()
-        self._emit("done", step=self.step, epoch=self.snapshot.epoch)
+        self._emit("done", step=self.step, epoch=epochs.step_of(self.snapshot.epoch))
         return list(self.history)
 
     def _start(self) -> None:
@@ -335,9 +323,12 @@ class Runtime:
             raise ProcFailedError("a rank failed while the first snapshot was taken", MPI.ERR_PROC_FAILED)
         self.step = 0
 
-    def _recover(self, caught: BaseException | None, starting: bool = False) -> None:
+    def _recover(self, caught: BaseException | None, starting: bool = False, at_most: int | None = None) -> None:
         """Repair, restore, and go on from the restored epoch. ``starting``: the failure came in
-        ``_start`` (on every rank: it ends with an agreement); caught None: a replacement."""
+        ``_start`` (on every rank: it ends with an agreement); caught None: a replacement.
+        ``at_most``: a failure between two runs restores no epoch newer than the one the arrays
+        hold (not the next run's start, which the code between the runs, redone by the
+        replacement, would change again: ``_begin``)."""
         caught_at = time.time()
         failed_step = self.step if caught is not None and not starting else -1
         detected_by = (getattr(caught, "noticed_by", "") or "mpi") if caught is not None else ""
@@ -351,9 +342,9 @@ class Runtime:
                 if caught is not None or attempts > 1:
                     self.comm.Respawn()
                 repaired_at = time.time()
-                repair = _last_repair(self.comm)
+                repair = last_repair(self.comm)
                 if caught is not None or attempts > 1:
-                    self._emit("repaired", **{k: repair.get(k) for k in _REPAIRED_FIELDS})
+                    self._emit("repaired", **repaired_fields(repair))
                 # unknown until it succeeds (a failure inside it may have written some arrays back)
                 hold, self._arrays_hold = self._arrays_hold, None
                 # where the survivors were (the replacement knows nothing of it) travels in the
@@ -363,7 +354,7 @@ class Runtime:
                 # copying it back; the copy back into the slot runs while the step reads, and
                 # update() waits for it
                 epoch = self.snapshot.restore(arrays_hold=hold, carry=failed_step, swap=True,
-                                              as_built=self._as_built)
+                                              as_built=self._as_built, at_most=at_most)
                 if epoch < 0:  # every rank failed or was called in during _start: take epoch 0 again
                     self._start()
                     epoch = 0
@@ -378,7 +369,7 @@ class Runtime:
                     raise ProcFailedError(f"recovery did not succeed in {attempts} attempts (failures kept "
                                           f"coming); last error: {exc}", MPI.ERR_PROC_FAILED) from exc
                 continue  # another failure during the recovery: repair again
-        self.step = epoch
+        self.step = epoch = epochs.step_of(epoch)
         record = Recovery(failed_step=failed_step, restored_epoch=epoch, error=type(caught).__name__ if caught else "",
                           caught_at=caught_at, repaired_at=repaired_at, restored_at=restored_at, resumed_at=time.time(),
                           repair=repair, restore=dict(self.snapshot.last_restore), attempts=attempts,

@@ -856,7 +856,7 @@ def test_a_death_right_after_a_setup_call_a_replacement_cannot_redo_is_the_progr
     (1, "1:Bcast@1:KILL", ["--runtime-first"]),
     # rank 0 (the pair's scatter root) then rank 1 (its gather's and Reduce's root), in two repairs:
     # the second is answered from the record of rank 0's replacement, which keeps the root's parts
-    (2, "0:step@10:KILL,1:step@30:KILL", []),
+    (2, "0:step@10:KILL,1:step@25:KILL", []),
     pytest.param(1, "1:step@10:KILL", [], marks=pytest.mark.long),
     pytest.param(2, "0:Bcast@1:KILL,2:Bcast@1:KILL", ["--parity", "--runtime-first"], marks=pytest.mark.long),
     pytest.param(1, "3:bcast@1:KILL", ["--runtime-first"], marks=pytest.mark.long),
@@ -886,6 +886,30 @@ def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dp
     if "--runtime-first" not in extra:  # (a repair before the first run is not one of the Runtime's recoveries)
         assert all(f["recoveries"] >= 1 for f in got.values()), got  # (two kills: one repair or two)
     assert all(f["role"] in ("SURVIVOR", "RECOVERED") for f in got.values()), got
+
+
+@pytest.mark.parametrize("faults", [
+    "1:step@11:KILL",  # the second run's first step, before its first snapshot
+    "2:run-begin@1:KILL",  # before its snapshot of the state it starts from: repaired as between the runs
+    "0:run-begin@1+0.001:KILL",  # (while that snapshot is taken)
+])
+def test_a_change_of_the_state_between_two_runs_survives_a_failure_before_the_next_runs_first_snapshot(
+        dpmpi_run, faults):
+    """tests/programs/run_start.py: ``w *= 0.5`` between two runs. Before, a death in the second
+    run before its first snapshot restored the first run's last snapshot everywhere and the job
+    ended with other digests and exit code 0. Now the first run's end is committed and the second
+    run first snapshots the state it starts from (dpmpi.epochs); a death while it does is repaired
+    as one between the runs: bit for bit."""
+    def digests(f):
+        job = dpmpi_run(5, "run_start.py", launcher_args=["--spares", "1"], faults=f, timeout=60)
+        assert job.returncode == 0, job.stdout + job.stderr
+        got = job.by_rank("final")
+        assert sorted(got) == [0, 1, 2, 3], job.stdout + job.stderr
+        return {rank: e["digest"] for rank, e in got.items()}, job
+    want, _ = digests("")
+    got, job = digests(faults)
+    assert got == want, job.stdout + job.stderr
+    assert "dpmpi-run: " in job.stderr and " died " in job.stderr, job.stderr
 
 
 def _prologue_ok(job):

@@ -291,6 +291,41 @@ def test_a_flipped_byte_in_the_snapshot_is_caught():
             snap.restore()
 
 
+def test_a_restore_at_most_an_epoch_takes_the_newest_not_past_it_and_drops_the_newer():
+    """``restore(at_most=E)`` (dpmpi.Runtime, a failure between two runs: not the next run's
+    start): the newest epoch not past E; the newer one is dropped, so that E's successor can be
+    committed again. Without a bound, the newest."""
+    arrays = state(40)
+    with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:
+        snap.stage()
+        snap.commit(2)
+        fill(arrays, 41)
+        snap.stage()
+        snap.commit(3)
+        fill(arrays, 42)
+        assert snap.restore(at_most=2) == 2 and same(arrays, state(40)) and snap.epoch == 2
+        assert snap.holdings() == {0: {2: snap.holdings()[0][2]}}  # (3 dropped)
+        fill(arrays, 43)
+        snap.stage()
+        snap.commit(3)  # (again: the run's start taken anew)
+        fill(arrays, 44)
+        assert snap.restore(at_most=5) == 3 and same(arrays, state(43))
+        assert snap.restore() == 3
+        with pytest.raises(ValueError, match="at_most"):
+            snap.restore(at_most=-1)
+
+
+def test_the_runtimes_epochs_take_a_runs_start_between_two_steps():
+    """dpmpi.epochs: the state after a step, then a later run's start at that step, then the next
+    step's, in growing epochs; events count steps."""
+    from dpmpi import epochs
+
+    seq = [epochs.after(0), epochs.after(4), epochs.run_start(4), epochs.after(5), epochs.run_start(5)]
+    assert seq == sorted(set(seq))
+    assert [epochs.step_of(e) for e in seq] == [0, 4, 4, 5, 5] and epochs.step_of(-1) == -1
+    assert epochs.by_step({0: 10, 8: 11, 9: 12}) == {0: 10, 4: 11}
+
+
 def test_arrays_that_still_hold_the_restored_epoch_are_not_copied():
     arrays = state(31)
     with dpmpi.Snapshot(MPI.COMM_SELF, arrays) as snap:

@@ -162,6 +162,7 @@ def test_no_spare_a_respawned_process_restores_and_ends_identical(workload, dpmp
 def test_runtime_refuses_bad_use_with_clear_errors(tmp_path):
     code = textwrap.dedent("""
         import json, numpy as np, dpmpi
+        from dpmpi import epochs
         comm = dpmpi.init()
         out = {}
         def err(fn):
@@ -187,7 +188,7 @@ def test_runtime_refuses_bad_use_with_clear_errors(tmp_path):
                 w[:] += k
         rt2 = dpmpi.Runtime(comm, {"w": np.zeros(8)})
         w = rt2.snapshot.arrays["w"]
-        out["good"] = rt2.run(good, 5) == [] and w.tolist() == [10.0] * 8 and rt2.snapshot.epoch == 5
+        out["good"] = rt2.run(good, 5) == [] and w.tolist() == [10.0] * 8 and rt2.snapshot.epoch == epochs.after(5)
         print(json.dumps(out))
     """)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)

@@ -331,14 +331,15 @@ class Snapshot:
 
     @uninterrupted
     def restore(self, *, arrays_hold: int | None = None, carry: int = -1, swap: bool = False,
-                as_built: bool = False) -> int:
+                as_built: bool = False, at_most: int | None = None) -> int:
         """Write the newest globally restorable epoch back into the arrays (and generators); return
         it (collective, after ``comm.Respawn()``; a replacement calls it on a new Snapshot). Survivors
         read their own slot, a replacement a buddy's copy (checksums checked). Options (docs/snapshots.md):
-        ``arrays_hold``, ``carry``, ``swap``, ``as_built`` (-1: nothing restored). ``SnapshotLostError``:
+        ``arrays_hold``, ``carry``, ``swap``, ``as_built`` (-1: nothing restored), ``at_most``. ``SnapshotLostError``:
         a rank and its copies are gone (``persist_dir`` tried too), or a copy failed its checksum."""
         fresh = self._check_open()  # (a replacement of a rank that died in the setup: dpmpi.resilient.setup)
         hold = None if arrays_hold is None else _int_arg("arrays_hold", arrays_hold, 0)
+        at_most = None if at_most is None else _int_arg("at_most", at_most, 0)
         carry = _int_arg("carry", carry, -1)
         t0 = time.perf_counter()
         if fresh:  # (no epoch exists: -1, local; the survivors take the first snapshot next)
@@ -349,7 +350,7 @@ class Snapshot:
         self._copied.clear()  # (no refill runs: quiesce joined it)
         epoch, self.last_restore, refill = restore.restore(
             self._buffers, self._replication, self._persistence, t0, {"quiesce": time.perf_counter() - t0}, hold,
-            carry, bool(swap), bool(as_built), self._copied.set)
+            carry, bool(swap), bool(as_built), self._copied.set, at_most)
         if refill is not None:
             self._committer.submit(epoch, refill)
             self._refilling = True

@@ -74,6 +74,16 @@ def _holdings(buffers: Buffers, repl: Replication, persist: Persistence, swap: b
             pull.offer(repl.addresses()))
 
 
+def _capped(info: tuple, cap: int | None) -> tuple:
+    """A rank's ``_holdings`` without the epochs newer than ``cap`` (None: all of them)."""
+    if cap is None:
+        return info
+    sig, own, held, layouts, disk, *rest = info
+    return (sig, {e: c for e, c in own.items() if e <= cap},
+            {o: {e: c for e, c in epochs.items() if e <= cap} for o, epochs in held.items()}, layouts,
+            [e for e in disk if e <= cap], *rest)
+
+
 def _check_layouts(infos: list[_Info]) -> None:
     """The layouts that were registered for each logical rank (a replacement must match)."""
     known: dict[int, list] = {}
@@ -105,7 +115,8 @@ def quiesce(committer: Committer, buffers: Buffers, repl: Replication, persist: 
 def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float,
             timings: dict[str, float], arrays_hold: int | None = None,
             carry: int = -1, swap: bool = False, as_built: bool = False,
-            copied: Callable[[], None] = lambda: None) -> tuple[int, dict[str, Any], Callable[[int], None] | None]:
+            copied: Callable[[], None] = lambda: None,
+            at_most: int | None = None) -> tuple[int, dict[str, Any], Callable[[int], None] | None]:
     """Restore the newest epoch restorable everywhere (collective); (epoch, report, refill).
     ``arrays_hold``: the epoch the arrays hold, unchanged since it was staged (None: unknown).
     ``carry``: an int the caller shares in the restore's first collective; the report's
@@ -121,15 +132,19 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     for every rank, every rank's ``carry`` is negative (none has run a step: dpmpi.Runtime, a
     failure while its first snapshot was taken) and every rank says ``as_built``, nothing is
     restored, every epoch held is dropped and -1 is returned (the caller stages and commits its
-    first epoch again)."""
+    first epoch again). ``at_most``: no epoch newer than the smallest ``at_most`` any rank gave
+    is restored (None: no bound from this rank; the newer ones are dropped as any epoch not
+    restored is)."""
     t = time.perf_counter()
     # the new snapshot communicator (Dup), whose first collective carries what each rank holds
-    gathered = repl.begin_again("Snapshot.restore", (carry, as_built, _holdings(buffers, repl, persist, swap)))
+    bound = -1 if at_most is None else at_most
+    gathered = repl.begin_again("Snapshot.restore", (carry, as_built, bound, _holdings(buffers, repl, persist, swap)))
     scomm = repl.scomm
     rank, size = scomm.Get_rank(), scomm.Get_size()
-    carried = max(int(c) for c, _u, _info in gathered)
-    built = [bool(u) for _c, u, _info in gathered]  # every rank's as_built (the same decisions everywhere)
-    infos = [_Info(r, *info) for r, (_c, _u, info) in enumerate(gathered)]
+    carried = max(int(c) for c, _u, _b, _info in gathered)
+    built = [bool(u) for _c, u, _b, _info in gathered]  # every rank's as_built (the same decisions everywhere)
+    cap = min((int(b) for _c, _u, b, _info in gathered if int(b) >= 0), default=None)
+    infos = [_Info(r, *_capped(info, cap)) for r, (_c, _u, _b, info) in enumerate(gathered)]
     timings["agree"] = time.perf_counter() - t
     _check_layouts(infos)
     repl.layouts = {i.rank: i.sig for i in infos}
