@@ -75,9 +75,8 @@ def _recover_between_runs(rt: Runtime) -> None:
         if runtime is not None and runtime.snapshot.epoch < 0 and earlier is not None:
             earlier(caught)
             return
-        hold = runtime._arrays_hold if runtime is not None else None
-        if runtime is None or runtime.closed or hold is None or epochs.step_of(hold) != runtime.step \
-                or runtime.snapshot.epoch < hold:  # (hold: committed everywhere; a run's start may be staged after it)
+        hold = _held_end(runtime) if runtime is not None and not runtime.closed else None
+        if runtime is None or hold is None:
             raise caught
         runtime._recover(caught=caught, at_most=hold)
     rt.comm.prologue.recover = rt._between = recover
@@ -91,6 +90,16 @@ def _caught_up(rt: Runtime) -> None:
              steps_recomputed=record.steps_recomputed)
 
 
+def _held_end(rt: Runtime) -> int | None:
+    """The committed epoch the arrays hold at the step ``rt`` is at, between two runs (the last
+    run's end: ``_end``), or None (``commit_at_end=False`` left a staged one to the next run: a
+    background commit may have sealed it on some ranks only). The same answer on every rank."""
+    hold = rt._arrays_hold
+    if rt._pending is not None or hold is None or epochs.step_of(hold) != rt.step or rt.snapshot.epoch < hold:
+        return None
+    return hold
+
+
 def _begin(rt: Runtime) -> None:
     """A run after one that ended on a committed epoch its arrays hold (``_end``): the state
     it starts from is snapshotted first (``epochs.run_start``), as the program's code since
@@ -101,8 +110,8 @@ def _begin(rt: Runtime) -> None:
     it together or repair together, as for a failure between the runs: the arrays are not
     copied back, and the replacement redoes that code from the last run's end (``at_most``)."""
     while True:
-        hold = rt._arrays_hold  # (again after a recovery: the epoch it restored)
-        if hold is None or epochs.step_of(hold) != rt.step or rt.snapshot.epoch < hold:
+        hold = _held_end(rt)  # (again after a recovery: the epoch it restored)
+        if hold is None:
             return
         start, done = epochs.run_start(rt.step), 1
         try:
