@@ -852,7 +852,7 @@ def test_a_death_right_after_a_setup_call_a_replacement_cannot_redo_is_the_progr
 
 
 @pytest.mark.parametrize("spares,faults,extra", [
-    (2, "0:step@30:KILL,2:step@30:KILL", ["--parity"]),
+    pytest.param(2, "0:step@30:KILL,2:step@30:KILL", ["--parity"], marks=pytest.mark.long),  # (the budget)
     # the Runtime made first: a death in the setup's calls on the pairs is repaired there
     (1, "1:Bcast@1:KILL", ["--runtime-first"]),
     # rank 0 (the pair's scatter root) then rank 1 (its gather's and Reduce's root), in two repairs:
