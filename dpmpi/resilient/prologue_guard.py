@@ -31,10 +31,9 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
     the calls of the loop). ``rank()``: this process's rank in the communicator (asked for rooted
     collectives only).
     ``plain_of(name)``: the communicator's plain method ``name`` (the ``bcast`` of a gather's or
-    reduce's result while ``tells()``, or always on a derived communicator; the ``Agree`` after a call
-    between two runs). ``again()``:
-    this wrapper as the communicator has it after a repair (a call between two runs is made again
-    through it). ``where()``: a derived communicator's ``Where`` (its replayable collectives are
+    reduce's result while ``tells()``, or always on a derived communicator; the ``Agree`` after a
+    call between two runs). ``again()``: this wrapper as the communicator has it after a repair (a
+    call between two runs is made again through it). ``where()``: a derived communicator's ``Where`` (its replayable collectives are
     recorded and answered: ``prologue_derived``; without it, an intercommunicator's, they are refused)."""
     def made_then_told(args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:
         """A gather or reduce made as asked, then its root's result broadcast as bytes (pickled,
