@@ -8,9 +8,9 @@ forty-third session a run took no snapshot at its start: a death in a later run 
 run's first snapshot restored the epoch the previous run ended with, or an older one, and every
 rank stepped on without what the code between the runs had done, to another result and no
 error (``tests/programs/derived_setup.py``, rank 1 killed at the second run's first step).
-Events, ``Recovery`` records and the step number the program sees count steps
-(``step_of``); the Snapshot's own epochs (``rt.snapshot``, its files in ``persist_dir``) are
-these numbers."""
+Events, ``Recovery`` records, the step number the program sees and ``persist_every`` count
+steps (``step_of``, ``every``); the Snapshot's own epochs (``rt.snapshot``, its files in
+``persist_dir``) are these numbers."""
 from __future__ import annotations
 
 
@@ -34,3 +34,12 @@ def by_step(held: dict[int, int]) -> dict[int, int]:
     """``{epoch: checksum}`` of the states after a number of steps, by that number (the runs'
     starts left out)."""
     return {step_of(e): c for e, c in held.items() if e >= 0 and e % 2 == 0}
+
+
+def every(steps: object) -> object:
+    """The Snapshot's ``persist_every`` for a Runtime's (every ``steps``-th step's state on disk,
+    as before these numbers; its epochs whose number ``steps`` divides); anything but an int
+    above 0 as given (0: off; the Snapshot refuses a wrong one in the program's own words)."""
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        return after(steps)
+    return steps

@@ -182,7 +182,7 @@ class Runtime:
         self.confirm_steps = comm.nodes > 1 if confirm_steps is None else bool(confirm_steps)
         self.confirmed = 0  # steps confirmed by an agreement (confirm_steps)
         self.snapshot = Snapshot(comm, state, replicas=replicas, threads=threads, persist_dir=persist_dir,
-                                 persist_every=persist_every)
+                                 persist_every=epochs.every(persist_every))
         # (a step's `w = w - g`: an error; a replacement's state need not change from its first snapshots)
         self._aliases = Aliases(sys._getframe(1).f_globals, state, judge_unchanged=comm.role in _JUDGES,
                                 tell=comm.role in _JUDGES and comm.Get_rank() == 0)

@@ -324,6 +324,10 @@ def test_the_runtimes_epochs_take_a_runs_start_between_two_steps():
     assert seq == sorted(set(seq))
     assert [epochs.step_of(e) for e in seq] == [0, 4, 4, 5, 5] and epochs.step_of(-1) == -1
     assert epochs.by_step({0: 10, 8: 11, 9: 12}) == {0: 10, 4: 11}
+    # a Runtime's persist_every=K: the states after every K-th step (not the runs' starts), as before
+    k = epochs.every(5)
+    assert [s for s in range(30) if epochs.after(s) % k == 0] == [0, 5, 10, 15, 20, 25]
+    assert all(epochs.run_start(s) % k for s in range(30)) and epochs.every(0) == 0 and epochs.every(-1) == -1
 
 
 def test_arrays_that_still_hold_the_restored_epoch_are_not_copied():
