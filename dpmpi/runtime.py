@@ -113,22 +113,34 @@ def _begin(rt: Runtime) -> None:
         hold = _held_end(rt)  # (again after a recovery: the epoch it restored)
         if hold is None:
             return
-        start, done = epochs.run_start(rt.step), 1
+        start = epochs.run_start(rt.step)
         try:
-            faults.point("run-begin")  # (tests: a rank dies before or, +delay, while it is taken)
-            rt.snapshot.stage(start)
-            rt.snapshot.commit(start)
-            rt.snapshot.wait()
-        except _RECOVERABLE:
-            done = 0  # (as in _start: the replication's communicator revoked, a peer's commit fails too)
-            rt.snapshot.repair_begins()
-        try:
-            if rt.comm.Agree(done):
-                rt._arrays_hold = start
-                return
-            raise ProcFailedError("a rank failed while a run's starting state was snapshotted", MPI.ERR_PROC_FAILED)
+            _taken_together(rt, start, "run-begin", "a run's starting state")
+            rt._arrays_hold = start
+            return
         except _RECOVERABLE as exc:
             rt._recover(caught=exc, at_most=hold)  # (then every rank, the replacement too, takes it again)
+
+
+def _taken_together(rt: Runtime, epoch: int, point: str, what: str, then: Callable[[], None] = lambda: None) -> None:
+    """Stage, commit and wait for ``epoch`` (``_start``'s 0, ``_begin``'s run start; after the fault
+    point ``point``: tests kill a rank before it, or +delay, while it is taken), then ``then()``,
+    ending with an agreement: the ranks leave together or all raise ``ProcFailedError`` (before, a
+    rank killed while epoch 0 was replicated ended the job: some went on to step 0). A rank whose
+    part failed ends the replication and revokes its communicator, so that a peer whose
+    replication waits for it fails its commit too, instead of never reaching the agreement."""
+    done = 1
+    try:
+        faults.point(point)
+        rt.snapshot.stage(epoch)
+        rt.snapshot.commit(epoch)
+        rt.snapshot.wait()
+        then()
+    except _RECOVERABLE:
+        done = 0  # (still in the agreement: the others wait there)
+        rt.snapshot.repair_begins()
+    if not rt.comm.Agree(done):
+        raise ProcFailedError(f"a rank failed while {what} was taken", MPI.ERR_PROC_FAILED)
 
 
 def _end(rt: Runtime) -> None:
@@ -310,26 +322,14 @@ class Runtime:
         return list(self.history)
 
     def _start(self) -> None:
-        """Epoch 0, the starting state, safe everywhere before the first step (collective). It
-        ends with an agreement, so that the ranks leave it together or fail it together (before, a
-        rank killed while epoch 0 was replicated ended the job: some ranks went on to step 0)."""
+        """Epoch 0, the starting state, safe everywhere before the first step (collective; it ends
+        with an agreement: ``_taken_together``)."""
         self._arrays_hold = 0  # (the arrays as the program built them: epoch 0 wherever it is held)
-        done = 1
-        try:
-            faults.point("run-start")  # (tests: a rank dies before its epoch 0 exists, or +delay: while it is taken)
-            self.snapshot.stage(0)
-            self.snapshot.commit(0)
-            self.snapshot.wait()
-            if self.same_start:  # (a ValueError on every rank alike: the same digests everywhere)
+
+        def same_start() -> None:  # (a ValueError on every rank alike: the same digests everywhere)
+            if self.same_start:
                 checks.same_start(self.comm.allgather(self.snapshot.holdings()[self.comm.Get_rank()].get(0)))
-        except _RECOVERABLE:
-            done = 0  # (still in the agreement: the others wait there)
-            # end the replication here and revoke its communicator: a peer whose replication
-            # waits for this process (its barrier) then fails its commit too, instead of never
-            # reaching the agreement
-            self.snapshot.repair_begins()
-        if not self.comm.Agree(done):
-            raise ProcFailedError("a rank failed while the first snapshot was taken", MPI.ERR_PROC_FAILED)
+        _taken_together(self, epochs.after(0), "run-start", "the first snapshot", same_start)
         self.step = 0
 
     def _recover(self, caught: BaseException | None, starting: bool = False, at_most: int | None = None) -> None:
