@@ -1,5 +1,6 @@
 """Fault-test program: loop one kind of communication; when a peer fails, repair the
-communicator (Revoke, Shrink, Agree) and finish with an Allreduce on the shrunk one.
+communicator (Revoke, Shrink, Agree) and finish with an Allreduce on the shrunk one; a failure
+there (a second death that the shrink did not yet know of) shrinks the shrunk one again.
 
 Every rank prints one JSON object per event on stdout (``start``, ``caught``, ``repaired``,
 ``finished``) so that tests judge from structured output. Launched by the tests through
@@ -83,13 +84,23 @@ for i in range(args.iters):
         log("caught", iteration=i, error=type(exc).__name__, error_class=exc.Get_error_class(), failed=list(exc.failed_ranks))
         if args.no_repair:
             raise
-        comm.Revoke()
-        shrunk = comm.Shrink()
-        log("shrunk", size=shrunk.Get_size())
-        flag = shrunk.Agree(1)
+        # ULFM's pattern: a peer can die so close to the first that the shrink still holds it
+        # (the agreement inside Shrink had not learnt of it); the survivors then fail again on
+        # the shrunk communicator and shrink that one (CI, 1 run: rank 1 of two killed together)
         mine = array.array("d", [float(rank + 1)])
         total = array.array("d", [0.0])
-        shrunk.Allreduce(mine, total)
+        broken = comm
+        while True:
+            broken.Revoke()
+            shrunk = broken.Shrink()
+            log("shrunk", size=shrunk.Get_size())
+            try:
+                flag = shrunk.Agree(1)
+                shrunk.Allreduce(mine, total)
+                break
+            except (dpmpi.ProcFailedError, dpmpi.RevokedError) as again:
+                log("failed-again", error=type(again).__name__, size=shrunk.Get_size())
+                broken = shrunk
         log("repaired", size=shrunk.Get_size(), agreed=flag, sum=total[0])
         break
 else:
