@@ -25,12 +25,10 @@ changed (the Snapshot's own epoch numbers: ``dpmpi.epochs``). After the update o
 ``snapshot_every``-th step the state is staged; the copy runs on C threads while the next step
 computes and is committed (and replicated) in the background as soon as it is done;
 ``rt.update()`` of the next step waits for it (and, with ``bounded_loss``, for its replication)
-before the state changes again. A failure therefore loses at most one whole
-step, plus the step in progress, when every step is snapshotted.
+before the state changes again. A failure loses at most one step and the one in progress.
 
-Every step must modify the state only inside ``with rt.update():`` (once per step). Steps must be
-deterministic functions of (state, step number, rank) for a recovered run to end bit for bit
-where a failure-free run ends.
+Every step modifies the state only inside ``with rt.update():`` (once per step); deterministic
+steps (of state, step number, rank) end a recovered run bit for bit where a failure-free one ends.
 """
 from __future__ import annotations
 
@@ -337,7 +335,8 @@ class Runtime:
         ``_start`` (on every rank: it ends with an agreement); caught None: a replacement.
         ``at_most``: a failure between two runs restores no epoch newer than the one the arrays
         hold (not the next run's start, which the code between the runs, redone by the
-        replacement, would change again: ``_begin``)."""
+        replacement, would change again: ``_begin``). In ``_start`` while a rank was still in
+        its setup (``Prologue.behind``), nothing: the first snapshot is taken with it."""
         caught_at = time.time()
         failed_step = self.step if caught is not None and not starting else -1
         detected_by = (getattr(caught, "noticed_by", "") or "mpi") if caught is not None else ""
@@ -362,16 +361,17 @@ class Runtime:
                 # with DPMPI_SWAP_MIN set, survivors exchange pages with their copy instead of
                 # copying it back; the copy back into the slot runs while the step reads, and
                 # update() waits for it
-                epoch = self.snapshot.restore(arrays_hold=hold, carry=failed_step, swap=True,
-                                              as_built=self._as_built, at_most=at_most)
-                if epoch < 0:  # every rank failed or was called in during _start: take epoch 0 again
+                behind = starting and self.comm.prologue.behind  # (a rank still in its setup: none exists)
+                epoch = -1 if behind else self.snapshot.restore(arrays_hold=hold, carry=failed_step, swap=True,
+                                                                as_built=self._as_built, at_most=at_most)
+                if epoch < 0:  # every rank failed or was called in during _start, or one is behind: epoch 0 again
                     self._start()
                     epoch = 0
                 else:
                     self._as_built = epoch == 0  # (epoch 0: the arrays as built, for this rank)
                 self._arrays_hold = epoch
                 restored_at = time.time()
-                failed_step = int(self.snapshot.last_restore["carried"])
+                failed_step = failed_step if behind else int(self.snapshot.last_restore["carried"])
                 break
             except _RECOVERABLE as exc:
                 if attempts >= _MAX_RECOVERY_ATTEMPTS:

@@ -855,6 +855,11 @@ def test_a_death_right_after_a_setup_call_a_replacement_cannot_redo_is_the_progr
     pytest.param(2, "0:step@30:KILL,2:step@30:KILL", ["--parity"], marks=pytest.mark.long),  # (the budget)
     # the Runtime made first: a death in the setup's calls on the pairs is repaired there
     (1, "1:Bcast@1:KILL", ["--runtime-first"]),
+    # ...and in the setup's exscan on comm, then the pair's (its members' agreement), with ranks 0
+    # and 1 gone on to the first snapshot: before, the replacement was told they were in the run,
+    # raised ReplayError at the pair's call, and the job went on with 3 ranks (4 of 6 runs)
+    (1, "2:exscan@1:KILL", ["--runtime-first"]),
+    (1, "3:exscan@2:KILL", ["--runtime-first", "--drift"]),
     # rank 0 (the pair's scatter root) then rank 1 (its gather's and Reduce's root), in two repairs:
     # the second is answered from the record of rank 0's replacement, which keeps the root's parts
     (2, "0:step@10:KILL,1:step@25:KILL", []),
@@ -865,7 +870,9 @@ def test_a_death_right_after_a_setup_call_a_replacement_cannot_redo_is_the_progr
 def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dpmpi_run, spares, faults, extra):
     """Pairs, their leaders, a node's ranks and a communicator of one rank made before the first
     run, with a Bcast, allreduce, bcast, allgather, Barrier and allreduce on them there and an
-    allreduce on the pair between the two runs (tests/programs/derived_setup.py). Before, each
+    allreduce on the pair between the two runs (tests/programs/derived_setup.py), and rooted and
+    rank-dependent ones (scan, exscan, alltoall, either case: before the forty-fourth session a
+    replacement raised ReplayError at the first and the job went on with 3 ranks). Before, each
     replacement raised ReplayError at the pair's Bcast and the job went on with fewer ranks and
     other results. Now its calls are answered from a surviving member's record, or, where the
     whole pair (or the one rank) died in one repair, made by the replacements together: bit for

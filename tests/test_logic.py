@@ -942,9 +942,9 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
     plan = Plan(2, (0, 5, 2, 3), (4,), 6)
     same = [reassign_words(plan, True, has) for has in (True, False, True, False)]
     # one active rank has recipes: all learn it
-    assert reassign_agreed(_and(same)) == (True, True, False, False, False, False, False)
+    assert reassign_agreed(_and(same)) == (True, True, False, False, False, False, False, False)
     assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False, False, False, False, False,
-                                                                            False)
+                                                                            False, False)
     # a closed prologue (and whether its record holds something) is learnt from any active rank
     spare = reassign_words(plan, True, False)
     assert reassign_agreed(_and([spare, reassign_words(plan, True, False, True, False)]))[2:4] == (True, False)
@@ -954,6 +954,13 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
     assert reassign_agreed(_and([spare, reassign_words(plan, True, True, derived_kept=True), spare])).derived_kept
     assert not reassign_agreed(_and([spare, reassign_words(plan, True, True, True, True, True)])).derived_kept
     assert reassign_agreed(_and([reassign_words(plan, True, True, derived_left=True), spare])).derived_left
+    # and an active rank still in its setup (plan.from_setup): the record handed says so
+    assert reassign_agreed(_and([spare, reassign_words(plan, True, True, in_setup=True), spare])).in_setup
+    assert not reassign_agreed(_and([spare, reassign_words(plan, True, True, True, True)])).in_setup
+    from dpmpi.resilient.plan import from_setup
+    in_run = ([("bcast",)], False, 1, 3, False)  # (a survivor in its first run's first snapshot)
+    assert from_setup(in_run, True) == ([("bcast",)], False, 0, 3, True)  # (told: in the setup, with the others)
+    assert from_setup(in_run, False) is in_run and from_setup(None, True) is None
     # a process spawned by a repair (process id not its COMM_WORLD rank): the allgather way
     assert reassign_agreed(_and(same + [reassign_words(plan, False, False)]))[0] is False
     # a process that missed a commit, or any plan that differs in one field: the allgather way
@@ -1618,7 +1625,7 @@ def test_a_replacement_call_the_record_cannot_answer_raises_instead_of_hanging(m
     new.replay("Bcast", (np.zeros(4),), {})
     with pytest.raises(prologue.ReplayError, match="could not be recorded"):
         new.replay("Bcast", (np.zeros(4),), {})
-    for op in ("send", "Recv", "Scatterv", "Iallreduce", "scan"):
+    for op in ("send", "Recv", "Scatterv", "Iallreduce", "Reduce_scatter"):
         with pytest.raises(prologue.ReplayError, match="The survivors are recovering"):
             new.replay(op, (), {})
     assert prologue.REPLAYABLE.isdisjoint(prologue.NEEDS_PEERS)
@@ -1648,14 +1655,14 @@ def test_a_replacement_answers_its_prologues_calls_on_derived_communicators_from
                              lambda: None, where=lambda: at)
     allreduce = prologue.guarded(survivor, "allreduce", lambda obj, op=None: obj * 2, True, lambda: None,
                                  where=lambda: at)
-    scan = prologue.guarded(survivor, "scan", lambda obj: obj, True, lambda: None, where=lambda: at)
+    sendrecv = prologue.guarded(survivor, "sendrecv", lambda obj: obj, True, lambda: None, where=lambda: at)
     w = np.zeros(3)
     bcast(w, root=0)
-    assert allreduce(5) == 10 and scan(1) == 1
+    assert allreduce(5) == 10 and sendrecv(1) == 1
     survivor.run_begins()
     survivor.run_ends()
     assert allreduce(6) == 12  # (between run 1 and run 2: segment 1)
-    assert list(survivor.refused) == ["a derived communicator's scan()"]  # (not recorded: refused, warned)
+    assert list(survivor.refused) == ["a derived communicator's sendrecv()"]  # (not recorded: refused, warned)
     assert sorted(survivor.derived.records) == [2] and survivor.derived.records[2][0] == group
     # the repair: rank 0 died; survivor 1 is the pair's lowest survivor, rank 3 is not a member
     offered = pd.offers(survivor.derived.records, 1, {0}, {0})

@@ -173,7 +173,7 @@ def handed_prologue(views: list[View]) -> Any:
     return next((v.prologue for v in views if v.prologue is not None), None)
 
 
-# The quick reassign: each live process brings eleven ints to one bitwise-AND Allreduce (the warm-up
+# The quick reassign: each live process brings twelve ints to one bitwise-AND Allreduce (the warm-up
 # the new communicator needs anyway) instead of allgathering pickled Views. Word 0: 1 if this
 # process is one of the job's first processes (its process id is its rank in the launch's
 # COMM_WORLD, so every process can name the live ones from the shrunk communicator's group);
@@ -194,15 +194,16 @@ def _plan_digests(plan: Plan) -> tuple[int, int]:
 
 def reassign_words(plan: Plan, original: bool, has_recipes: bool, prologue_over: bool = False,
                    prologue_kept: bool = False, by_program: bool = False, derived_kept: bool = False,
-                   derived_left: bool = False) -> list[int]:
+                   derived_left: bool = False, in_setup: bool = False) -> list[int]:
     """What one process brings to the quick reassign (see above; word 8: 0 if the program itself
     repairs on this process while dpmpi.init's watch of the setup was on; word 9: 0 if it has a
     record of prologue calls on derived communicators, prologue_derived.py; word 10: 0 if it
-    gave up an agreement on a derived communicator, agreements.join_derived). Pure."""
+    gave up an agreement on a derived communicator, agreements.join_derived; word 11: 0 if it is
+    an active rank still in its setup, its failures repaired there: ``from_setup``). Pure."""
     crc, adler = _plan_digests(plan)
     return [1 if original else 0, 0 if has_recipes else 1, crc, ~crc & _DIGEST_MASK, adler, ~adler & _DIGEST_MASK,
             0 if prologue_over else 1, 0 if prologue_kept else 1, 0 if by_program else 1, 0 if derived_kept else 1,
-            0 if derived_left else 1]
+            0 if derived_left else 1, 0 if in_setup else 1]
 
 
 class Agreed(NamedTuple):
@@ -217,6 +218,7 @@ class Agreed(NamedTuple):
     by_program: bool = False
     derived_kept: bool = False  # some active rank recorded prologue calls on derived communicators
     derived_left: bool = False  # some active rank gave up an agreement on a derived communicator
+    in_setup: bool = False  # some active rank is still in its setup (the others may be in the first snapshot)
 
 
 def reassign_agreed(anded: list[int]) -> Agreed:
@@ -224,7 +226,21 @@ def reassign_agreed(anded: list[int]) -> Agreed:
     every process that got it decides the same. Pure."""
     same = all((anded[i] | anded[i + 1]) == _DIGEST_MASK for i in (2, 4))
     return Agreed(anded[0] == 1 and same, anded[1] == 0, anded[6] == 0, anded[7] == 0, anded[8] == 0, anded[9] == 0,
-                  anded[10] == 0)
+                  anded[10] == 0, anded[11] == 0)
+
+
+def from_setup(handed: Any, in_setup: bool) -> Any:
+    """The prologue record a replacement gets (``Prologue.handover``'s tuple: entries, full, the
+    run the survivors are in, their count of calls, whether between runs) when some survivor is
+    still in its setup (``in_setup``, the Runtime made first) while the one whose record is
+    handed is in its first run's first snapshot, which waits for them: their place, the setup
+    (run 0, between), so that the replacement redoes the setup's calls and takes the first
+    snapshot with everyone. Before, it was told run 1 and raised ``ReplayError`` at the setup
+    call its group's survivor made again with it (the job went on with fewer ranks). Pure."""
+    if not in_setup or handed is None or not handed[2]:
+        return handed
+    entries, full, _runs, seen, _between = handed
+    return entries, full, 0, seen, True
 
 
 def recipes_root(base: Plan, new_plan: Plan, filled: dict[int, Filled]) -> int:

@@ -6,12 +6,15 @@ met no partner and hung the job. So every active rank records the results of its
 collectives on the communicator ``dpmpi.init`` returned (``REPLAYABLE``, either case: bcast,
 allreduce, allgather and barrier, the same everywhere; scatter, whose root records its whole
 input; gather and reduce, made as asked, then their root's result broadcast as bytes, up to
-``TOLD_MAX``, so that every record holds it). The record closes at this process's first snapshot
+``TOLD_MAX``, so that every record holds it; scan, exscan and alltoall, whose result differs by
+rank, made as asked, then every rank's result allgathered, so that every record holds each
+rank's). The record closes at this process's first snapshot
 operation (``stage``, ``commit`` or ``restore``); a repair that calls a spare in hands it over
 with the derived-communicator recipes (``dpmpi.resilient.repair``), and the replacement's calls
 until its first snapshot operation are answered from it in order (the same operation, root and
 size, or ``ReplayError``): a scatter's part from the root's record (or its own input), a gather
-or reduce with nothing off its root and with the recorded result on it. A ``Gather`` or
+or reduce with nothing off its root and with the recorded result on it, a scan, exscan or
+alltoall with the failed rank's own result. A ``Gather`` or
 ``Reduce`` rooted at the replacement over ``TOLD_MAX``, a scatter whose root's record was not the
 one handed over, and any call that needs its peers there (point-to-point, other collectives;
 on a derived communicator the same calls are answered: ``prologue_derived``) raise
@@ -36,9 +39,9 @@ from mpi4py import MPI
 from dpmpi import config
 from dpmpi.resilient.prologue_derived import DerivedRecords, Where
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
-    NEEDS_PEERS, REAL, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError, as_root,
-    between_runs, creation_between_runs, entry_of, make_entry, program_level, program_line, refused, result_buffer,
-    root_of, rooted_reply, write_recorded)
+    NEEDS_PEERS, PER_RANK, REAL, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
+    as_root, between_runs, creation_between_runs, entry_of, make_entry, per_rank_reply, program_level, program_line,
+    refused, result_buffer, root_of, rooted_reply, write_recorded)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -73,6 +76,7 @@ class Prologue:
         self.unsnapshotted = False
         self.restored = False  # a replacement: it restored its state in one of its runs (``restoring``)
         self.derived = DerivedRecords()  # the calls on derived communicators (prologue_derived.py)
+        self.behind = False  # a survivor: its last repair found a rank still in its setup (plan.from_setup)
 
     # -- a survivor's side --
     @property
@@ -149,7 +153,7 @@ class Prologue:
             warnings.warn(f"dpmpi: {when} this program made {made}, which a process that replaces a failed rank "
                           f"cannot redo (the survivors are recovering by then): a failure would end the job with "
                           f"a ReplayError on the replacement. Make such calls inside the step, or use bcast, "
-                          f"allreduce, allgather, barrier, scatter, gather or reduce on the communicator "
+                          f"allreduce, allgather, barrier, scatter, gather, reduce, scan, exscan or alltoall on the communicator "
                           f"dpmpi.init() returned or on one derived from it "
                           f"(docs/spares.md, the prologue)", RuntimeWarning, stacklevel=program_level())
 
@@ -265,9 +269,9 @@ class Prologue:
         if op in REPLAYABLE and self._interrupted(i >= len(self.entries) or self.entries[i].segment > self.runs):
             return REAL
         if op not in REPLAYABLE:
-            raise ReplayError(refused(f"comm.{op}()", "only bcast, allreduce, allgather, barrier, scatter, gather "
-                                       "and reduce (either case) on the communicator dpmpi.init() returned are "
-                                       "answered from their record"))
+            raise ReplayError(refused(f"comm.{op}()", "only bcast, allreduce, allgather, barrier, scatter, gather, "
+                                       "reduce, scan, exscan and alltoall (either case) on the communicator "
+                                       "dpmpi.init() returned are answered from their record"))
         if i >= len(self.entries):
             why = (f"the survivors' record stopped at {ENV_MAX}={config.get(ENV_MAX)} bytes" if self.full else
                    f"the survivors' prologue made {len(self.entries)} such call(s) and this is call {i + 1}")
@@ -282,18 +286,16 @@ class Prologue:
                                        f"call {i + 1} of the survivors' prologue was {entry.op}"
                                        + (f"(root={entry.root})" if entry.root >= 0 else "()")
                                        + ": the program's prologue must make the same collectives on every rank"))
-        if op in ROOTED:
-            out = rooted_reply(op, args, kwargs, entry, i, rank)
+        if op in ROOTED or op in PER_RANK:
+            out = (rooted_reply(op, args, kwargs, entry, i, rank) if op in ROOTED
+                   else per_rank_reply(op, args, kwargs, entry, i, rank, f"comm.{op}()"))
             self.entries[i], self.replaying = as_root(op, args, kwargs, entry, rank), i + 1
             return out
         if entry.payload is None:
             raise ReplayError(refused(f"comm.{op}()", f"call {i + 1} of the survivors' prologue: {entry.why}"))
-        if op[0].islower():
+        if op[0].islower() or op == "Barrier":
             self.replaying = i + 1
-            return None if op == "barrier" else MPI.pickle.loads(entry.payload)
-        if op == "Barrier":
-            self.replaying = i + 1
-            return None
+            return None if op in ("barrier", "Barrier") else MPI.pickle.loads(entry.payload)
         write_recorded(f"comm.{op}()", op, args, kwargs, entry.payload, "the survivors'")
         self.replaying = i + 1
         return None

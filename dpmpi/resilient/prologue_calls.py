@@ -23,22 +23,30 @@ ROOTED = frozenset({"scatter", "Scatter", "gather", "Gather", "reduce", "Reduce"
 # so that every record holds it for the root's replacement, up to TOLD_MAX bytes (the root decides)
 TO_ROOT = frozenset({"gather", "Gather", "reduce", "Reduce"})
 TOLD_MAX = 16 << 20
-REPLAYABLE = SAME_EVERYWHERE | ROOTED
+# collectives whose result differs by rank (a prefix sum for the rank's offset, a personalized
+# exchange): in an open prologue they are made as asked, then every rank's result is allgathered
+# (pickled, or the buffer's bytes; each up to TOLD_MAX: each rank decides for its own), so that
+# every record holds the replacement's result (``per_rank_reply``)
+PER_RANK = frozenset({"scan", "exscan", "alltoall", "Scan", "Exscan", "Alltoall"})
+# their answer depends on the replacement's rank in the communicator
+RANKED = ROOTED | PER_RANK
+REPLAYABLE = SAME_EVERYWHERE | ROOTED | PER_RANK
 # every other method of a communicator that needs its peers to return (or to be matched)
 NEEDS_PEERS = frozenset({
-    "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Bsend", "Exscan", "Gatherv", "Iallgather",
+    "Allgatherv", "Alltoallv", "Alltoallw", "Bsend", "Gatherv", "Iallgather",
     "Iallgatherv", "Iallreduce", "Ialltoall", "Ialltoallv", "Ialltoallw", "Ibarrier", "Ibcast", "Ibsend",
     "Iexscan", "Igather", "Igatherv", "Improbe", "Irecv", "Ireduce", "Ireduce_scatter", "Ireduce_scatter_block",
     "Irsend", "Iscan", "Iscatter", "Iscatterv", "Isend", "Isendrecv", "Isendrecv_replace", "Issend", "Mprobe",
-    "Probe", "Recv", "Reduce_scatter", "Reduce_scatter_block", "Rsend", "Scan", "Scatterv", "Send",
+    "Probe", "Recv", "Reduce_scatter", "Reduce_scatter_block", "Rsend", "Scatterv", "Send",
     "Sendrecv", "Sendrecv_replace", "Ssend", "Agree", "Iagree", "Neighbor_allgather",
     "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv", "Neighbor_alltoallw",
     "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall", "Ineighbor_alltoallv",
-    "Ineighbor_alltoallw", "alltoall", "bsend", "exscan", "ibsend", "improbe", "irecv", "isend",
-    "issend", "mprobe", "probe", "recv", "scan", "send", "sendrecv", "ssend",
+    "Ineighbor_alltoallw", "bsend", "ibsend", "improbe", "irecv", "isend",
+    "issend", "mprobe", "probe", "recv", "send", "sendrecv", "ssend",
     "neighbor_allgather", "neighbor_alltoall",
 })
 WATCHED = REPLAYABLE | NEEDS_PEERS
+IN_PLACE_KEPT = frozenset({"Allreduce", "Scan", "Exscan", "Alltoall"})  # (between_runs)
 REAL = object()  # Prologue.replay's answer: make the call for real (the replacement caught up)
 
 
@@ -52,7 +60,8 @@ class Entry(NamedTuple):
     root: int  # bcast, scatter, gather (either case): the root; else -1
     nbytes: int  # upper case: the bytes of the result buffer (Scatter: of one rank's part); lower case: -1
     payload: bytes | None  # the result (pickled, or the buffer's bytes; scatter: the root's whole input, on
-    # the root; gather: empty); None: could not be recorded (or a scatter recorded on a rank not its root)
+    # the root; gather: empty; a PER_RANK call: the pickled list of every rank's result); None: could not be
+    # recorded (or a scatter recorded on a rank not its root)
     why: str  # why it could not be recorded ("" when it was)
     segment: int = 0  # dpmpi.Runtime.run calls made before it (0: the prologue; k: after the k-th run)
 
@@ -81,7 +90,7 @@ def result_buffer(op: str, args: tuple, kwargs: dict, send: bool = False) -> mem
         spec = args[0] if args else kwargs["buf"]
     elif send:
         spec = args[0] if args else kwargs["sendbuf"]
-    else:  # Allreduce, Allgather, Scatter, Gather: (sendbuf, recvbuf, ...)
+    else:  # Allreduce, Allgather, Scatter, Gather, Scan, Exscan, Alltoall: (sendbuf, recvbuf, ...)
         spec = args[1] if len(args) > 1 else kwargs["recvbuf"]
     if spec is None or spec is MPI.IN_PLACE:
         raise ValueError("MPI.IN_PLACE or no buffer")
@@ -110,6 +119,10 @@ def write_recorded(name: str, op: str, args: tuple, kwargs: dict, data: bytes, w
 
 def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank: int) -> Entry:
     """What a survivor (``rank``) records of a replayable call that returned ``result``."""
+    if op in PER_RANK:  # ``result``: every rank's result as allgathered (a list), or None: not told
+        if isinstance(result, list):
+            return Entry(op, root, -1, MPI.pickle.dumps(result), "")
+        return Entry(op, root, -1, None, "its results were not told to every rank")
     if op in TO_ROOT:  # ``result``: its root's result as broadcast (bytes), or None: not recorded
         return Entry(op, root, len(result), result, "") if isinstance(result, bytes) else Entry(op, root, -1, b"", "")
     if op in ("barrier", "Barrier"):
@@ -180,6 +193,34 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
     return None
 
 
+def told_part(op: str, args: tuple, kwargs: dict, result: Any) -> bytes | None:
+    """This rank's result of a PER_RANK call, as every rank's record keeps it (pickled, or the
+    buffer's bytes), or None where it cannot be read or is over TOLD_MAX."""
+    try:
+        mine = MPI.pickle.dumps(result) if op[0].islower() else result_buffer(op, args, kwargs).tobytes()
+    except Exception:  # (unreadable: not recorded; that rank's replacement is told at its turn)
+        return None
+    return mine if len(mine) <= TOLD_MAX else None
+
+
+def per_rank_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank: int, name: str) -> Any:
+    """A replacement's scan, exscan or alltoall (either case) from ``entry`` (call ``i + 1`` of the
+    record): its own rank's result as the dead rank had it (an ``Exscan``'s buffer on rank 0 is
+    left as it is: MPI defines no result there)."""
+    if entry.payload is None:
+        raise ReplayError(refused(name, f"call {i + 1} of the survivors' prologue: {entry.why}"))
+    parts = MPI.pickle.loads(entry.payload)
+    part = parts[rank] if 0 <= rank < len(parts) else None
+    if part is None:
+        raise ReplayError(refused(name, f"the failed rank's result was not recorded (over {TOLD_MAX} bytes, or "
+                                        f"unreadable), or rank {rank} is not among the {len(parts)} recorded"))
+    if op[0].islower():
+        return MPI.pickle.loads(part)
+    if op != "Exscan" or rank != 0:
+        write_recorded(name, op, args, kwargs, part, "the failed rank's")
+    return None
+
+
 def as_root(op: str, args: tuple, kwargs: dict, entry: Entry, rank: int) -> Entry:
     """What a replacement keeps of a rooted call it answered from ``entry``: for a scatter whose
     root it replaces, the root's record (its own input), so that, as the lowest surviving rank
@@ -209,8 +250,8 @@ def between_runs(op: str, make: Callable[[], Any], args: tuple, kwargs: dict, ag
     only if it failed, as the members that saw it end decided (before, one member made it again
     while its partner went on: a hang, 1 of 8 kills of rank 0 in ``bench/strangers/tp_setup.py``).
     ``held(result)`` is told of such a call before the repair (``DerivedRecords.pend``)."""
-    keep = None
-    if op == "Allreduce" and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
+    keep = None  # (an in-place call's input, which a failed call may have overwritten)
+    if op in IN_PLACE_KEPT and (args[0] if args else kwargs.get("sendbuf")) is MPI.IN_PLACE:
         keep = bytes(result_buffer(op, args, kwargs))
     out, failure, gave_up = _made_and_agreed(op, make, agree, outcome is not None)
     if failure is None:

@@ -17,14 +17,16 @@ ones too (since the forty-third session), as on the active communicator (``prolo
 that root is the lowest surviving member, as with root 0; the root's replacement takes its own
 part of its own input); a ``gather`` or ``reduce`` is followed by its root's result broadcast to
 the members, up to ``TOLD_MAX``, so that any member's record answers the root's replacement (a
-replacement that is not the root gets ``None``, as MPI gives it). Keyed by
+replacement that is not the root gets ``None``, as MPI gives it). A ``scan``, ``exscan`` or
+``alltoall`` (either case) is followed by an allgather of every member's result, and a
+replacement gets the failed rank's own. Keyed by
 the derived communicator's place in the recipes (the same on every rank: ``derived.py``), moved
 with it when a repair drops forgotten places (``remap``).
 
 A communicator whose every member is a replacement of the same repair (one of one rank, a group
 that died whole) has no record: its replacements make its calls together, for real, and record
 them. Not covered (``ReplayError`` as before): other calls on a derived communicator (point-to-point,
-the v-variants, non-blocking ones), a scatter whose root's record was not the one handed over,
+the v-variants, reduce_scatter, non-blocking ones), a scatter whose root's record was not the one handed over,
 and an intercommunicator's calls.
 
 Where a failure in such a call is repaired (with a ``dpmpi.Runtime`` made before it: dpmpi.init's
@@ -45,8 +47,8 @@ from mpi4py import MPI
 
 from dpmpi import agreements
 from dpmpi.mpicall import exchange
-from dpmpi.resilient.prologue_calls import (REAL, ROOTED, Entry, ReplayError, as_root, entry_of, refused, root_of,
-                                            rooted_reply, write_recorded)
+from dpmpi.resilient.prologue_calls import (PER_RANK, REAL, ROOTED, Entry, ReplayError, as_root, entry_of,
+                                            per_rank_reply, refused, root_of, rooted_reply, write_recorded)
 
 
 class Where(NamedTuple):
@@ -230,6 +232,10 @@ class DerivedRecords:
         if op in ROOTED:
             out = rooted_reply(op, args, kwargs, entry, i, rank, f"{op}(root={root}) on a derived communicator")
             entries[i] = as_root(op, args, kwargs, entry, rank)
+            self.next[place] = i + 1
+            return out
+        if op in PER_RANK:
+            out = per_rank_reply(op, args, kwargs, entry, i, rank, name)
             self.next[place] = i + 1
             return out
         if entry.payload is None:

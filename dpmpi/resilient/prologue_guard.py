@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi.resilient.prologue_calls import (REAL, REPLAYABLE, ROOTED, TO_ROOT, TOLD_MAX, ReplayError, between_runs,
-                                            refused, result_buffer, root_of)
+from dpmpi.resilient.prologue_calls import (PER_RANK, RANKED, REAL, REPLAYABLE, TO_ROOT, TOLD_MAX, ReplayError,
+                                            between_runs, refused, result_buffer, root_of, told_part)
 from dpmpi.resilient.prologue_derived import Where
 
 if TYPE_CHECKING:
@@ -55,6 +55,18 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             mine = mine if mine is not None and len(mine) <= TOLD_MAX else None
         return out, plain_of("bcast")(mine, root)
 
+    def made_then_shared(args: tuple, kwargs: dict) -> tuple[Any, list]:
+        """A scan, exscan or alltoall made as asked, then every rank's result allgathered
+        (``told_part``: None for one that is too large), so that every record holds each."""
+        assert plain_of is not None
+        out = fn(*args, **kwargs)
+        return out, plain_of("allgather")(told_part(op, args, kwargs, out))
+
+    def maker(args: tuple, kwargs: dict, told: bool) -> Callable[[], Any]:
+        if not told:
+            return lambda: fn(*args, **kwargs)
+        return (lambda: made_then_told(args, kwargs)) if op in TO_ROOT else (lambda: made_then_shared(args, kwargs))
+
     def on_derived(args: tuple, kwargs: dict) -> Any:
         """A derived communicator's call in the prologue: answered from its survivors' record on a
         replacement replaying (made for real where they make it too), recorded elsewhere; where
@@ -62,22 +74,22 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         a call on the active communicator is by one of all ranks (``between_runs``)."""
         at = where() if where is not None and op in REPLAYABLE else None
         replaying = prologue.replaying is not None
-        mine = rank() if op in ROOTED else -1
+        mine = rank() if op in RANKED else -1
         if replaying:
             if at is None:
                 raise ReplayError(refused(f"{op}() on a derived communicator",
-                                           "only bcast, allreduce, allgather, barrier, scatter, gather and reduce "
-                                           "(either case) on a derived intracommunicator are answered from its "
-                                           "survivors' record"))
+                                           "only bcast, allreduce, allgather, barrier, scatter, gather, reduce, "
+                                           "scan, exscan and alltoall (either case) on a derived "
+                                           "intracommunicator are answered from its survivors' record"))
             answer = prologue.replay_derived(at, op, args, kwargs, mine)
             if answer is not REAL:
                 return answer
         # a gather or reduce recorded here is followed by its root's result broadcast to its members
-        # (the root's replacement is answered from any member's record): the same on every member,
-        # as every member that makes it for real comes through here (survivors outside the runs,
-        # replacements past their record)
-        told = op in TO_ROOT and at is not None and plain_of is not None
-        make = (lambda: made_then_told(args, kwargs)) if told else (lambda: fn(*args, **kwargs))
+        # (the root's replacement is answered from any member's record), a scan, exscan or alltoall
+        # by an allgather of every member's result: the same on every member, as every member that
+        # makes it for real comes through here (survivors outside the runs, replacements past their record)
+        told = (op in TO_ROOT or op in PER_RANK) and at is not None and plain_of is not None
+        make = maker(args, kwargs, told)
         recover = prologue.recovery() if at is not None and again is not None else None
         if recover is not None:
             assert again is not None and at is not None
@@ -93,7 +105,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
             out = make()
-        kept = None if op in TO_ROOT else out  # (a gather or reduce: what its root broadcast)
+        kept = None if op in TO_ROOT or op in PER_RANK else out  # (what was told, if it was)
         if told:
             out, kept = out
         if at is None:
@@ -111,7 +123,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         if derived:
             return on_derived(args, kwargs)
         if prologue.replaying is not None:
-            answer = prologue.replay(op, args, kwargs, rank() if op in ROOTED else -1)
+            answer = prologue.replay(op, args, kwargs, rank() if op in RANKED else -1)
             if answer is not REAL:
                 return answer
         if op not in REPLAYABLE:
@@ -119,9 +131,9 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             if prologue.recording:
                 prologue.unreplayable(op, False)
             return out
-        told = op in TO_ROOT and plain_of is not None and prologue.tells()
+        told = (op in TO_ROOT or op in PER_RANK) and plain_of is not None and prologue.tells()
         prologue.seen += 1
-        make = (lambda: made_then_told(args, kwargs)) if told else (lambda: fn(*args, **kwargs))
+        make = maker(args, kwargs, told)
         recover = prologue.recovery()
         if recover is not None and plain_of is not None and again is not None:
             agree = prologue.setup.agree() if recover is prologue.setup else plain_of("Agree")
@@ -130,11 +142,11 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
             out = make()
-        kept = None if op in TO_ROOT else out  # (a gather or reduce: what its root broadcast, if told)
+        kept = None if op in TO_ROOT or op in PER_RANK else out  # (what was told, if it was)
         if told:
             out, kept = out
         if prologue.recording:
-            prologue.record(op, args, kwargs, kept, rank() if op in ROOTED else -1)
+            prologue.record(op, args, kwargs, kept, rank() if op in RANKED else -1)
         return out
 
     call.__name__ = op

@@ -26,6 +26,7 @@ from dpmpi.resilient.plan import (
     View,
     cpus_of_place,
     dropped_ranks,
+    from_setup,
     inherit_places,
     handed_prologue,
     newest_view,
@@ -111,7 +112,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             words = reassign_words(state.plan, original(state), was_active and bool(state.recipes), mine is not None,
                                    bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])),
                                    was_active and setup.by_program(state), was_active and bool(state.prologue.derived),
-                                   bool(left))
+                                   bool(left), was_active and mine is not None and mine[2] == 0 and bool(mine[4]))
             anded = warm_up_and(new_world, words + [agreements.abandoned_word(old_active)])
             agreements.join_abandoned(old_active, anded[-1])
             agreed = reassign_agreed(anded)
@@ -130,6 +131,9 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             if agreed.by_program:  # (dpmpi.resilient.setup: the program repairs; the replacement redoes nothing)
                 setup.overruled(state)
                 handed = None
+            handed = from_setup(handed, agreed.in_setup)  # (the same on every survivor: the root's is sent)
+            if was_active:  # (dpmpi.Runtime's first snapshot then waits for them: Prologue.behind)
+                state.prologue.behind = agreed.in_setup
             phases["reassign"] += time.perf_counter() - t
             if born:  # spares ran out under policy "respawn": new processes join the world
                 faults.point("repair-spawn")

@@ -6,9 +6,14 @@ over the pairs' leaders (a ``Split`` with ``MPI.UNDEFINED`` elsewhere), a ``Barr
 node-local ``Split_type``, an ``allreduce`` on a communicator of one rank (every member of it
 dies with its rank: the replacement makes it for real), and rooted ones on the pair (``Scatter``
 and ``scatter`` from its first rank, ``gather`` and ``Reduce`` to its second, ``reduce`` to its
-first). Between the two runs, an ``allreduce`` and a ``reduce`` on the pair. ``--runtime-first``:
+first), and rank-dependent ones (``exscan``, an in-place ``Scan``, ``Exscan``, ``alltoall``,
+``Alltoall`` on ``comm``; ``exscan``, ``scan``, ``alltoall`` on the pair). Between the two runs,
+an ``allreduce``, a ``reduce`` and a ``scan`` on the pair and an ``exscan`` on ``comm``. ``--runtime-first``:
 the Runtime is made before those calls, so a death in one of them is repaired there
-(DPMPI_FAULTS=1:Bcast@1:KILL). Prints a line "final" per rank: its digest, recoveries and role."""
+(DPMPI_FAULTS=1:Bcast@1:KILL). ``--drift``: rank 3 makes the pair's rank-dependent calls only
+once ranks 0 and 1 have made theirs and gone on towards the first snapshot (told by a message on
+the raw ``MPI.COMM_WORLD``, in the job's first processes only), so that a death of rank 3 there
+meets the ranks in two places: 2 in the setup, 0 and 1 in the first snapshot. Prints a line "final" per rank: its digest, recoveries and role."""
 import hashlib
 import json
 import sys
@@ -43,8 +48,25 @@ got = pair.scatter([r + 0.25, r + 0.5] if pair.Get_rank() == 0 else None, root=0
 told = pair.gather(float(part.sum()) + got, root=1)
 pair.Reduce(part, red, op=MPI.SUM, root=1)
 seen = pair.reduce(float(part[0]), root=0)
+# rank-dependent results (an offset from a prefix sum, a personalized exchange)
+off = comm.exscan(r + 1) or 0  # (None on rank 0)
+pre = np.full(2, float(r + 1))
+comm.Scan(MPI.IN_PLACE, pre)
+ex = np.zeros(2)
+comm.Exscan(np.full(2, 2.0 * r + 1), ex)  # (rank 0's buffer: left as it is)
+mix = comm.alltoall([10 * r + j for j in range(n)])
+swap = np.zeros(n)
+comm.Alltoall(np.arange(n, dtype=float) * (r + 1), swap)
+drift = "--drift" in sys.argv and comm.role is dpmpi.Role.INITIAL
+if drift and r == 3:
+    for src in (0, 1):
+        MPI.COMM_WORLD.recv(source=src, tag=77)
+poff, psum, pmix = pair.exscan(r + 1) or 0, pair.scan(float(r)), pair.alltoall([r, -2 * r])
+if drift and r in (0, 1):
+    MPI.COMM_WORLD.send(None, dest=3, tag=77)
+ranked = off + float(pre.sum()) + float(ex.sum()) + sum(mix) + float(swap @ np.arange(1.0, n + 1)) + poff + psum
 w /= top * norm
-x[:] = float(mine) + sum(told or []) + float(red.sum()) + (seen or 0.0)
+x[:] = float(mine) + sum(told or []) + float(red.sum()) + (seen or 0.0) + 1e-2 * (ranked + sum(pmix))
 if "--runtime-first" not in sys.argv:
     rt = dpmpi.Runtime(comm, {"w": w, "x": x}, snapshot_every=3)
 
@@ -61,7 +83,9 @@ def step(k):
 rt.run(step, steps // 2)
 shift = pair.allreduce(float(x.sum()))  # (between the runs: answered from the record too)
 lead = pair.reduce(float(w.sum()), op=MPI.MAX, root=1)
-x += 1e-3 * shift + 1e-4 * (lead or 0.0)
+below = comm.exscan(float(x.sum())) or 0.0
+upto = pair.scan(float(w.sum()))
+x += 1e-3 * shift + 1e-4 * (lead or 0.0) + 1e-5 * below + 1e-5 * upto
 rt.run(step, steps)
 print(json.dumps({"event": "final", "rank": r, "digest": hashlib.sha256(w.tobytes() + x.tobytes()).hexdigest()[:16],
                   "recoveries": len(rt.history), "role": comm.role.value}), flush=True)
