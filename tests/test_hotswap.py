@@ -896,6 +896,28 @@ def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dp
     assert all(f["role"] in ("SURVIVOR", "RECOVERED") for f in got.values()), got
 
 
+@pytest.mark.parametrize("extra", [["--runtime-first"], []])
+def test_a_warm_spare_called_in_for_a_death_in_the_setup_ends_the_job_with_an_error_not_a_hang(dpmpi_run, extra):
+    """tests/programs/warm_setup.py: warm spares (dpmpi.init(wait=False)) skip the setup, so the
+    one called in for rank 1, killed in the setup's bcast, cannot redo it with the survivors.
+    Before, they waited for it there and it for them in its restore until the job's time limit
+    (both with the Runtime made before the setup and after it). Now every process raises
+    SparesDepletedError saying why, after the repair's commit; a death in the steps is still
+    recovered by the same warm spare."""
+    job = dpmpi_run(5, "warm_setup.py", "40", *extra, launcher_args=["--spares", "1"], faults="1:bcast@1:KILL",
+                    timeout=60)
+    assert job.returncode != 0 and not job.by_rank("final"), job.stdout + job.stderr
+    assert "rank 0 failed (status 1, uncaught SparesDepletedError: no spare can take the place of rank(s) [1]" in \
+        job.stderr, job.stderr
+    assert job.stderr.count("SparesDepletedError: no spare can take") >= 4, job.stderr  # (3 survivors, the spare)
+    want = dpmpi_run(5, "warm_setup.py", "40", *extra, launcher_args=["--spares", "1"], timeout=60)
+    got = dpmpi_run(5, "warm_setup.py", "40", *extra, launcher_args=["--spares", "1"], faults="2:step@20:KILL",
+                    timeout=60)
+    assert want.returncode == 0 and got.returncode == 0, got.stdout + got.stderr
+    assert {r: e["digest"] for r, e in got.by_rank("final").items()} == \
+        {r: e["digest"] for r, e in want.by_rank("final").items()}
+
+
 @pytest.mark.parametrize("faults", [
     "1:step@11:KILL",  # the second run's first step, before its first snapshot
     "2:run-begin@1:KILL",  # before its snapshot of the state it starts from: repaired as between the runs

@@ -942,9 +942,9 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
     plan = Plan(2, (0, 5, 2, 3), (4,), 6)
     same = [reassign_words(plan, True, has) for has in (True, False, True, False)]
     # one active rank has recipes: all learn it
-    assert reassign_agreed(_and(same)) == (True, True, False, False, False, False, False, False)
+    assert reassign_agreed(_and(same)) == (True, True, False, False, False, False, False, False, False)
     assert reassign_agreed(_and([reassign_words(plan, True, False)] * 3)) == (True, False, False, False, False, False,
-                                                                            False, False)
+                                                                            False, False, False)
     # a closed prologue (and whether its record holds something) is learnt from any active rank
     spare = reassign_words(plan, True, False)
     assert reassign_agreed(_and([spare, reassign_words(plan, True, False, True, False)]))[2:4] == (True, False)
@@ -961,6 +961,16 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
     in_run = ([("bcast",)], False, 1, 3, False)  # (a survivor in its first run's first snapshot)
     assert from_setup(in_run, True) == ([("bcast",)], False, 0, 3, True)  # (told: in the setup, with the others)
     assert from_setup(in_run, False) is in_run and from_setup(None, True) is None
+    # a warm spare (already in its first run) called in while a survivor is in its setup: an error
+    from dpmpi.resilient.plan import Filled, setup_not_redone
+    warm = reassign_words(plan, True, False, warm=True)
+    setup = reassign_words(plan, True, True, in_setup=True)
+    spare_in = {1: Filled("spare", 4)}
+    assert "no spare can take the place of rank(s) [1]" in setup_not_redone(reassign_agreed(_and([setup, warm])),
+                                                                             spare_in)
+    assert setup_not_redone(reassign_agreed(_and([setup, spare])), spare_in) == ""  # (a cold spare redoes it)
+    assert setup_not_redone(reassign_agreed(_and([setup, warm])), {1: Filled("dropped", -1)}) == ""
+    assert setup_not_redone(reassign_agreed(_and([spare, warm])), spare_in) == ""  # (survivors in their runs)
     # a process spawned by a repair (process id not its COMM_WORLD rank): the allgather way
     assert reassign_agreed(_and(same + [reassign_words(plan, False, False)]))[0] is False
     # a process that missed a commit, or any plan that differs in one field: the allgather way

@@ -22,7 +22,8 @@ Place = tuple[str, tuple[int, ...]]  # (node, CPUs) of a place in the job
 
 
 class SparesDepletedError(DpmpiError):
-    """Not enough spares and the policy is "abort"."""
+    """Not enough spares and the policy is "abort", or no spare can take a place
+    (``setup_not_redone``)."""
 
 
 class Filled(NamedTuple):
@@ -194,16 +195,17 @@ def _plan_digests(plan: Plan) -> tuple[int, int]:
 
 def reassign_words(plan: Plan, original: bool, has_recipes: bool, prologue_over: bool = False,
                    prologue_kept: bool = False, by_program: bool = False, derived_kept: bool = False,
-                   derived_left: bool = False, in_setup: bool = False) -> list[int]:
+                   derived_left: bool = False, in_setup: bool = False, warm: bool = False) -> list[int]:
     """What one process brings to the quick reassign (see above; word 8: 0 if the program itself
     repairs on this process while dpmpi.init's watch of the setup was on; word 9: 0 if it has a
     record of prologue calls on derived communicators, prologue_derived.py; word 10: 0 if it
     gave up an agreement on a derived communicator, agreements.join_derived; word 11: 0 if it is
-    an active rank still in its setup, its failures repaired there: ``from_setup``). Pure."""
+    an active rank still in its setup, its failures repaired there: ``from_setup``; word 12: 0 if
+    it is a spare already in its first run, a warm one: ``setup_not_redone``). Pure."""
     crc, adler = _plan_digests(plan)
     return [1 if original else 0, 0 if has_recipes else 1, crc, ~crc & _DIGEST_MASK, adler, ~adler & _DIGEST_MASK,
             0 if prologue_over else 1, 0 if prologue_kept else 1, 0 if by_program else 1, 0 if derived_kept else 1,
-            0 if derived_left else 1, 0 if in_setup else 1]
+            0 if derived_left else 1, 0 if in_setup else 1, 0 if warm else 1]
 
 
 class Agreed(NamedTuple):
@@ -219,6 +221,7 @@ class Agreed(NamedTuple):
     derived_kept: bool = False  # some active rank recorded prologue calls on derived communicators
     derived_left: bool = False  # some active rank gave up an agreement on a derived communicator
     in_setup: bool = False  # some active rank is still in its setup (the others may be in the first snapshot)
+    warm: bool = False  # some spare is already in its first run (dpmpi.init(wait=False)): it skipped the setup
 
 
 def reassign_agreed(anded: list[int]) -> Agreed:
@@ -226,7 +229,21 @@ def reassign_agreed(anded: list[int]) -> Agreed:
     every process that got it decides the same. Pure."""
     same = all((anded[i] | anded[i + 1]) == _DIGEST_MASK for i in (2, 4))
     return Agreed(anded[0] == 1 and same, anded[1] == 0, anded[6] == 0, anded[7] == 0, anded[8] == 0, anded[9] == 0,
-                  anded[10] == 0, anded[11] == 0)
+                  anded[10] == 0, anded[11] == 0, anded[12] == 0)
+
+
+def setup_not_redone(agreed: Agreed, filled: dict[int, Filled]) -> str:
+    """Why the repair cannot go on, or "": a spare that is already in its first run (a warm one,
+    ``dpmpi.init(wait=False)``, which skips the program's setup) takes the place of a rank that
+    died in the setup, whose survivors will make the interrupted call again with it (before, they
+    waited for it there while it waited for them in its restore: a hang). Pure."""
+    spare = sorted(lr for lr, f in filled.items() if f.how == "spare")
+    if not (agreed.in_setup and agreed.warm and spare):
+        return ""
+    return (f"no spare can take the place of rank(s) {spare}: it died in the program's setup, which its "
+            f"survivors make again with the replacement, and the spares are warm (dpmpi.init(wait=False)): "
+            f"they did not run the setup and cannot redo its calls. Spares that wait in dpmpi.init() run the "
+            f"program from its start as the rank they replace (docs/spares.md)")
 
 
 def from_setup(handed: Any, in_setup: bool) -> Any:

@@ -27,6 +27,7 @@ from dpmpi.resilient.plan import (
     cpus_of_place,
     dropped_ranks,
     from_setup,
+    setup_not_redone,
     inherit_places,
     handed_prologue,
     newest_view,
@@ -63,6 +64,7 @@ class Decision(NamedTuple):
     handed: Any  # the prologue record handed to this process if it replaces a rank (prologue.py), else None
     held: list[bool]  # which recipes this process still held (what it brought to agree_held)
     remade: Remade  # the derived communicators this attempt made (remake.py; none on a spare)
+    unredone: str = ""  # why a replacement cannot redo what the survivors redo (plan.setup_not_redone)
 
 
 def run(state: State, detected_at: float) -> None:
@@ -75,6 +77,8 @@ def run(state: State, detected_at: float) -> None:
     with WATCHDOG.armed(settings.repair_timeout(), "Respawn"):
         decided = attempts(state, was_active, phases)
     commit(state, was_active, old_plan, decided, phases, t0, detected_at)
+    if decided.unredone:  # (every process, after the commit: the job ends instead of hanging)
+        raise SparesDepletedError(decided.unredone)
 
 
 def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decision:
@@ -112,7 +116,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             words = reassign_words(state.plan, original(state), was_active and bool(state.recipes), mine is not None,
                                    bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])),
                                    was_active and setup.by_program(state), was_active and bool(state.prologue.derived),
-                                   bool(left), was_active and mine is not None and mine[2] == 0 and bool(mine[4]))
+                                   bool(left), was_active and mine is not None and mine[2] == 0 and bool(mine[4]),
+                                   not was_active and state.prologue.runs > 0)
             anded = warm_up_and(new_world, words + [agreements.abandoned_word(old_active)])
             agreements.join_abandoned(old_active, anded[-1])
             agreed = reassign_agreed(anded)
@@ -200,7 +205,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
     else:
         raise ProcFailedError(f"Respawn did not converge in {MAX_ATTEMPTS} attempts", MPI.ERR_PROC_FAILED)
     return Decision(attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick,
-                    handed if not was_active else None, held, remade)
+                    handed if not was_active else None, held, remade, setup_not_redone(agreed, filled))
 
 
 def settle(world: MPI.Intracomm, raw: MPI.Comm, made: list[MPI.Comm | None]) -> None:
@@ -254,7 +259,7 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
            detected_at: float) -> None:
     """Adopt the committed plan: the new active communicator, derived ones, the event."""
     (attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed, held,
-     remade) = decided
+     remade, _unredone) = decided
     dead = [proc for proc in old_plan.actives + old_plan.spares if proc not in alive]
     _guard.note_recovered(dead)
     if me >= 0 and not was_active:
