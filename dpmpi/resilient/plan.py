@@ -201,7 +201,7 @@ def reassign_words(plan: Plan, original: bool, has_recipes: bool, prologue_over:
     record of prologue calls on derived communicators, prologue_derived.py; word 10: 0 if it
     gave up an agreement on a derived communicator, agreements.join_derived; word 11: 0 if it is
     an active rank still in its setup, its failures repaired there: ``from_setup``; word 12: 0 if
-    it is a spare already in its first run, a warm one: ``setup_not_redone``). Pure."""
+    it is a warm spare, ``dpmpi.init(wait=False)``: ``setup_not_redone``). Pure."""
     crc, adler = _plan_digests(plan)
     return [1 if original else 0, 0 if has_recipes else 1, crc, ~crc & _DIGEST_MASK, adler, ~adler & _DIGEST_MASK,
             0 if prologue_over else 1, 0 if prologue_kept else 1, 0 if by_program else 1, 0 if derived_kept else 1,
@@ -221,7 +221,7 @@ class Agreed(NamedTuple):
     derived_kept: bool = False  # some active rank recorded prologue calls on derived communicators
     derived_left: bool = False  # some active rank gave up an agreement on a derived communicator
     in_setup: bool = False  # some active rank is still in its setup (the others may be in the first snapshot)
-    warm: bool = False  # some spare is already in its first run (dpmpi.init(wait=False)): it skipped the setup
+    warm: bool = False  # some spare is a warm one (dpmpi.init(wait=False)): it skips the setup
 
 
 def reassign_agreed(anded: list[int]) -> Agreed:
@@ -233,8 +233,8 @@ def reassign_agreed(anded: list[int]) -> Agreed:
 
 
 def setup_not_redone(agreed: Agreed, filled: dict[int, Filled]) -> str:
-    """Why the repair cannot go on, or "": a spare that is already in its first run (a warm one,
-    ``dpmpi.init(wait=False)``, which skips the program's setup) takes the place of a rank that
+    """Why the repair cannot go on, or "": a warm spare (``dpmpi.init(wait=False)``, which skips
+    the program's setup: it makes no collective before it is called in) takes the place of a rank that
     died in the setup, whose survivors will make the interrupted call again with it (before, they
     waited for it there while it waited for them in its restore: a hang). Pure."""
     spare = sorted(lr for lr, f in filled.items() if f.how == "spare")

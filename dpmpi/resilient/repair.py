@@ -117,7 +117,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                                    bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])),
                                    was_active and setup.by_program(state), was_active and bool(state.prologue.derived),
                                    bool(left), was_active and mine is not None and mine[2] == 0 and bool(mine[4]),
-                                   not was_active and state.prologue.runs > 0)
+                                   not was_active and state.role is Role.SPARE)  # (a warm spare: init(wait=False))
             anded = warm_up_and(new_world, words + [agreements.abandoned_word(old_active)])
             agreements.join_abandoned(old_active, anded[-1])
             agreed = reassign_agreed(anded)
