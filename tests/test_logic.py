@@ -1617,6 +1617,52 @@ def test_a_replacement_gets_the_results_of_the_survivors_prologue_in_order(monke
     assert new.done and new.handover()[0] == handed[0]
 
 
+def test_a_replacement_gets_the_failed_ranks_own_result_of_a_scan_exscan_or_alltoall(monkeypatch):
+    """scan, exscan and alltoall (either case) give each rank its own result: in an open prologue
+    every rank's is allgathered after the call (guarded, with the communicator's plain allgather),
+    so the record holds the failed rank's, which its replacement gets (an Exscan leaves rank 0's
+    buffer as it is). Allgatherv is recorded whole, as given with its counts. Before the
+    forty-fourth session each raised ReplayError on the replacement (the job went on with fewer ranks)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    prologue, mine = _prologue_with(monkeypatch)
+    results = {"exscan": [None, 4, 9, 15], "alltoall": [[0, 1], [10, 11], [20, 21], [30, 31]]}
+
+    def plain_of(name):  # (the other ranks' results, as this rank 2's allgather would return them)
+        assert name == "allgather"
+        return lambda mine_: [MPI.pickle.dumps(x) for x in results[op]] if op.islower() else parts
+    for op in ("exscan", "alltoall"):
+        call = prologue.guarded(mine, op, lambda *a: results[op][2], False, lambda: None, lambda: 2, plain_of)
+        assert call(5) == results[op][2]
+    parts = [np.full(2, float(r)).tobytes() for r in range(4)]
+    op = "Scan"
+    scan = prologue.guarded(mine, "Scan", lambda s, r_: r_.__setitem__(slice(None), 2.0), False, lambda: None,
+                            lambda: 2, plain_of)
+    out = np.zeros(2)
+    scan(MPI.IN_PLACE, out)
+    assert out.tolist() == [2.0, 2.0]
+    every = np.arange(6.0)
+    mine.record("Allgatherv", (np.ones(1), [every, [1, 2, 3], [0, 1, 3], MPI.DOUBLE]), {}, None)
+    mine.close()
+    assert [e.op for e in mine.handover()[0]] == ["exscan", "alltoall", "Scan", "Allgatherv"]
+    for rank, want in ((1, 4), (0, None)):  # (the replacement of rank 1, then of rank 0)
+        new = prologue.Prologue()
+        new.adopt(mine.handover())
+        assert new.replay("exscan", (1,), {}, rank) == want
+        assert new.replay("alltoall", ([7, 7],), {}, rank) == results["alltoall"][rank]
+        got = np.full(2, -1.0)
+        new.replay("Scan", (MPI.IN_PLACE, got), {}, rank)
+        assert got.tolist() == [float(rank)] * 2
+        whole = np.zeros(6)
+        new.replay("Allgatherv", (np.ones(1), [whole, [1, 2, 3], [0, 1, 3], MPI.DOUBLE]), {})
+        assert whole.tolist() == every.tolist()
+    new = prologue.Prologue()
+    new.adopt(mine.handover())
+    with pytest.raises(prologue.ReplayError, match="not among the 4 recorded"):
+        new.replay("exscan", (1,), {}, 6)
+
+
 def test_a_replacement_call_the_record_cannot_answer_raises_instead_of_hanging(monkeypatch):
     import numpy as np
 

@@ -153,8 +153,8 @@ class Prologue:
             warnings.warn(f"dpmpi: {when} this program made {made}, which a process that replaces a failed rank "
                           f"cannot redo (the survivors are recovering by then): a failure would end the job with "
                           f"a ReplayError on the replacement. Make such calls inside the step, or use bcast, "
-                          f"allreduce, allgather, barrier, scatter, gather, reduce, scan, exscan or alltoall on the communicator "
-                          f"dpmpi.init() returned or on one derived from it "
+                          f"allreduce, allgather, barrier, scatter, gather, reduce, scan, exscan, alltoall or "
+                          f"Allgatherv on the communicator dpmpi.init() returned or on one derived from it "
                           f"(docs/spares.md, the prologue)", RuntimeWarning, stacklevel=program_level())
 
     def run_begins(self, tell: bool = False) -> None:
@@ -270,8 +270,8 @@ class Prologue:
             return REAL
         if op not in REPLAYABLE:
             raise ReplayError(refused(f"comm.{op}()", "only bcast, allreduce, allgather, barrier, scatter, gather, "
-                                       "reduce, scan, exscan and alltoall (either case) on the communicator "
-                                       "dpmpi.init() returned are answered from their record"))
+                                       "reduce, scan, exscan and alltoall (either case) and Allgatherv on the "
+                                       "communicator dpmpi.init() returned are answered from their record"))
         if i >= len(self.entries):
             why = (f"the survivors' record stopped at {ENV_MAX}={config.get(ENV_MAX)} bytes" if self.full else
                    f"the survivors' prologue made {len(self.entries)} such call(s) and this is call {i + 1}")

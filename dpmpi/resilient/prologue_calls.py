@@ -13,8 +13,9 @@ from mpi4py import MPI
 from dpmpi.errors import ProcFailedError, RevokedError
 
 # collectives whose result is the same on every rank: a survivor's record is the replacement's result
+# (Allgatherv: its whole receive buffer, as given with its counts and displacements)
 SAME_EVERYWHERE = frozenset({"bcast", "allreduce", "allgather", "barrier",
-                             "Bcast", "Allreduce", "Allgather", "Barrier"})
+                             "Bcast", "Allreduce", "Allgather", "Allgatherv", "Barrier"})
 # rooted ones a replacement can redo: a scatter's part is in its root's record, a gather or a
 # reduce needs nothing on a rank that is not its root
 ROOTED = frozenset({"scatter", "Scatter", "gather", "Gather", "reduce", "Reduce"})
@@ -33,7 +34,7 @@ RANKED = ROOTED | PER_RANK
 REPLAYABLE = SAME_EVERYWHERE | ROOTED | PER_RANK
 # every other method of a communicator that needs its peers to return (or to be matched)
 NEEDS_PEERS = frozenset({
-    "Allgatherv", "Alltoallv", "Alltoallw", "Bsend", "Gatherv", "Iallgather",
+    "Alltoallv", "Alltoallw", "Bsend", "Gatherv", "Iallgather",
     "Iallgatherv", "Iallreduce", "Ialltoall", "Ialltoallv", "Ialltoallw", "Ibarrier", "Ibcast", "Ibsend",
     "Iexscan", "Igather", "Igatherv", "Improbe", "Irecv", "Ireduce", "Ireduce_scatter", "Ireduce_scatter_block",
     "Irsend", "Iscan", "Iscatter", "Iscatterv", "Isend", "Isendrecv", "Isendrecv_replace", "Issend", "Mprobe",
@@ -46,7 +47,7 @@ NEEDS_PEERS = frozenset({
     "neighbor_allgather", "neighbor_alltoall",
 })
 WATCHED = REPLAYABLE | NEEDS_PEERS
-IN_PLACE_KEPT = frozenset({"Allreduce", "Scan", "Exscan", "Alltoall"})  # (between_runs)
+IN_PLACE_KEPT = frozenset({"Allreduce", "Scan", "Exscan", "Alltoall", "Allgatherv"})  # (between_runs)
 REAL = object()  # Prologue.replay's answer: make the call for real (the replacement caught up)
 
 
@@ -90,11 +91,13 @@ def result_buffer(op: str, args: tuple, kwargs: dict, send: bool = False) -> mem
         spec = args[0] if args else kwargs["buf"]
     elif send:
         spec = args[0] if args else kwargs["sendbuf"]
-    else:  # Allreduce, Allgather, Scatter, Gather, Scan, Exscan, Alltoall: (sendbuf, recvbuf, ...)
+    else:  # Allreduce, Allgather(v), Scatter, Gather, Scan, Exscan, Alltoall: (sendbuf, recvbuf, ...)
         spec = args[1] if len(args) > 1 else kwargs["recvbuf"]
     if spec is None or spec is MPI.IN_PLACE:
         raise ValueError("MPI.IN_PLACE or no buffer")
-    if isinstance(spec, (list, tuple)):
+    if isinstance(spec, (list, tuple)) and op == "Allgatherv" and not send and spec:
+        spec = spec[0]  # ([buffer, counts, displacements, datatype] and its shorter forms)
+    elif isinstance(spec, (list, tuple)):
         if len(spec) != 2 or not isinstance(spec[1], MPI.Datatype):
             raise ValueError("a buffer given with a count or displacements")
         spec = spec[0]

@@ -79,7 +79,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             if at is None:
                 raise ReplayError(refused(f"{op}() on a derived communicator",
                                            "only bcast, allreduce, allgather, barrier, scatter, gather, reduce, "
-                                           "scan, exscan and alltoall (either case) on a derived "
+                                           "scan, exscan and alltoall (either case) and Allgatherv on a derived "
                                            "intracommunicator are answered from its survivors' record"))
             answer = prologue.replay_derived(at, op, args, kwargs, mine)
             if answer is not REAL:

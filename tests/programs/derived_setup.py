@@ -7,13 +7,14 @@ node-local ``Split_type``, an ``allreduce`` on a communicator of one rank (every
 dies with its rank: the replacement makes it for real), and rooted ones on the pair (``Scatter``
 and ``scatter`` from its first rank, ``gather`` and ``Reduce`` to its second, ``reduce`` to its
 first), and rank-dependent ones (``exscan``, an in-place ``Scan``, ``Exscan``, ``alltoall``,
-``Alltoall`` on ``comm``; ``exscan``, ``scan``, ``alltoall`` on the pair). Between the two runs,
+``Alltoall``, ``Allgatherv`` on ``comm``; ``exscan``, ``scan``, ``alltoall`` on the pair). Between the two runs,
 an ``allreduce``, a ``reduce`` and a ``scan`` on the pair and an ``exscan`` on ``comm``. ``--runtime-first``:
 the Runtime is made before those calls, so a death in one of them is repaired there
 (DPMPI_FAULTS=1:Bcast@1:KILL). ``--drift``: rank 3 makes the pair's rank-dependent calls only
 once ranks 0 and 1 have made theirs and gone on towards the first snapshot (told by a message on
 the raw ``MPI.COMM_WORLD``, in the job's first processes only), so that a death of rank 3 there
-meets the ranks in two places: 2 in the setup, 0 and 1 in the first snapshot. Prints a line "final" per rank: its digest, recoveries and role."""
+meets the ranks in two places: 2 in the setup, 0 and 1 in the first snapshot. Prints a line
+"final" per rank: its digest, recoveries and role."""
 import hashlib
 import json
 import sys
@@ -55,6 +56,10 @@ comm.Scan(MPI.IN_PLACE, pre)
 ex = np.zeros(2)
 comm.Exscan(np.full(2, 2.0 * r + 1), ex)  # (rank 0's buffer: left as it is)
 mix = comm.alltoall([10 * r + j for j in range(n)])
+sizes = np.arange(1, n + 1)  # (rank r brings r + 1 values)
+every = np.zeros(int(sizes.sum()))
+starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+comm.Allgatherv(np.full(r + 1, r + 0.5), [every, sizes, starts, MPI.DOUBLE])
 swap = np.zeros(n)
 comm.Alltoall(np.arange(n, dtype=float) * (r + 1), swap)
 drift = "--drift" in sys.argv and comm.role is dpmpi.Role.INITIAL
@@ -64,7 +69,8 @@ if drift and r == 3:
 poff, psum, pmix = pair.exscan(r + 1) or 0, pair.scan(float(r)), pair.alltoall([r, -2 * r])
 if drift and r in (0, 1):
     MPI.COMM_WORLD.send(None, dest=3, tag=77)
-ranked = off + float(pre.sum()) + float(ex.sum()) + sum(mix) + float(swap @ np.arange(1.0, n + 1)) + poff + psum
+ranked = (off + float(pre.sum()) + float(ex.sum()) + sum(mix) + float(every @ np.arange(every.size))
+          + float(swap @ np.arange(1.0, n + 1)) + poff + psum)
 w /= top * norm
 x[:] = float(mine) + sum(told or []) + float(red.sum()) + (seen or 0.0) + 1e-2 * (ranked + sum(pmix))
 if "--runtime-first" not in sys.argv:
