@@ -851,10 +851,13 @@ def test_a_death_right_after_a_setup_call_a_replacement_cannot_redo_is_the_progr
     assert final[2]["role"] == "RECOVERED", final
 
 
+_DERIVED_SETUP_REFERENCE: dict[tuple[str, ...], dict] = {}  # (per pytest process)
+
+
 @pytest.mark.parametrize("spares,faults,extra", [
     pytest.param(2, "0:step@30:KILL,2:step@30:KILL", ["--parity"], marks=pytest.mark.long),  # (the budget)
     # the Runtime made first: a death in the setup's calls on the pairs is repaired there
-    (1, "1:Bcast@1:KILL", ["--runtime-first"]),
+    pytest.param(1, "1:Bcast@1:KILL", ["--runtime-first"], marks=pytest.mark.long),  # (and 3:exscan@2 below)
     # ...and in the setup's exscan on comm, then the pair's (its members' agreement), with ranks 0
     # and 1 gone on to the first snapshot: before, the replacement was told they were in the run,
     # raised ReplayError at the pair's call, and the job went on with 3 ranks (4 of 6 runs)
@@ -889,7 +892,11 @@ def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dp
         got = job.by_rank("final")
         assert sorted(got) == [0, 1, 2, 3], job.stdout + job.stderr
         return got
-    want, got = final(""), final(faults)
+    # (the failure-free run once per variant of the program: --drift changes only the order of a failure)
+    variant = tuple(x for x in extra if x != "--drift")
+    if variant not in _DERIVED_SETUP_REFERENCE:
+        _DERIVED_SETUP_REFERENCE[variant] = final("")
+    want, got = _DERIVED_SETUP_REFERENCE[variant], final(faults)
     assert {r: f["digest"] for r, f in got.items()} == {r: f["digest"] for r, f in want.items()}, (want, got)
     if "--runtime-first" not in extra:  # (a repair before the first run is not one of the Runtime's recoveries)
         assert all(f["recoveries"] >= 1 for f in got.values()), got  # (two kills: one repair or two)
@@ -910,6 +917,8 @@ def test_a_warm_spare_called_in_for_a_death_in_the_setup_ends_the_job_with_an_er
     assert "rank 0 failed (status 1, uncaught SparesDepletedError: no spare can take the place of rank(s) [1]" in \
         job.stderr, job.stderr
     assert job.stderr.count("SparesDepletedError: no spare can take") >= 4, job.stderr  # (3 survivors, the spare)
+    if not extra:
+        return  # (the same warm spare recovers a death in the steps: once is enough, make test's budget)
     want = dpmpi_run(5, "warm_setup.py", "40", *extra, launcher_args=["--spares", "1"], timeout=60)
     got = dpmpi_run(5, "warm_setup.py", "40", *extra, launcher_args=["--spares", "1"], faults="2:step@20:KILL",
                     timeout=60)
