@@ -10,10 +10,11 @@ first), and rank-dependent ones (``exscan``, an in-place ``Scan``, ``Exscan``, `
 ``Alltoall``, ``Allgatherv`` on ``comm``; ``exscan``, ``scan``, ``alltoall`` on the pair). Between the two runs,
 an ``allreduce``, a ``reduce`` and a ``scan`` on the pair and an ``exscan`` on ``comm``. ``--runtime-first``:
 the Runtime is made before those calls, so a death in one of them is repaired there
-(DPMPI_FAULTS=1:Bcast@1:KILL). ``--drift``: rank 3 makes the pair's rank-dependent calls only
-once ranks 0 and 1 have made theirs and gone on towards the first snapshot (told by a message on
-the raw ``MPI.COMM_WORLD``, in the job's first processes only), so that a death of rank 3 there
-meets the ranks in two places: 2 in the setup, 0 and 1 in the first snapshot. Prints a line
+(DPMPI_FAULTS=1:Bcast@1:KILL). ``--drift=R``: rank R makes the pair's rank-dependent calls only
+once the other pair's ranks have made theirs and gone on towards the first snapshot (told by a
+message on the raw ``MPI.COMM_WORLD``, in the job's first processes only), so that a death of
+rank R there meets the ranks in two places (R=3: 2 in the setup, 0 and 1 in the first snapshot;
+R=1: 0 in the setup, 2 and 3 in the first snapshot). Prints a line
 "final" per rank: its digest, recoveries and role."""
 import hashlib
 import json
@@ -62,13 +63,14 @@ starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
 comm.Allgatherv(np.full(r + 1, r + 0.5), [every, sizes, starts, MPI.DOUBLE])
 swap = np.zeros(n)
 comm.Alltoall(np.arange(n, dtype=float) * (r + 1), swap)
-drift = "--drift" in sys.argv and comm.role is dpmpi.Role.INITIAL
-if drift and r == 3:
-    for src in (0, 1):
+late = next((int(a.split("=")[1]) for a in sys.argv if a.startswith("--drift=")), -1)
+ahead = [q for q in range(4) if q // 2 != late // 2] if late >= 0 and comm.role is dpmpi.Role.INITIAL else []
+if r == late and ahead:
+    for src in ahead:
         MPI.COMM_WORLD.recv(source=src, tag=77)
 poff, psum, pmix = pair.exscan(r + 1) or 0, pair.scan(float(r)), pair.alltoall([r, -2 * r])
-if drift and r in (0, 1):
-    MPI.COMM_WORLD.send(None, dest=3, tag=77)
+if r in ahead:
+    MPI.COMM_WORLD.send(None, dest=late, tag=77)
 ranked = (off + float(pre.sum()) + float(ex.sum()) + sum(mix) + float(every @ np.arange(every.size))
           + float(swap @ np.arange(1.0, n + 1)) + poff + psum)
 w /= top * norm
