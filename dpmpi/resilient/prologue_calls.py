@@ -26,9 +26,11 @@ TO_ROOT = frozenset({"gather", "Gather", "reduce", "Reduce"})
 TOLD_MAX = 16 << 20
 # collectives whose result differs by rank (a prefix sum for the rank's offset, a personalized
 # exchange): in an open prologue they are made as asked, then every rank's result is allgathered
-# (pickled, or the buffer's bytes; each up to TOLD_MAX: each rank decides for its own), so that
-# every record holds the replacement's result (``per_rank_reply``)
+# (pickled, or the buffer's bytes; each up to PER_RANK_MAX: each rank decides for its own, so that
+# an Alltoall of large blocks costs one small allgather, not n copies of them), so that every
+# record holds the replacement's result (``per_rank_reply``)
 PER_RANK = frozenset({"scan", "exscan", "alltoall", "Scan", "Exscan", "Alltoall"})
+PER_RANK_MAX = 1 << 20
 # their answer depends on the replacement's rank in the communicator
 RANKED = ROOTED | PER_RANK
 REPLAYABLE = SAME_EVERYWHERE | ROOTED | PER_RANK
@@ -198,12 +200,12 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
 
 def told_part(op: str, args: tuple, kwargs: dict, result: Any) -> bytes | None:
     """This rank's result of a PER_RANK call, as every rank's record keeps it (pickled, or the
-    buffer's bytes), or None where it cannot be read or is over TOLD_MAX."""
+    buffer's bytes), or None where it cannot be read or is over PER_RANK_MAX."""
     try:
         mine = MPI.pickle.dumps(result) if op[0].islower() else result_buffer(op, args, kwargs).tobytes()
     except Exception:  # (unreadable: not recorded; that rank's replacement is told at its turn)
         return None
-    return mine if len(mine) <= TOLD_MAX else None
+    return mine if len(mine) <= PER_RANK_MAX else None
 
 
 def per_rank_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank: int, name: str) -> Any:
@@ -215,7 +217,7 @@ def per_rank_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, ran
     parts = MPI.pickle.loads(entry.payload)
     part = parts[rank] if 0 <= rank < len(parts) else None
     if part is None:
-        raise ReplayError(refused(name, f"the failed rank's result was not recorded (over {TOLD_MAX} bytes, or "
+        raise ReplayError(refused(name, f"the failed rank's result was not recorded (over {PER_RANK_MAX} bytes, or "
                                         f"unreadable), or rank {rank} is not among the {len(parts)} recorded"))
     if op[0].islower():
         return MPI.pickle.loads(part)
