@@ -25,7 +25,7 @@ changed (the Snapshot's own epoch numbers: ``dpmpi.epochs``). After the update o
 ``snapshot_every``-th step the state is staged; the copy runs on C threads while the next step
 computes and is committed (and replicated) in the background as soon as it is done;
 ``rt.update()`` of the next step waits for it (and, with ``bounded_loss``, for its replication)
-before the state changes again. A failure loses at most one step and the one in progress.
+before the state changes again. Snapshotting every step, a failure loses a step and the current.
 
 Every step modifies the state only inside ``with rt.update():`` (once per step); deterministic
 steps (of state, step number, rank) end a recovered run bit for bit where a failure-free one ends.

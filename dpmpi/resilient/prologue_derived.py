@@ -26,8 +26,8 @@ with it when a repair drops forgotten places (``remap``).
 A communicator whose every member is a replacement of the same repair (one of one rank, a group
 that died whole) has no record: its replacements make its calls together, for real, and record
 them. Not covered (``ReplayError`` as before): other calls on a derived communicator (point-to-point,
-the v-variants but Allgatherv, reduce_scatter, non-blocking ones), a scatter whose root's record was not the one handed over,
-and an intercommunicator's calls.
+the v-variants but Allgatherv, reduce_scatter, non-blocking ones), a scatter whose root's record
+was not the one handed over, and an intercommunicator's calls.
 
 Where a failure in such a call is repaired (with a ``dpmpi.Runtime`` made before it: dpmpi.init's
 watch of the setup ends at the first derived communicator), each is followed by an agreement of
