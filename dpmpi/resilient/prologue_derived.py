@@ -229,13 +229,10 @@ class DerivedRecords:
             raise ReplayError(refused(name, f"its surviving members' call there was {entry.op}"
                                             + (f"(root={entry.root})" if entry.root >= 0 else "()")
                                             + ": the members must make the same collectives on it"))
-        if op in ROOTED:
-            out = rooted_reply(op, args, kwargs, entry, i, rank, f"{op}(root={root}) on a derived communicator")
+        if op in ROOTED or op in PER_RANK:
+            out = (rooted_reply(op, args, kwargs, entry, i, rank, f"{op}(root={root}) on a derived communicator")
+                   if op in ROOTED else per_rank_reply(op, args, kwargs, entry, i, rank, name))
             entries[i] = as_root(op, args, kwargs, entry, rank)
-            self.next[place] = i + 1
-            return out
-        if op in PER_RANK:
-            out = per_rank_reply(op, args, kwargs, entry, i, rank, name)
             self.next[place] = i + 1
             return out
         if entry.payload is None:
