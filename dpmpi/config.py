@@ -102,12 +102,12 @@ VARS: tuple[Var, ...] = (
     Var("DPMPI_PROLOGUE_MAX", "int", 64 << 20, "bytes of results each active rank keeps of the collectives "
         "its program made before its first snapshot and between dpmpi.Runtime runs (bcast, allreduce, "
         "allgather, barrier, gather, reduce; a scatter's whole input on its root; every rank's result of a "
-        "scan, exscan or alltoall; on derived communicators too), which a replacement's own "
-        "prologue gets from them (docs/spares.md); past it, a replacement that reaches that point raises "
-        "ReplayError", minimum=0),
+        "scan, exscan or alltoall; the v-variants and reduce_scatters; on derived communicators too), "
+        "which a replacement's own prologue gets from them (docs/spares.md); past it, a replacement that "
+        "reaches that point raises ReplayError", minimum=0),
     Var("DPMPI_SETUP_WATCH", "int", 64, "how many of the program's first collectives on the communicator "
         "dpmpi.init() returned (bcast, allreduce, allgather, barrier, scatter, gather, reduce, scan, exscan, "
-        "alltoall, either case), "
+        "alltoall, either case, the v-variants and reduce_scatters), "
         "before a dpmpi.Runtime or a snapshot exists, are each followed by an agreement, so that a death there "
         "is repaired where it happened (docs/runtime.md, the setup), until a rank makes a call a replacement "
         "cannot redo or registers a repair callback, or a derived communicator is made; past them, or 0, such "

@@ -865,6 +865,10 @@ _DERIVED_SETUP_REFERENCE: dict[tuple[str, ...], dict] = {}  # (per pytest proces
     (1, "3:exscan@2:KILL", ["--runtime-first", "--drift=3"]),
     # (the lowest rank in the setup, 2 and 3 in the first snapshot: they take it again, not restore)
     pytest.param(1, "1:exscan@2:KILL", ["--runtime-first", "--drift=1"], marks=pytest.mark.long),
+    # ...and in the setup's Scatterv on comm, its root (a Gatherv's: long tier): before the forty-fifth
+    # session a replacement raised ReplayError at the first v-variant (but Allgatherv)
+    (1, "0:Scatterv@1:KILL", ["--runtime-first"]),
+    pytest.param(1, "1:Gatherv@1:KILL", ["--runtime-first"], marks=pytest.mark.long),
     # rank 0 (the pair's scatter root) then rank 1 (its gather's and Reduce's root), in two repairs:
     # the second is answered from the record of rank 0's replacement, which keeps the root's parts
     (2, "0:step@10:KILL,1:step@25:KILL", []),
@@ -877,7 +881,8 @@ def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dp
     run, with a Bcast, allreduce, bcast, allgather, Barrier and allreduce on them there and an
     allreduce on the pair between the two runs (tests/programs/derived_setup.py), and rooted and
     rank-dependent ones (scan, exscan, alltoall, either case: before the forty-fourth session a
-    replacement raised ReplayError at the first and the job went on with 3 ranks). Before, each
+    replacement raised ReplayError at the first and the job went on with 3 ranks; Scatterv,
+    Gatherv, Alltoallv, Reduce_scatter(_block): before the forty-fifth). Before, each
     replacement raised ReplayError at the pair's Bcast and the job went on with fewer ranks and
     other results. Now its calls are answered from a surviving member's record, or, where the
     whole pair (or the one rank) died in one repair, made by the replacements together: bit for

@@ -1663,13 +1663,73 @@ def test_a_replacement_gets_the_failed_ranks_own_result_of_a_scan_exscan_or_allt
         new.replay("exscan", (1,), {}, 6)
 
 
+def test_a_replacement_redoes_the_setups_vector_collectives_and_reduce_scatters(monkeypatch):
+    """Scatterv (its root records its parts, from its counts and displacements), Gatherv (its
+    root's whole receive buffer told to every rank), Alltoallv and Reduce_scatter(_block) (every
+    rank's whole receive buffer allgathered): a replacement gets the failed rank's result, as
+    mpi4py reads each buffer argument (msgspec). Before, each raised ReplayError on the
+    replacement, a setup that distributed its data with Scatterv lost every spare."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from dpmpi.resilient import msgspec
+    data = np.arange(10.0)
+    assert [bytes(b) for b in msgspec.parts([data, [1, 2, 3, 4], [0, 1, 3, 6], MPI.DOUBLE])] == \
+        [data[0:1].tobytes(), data[1:3].tobytes(), data[3:6].tobytes(), data[6:10].tobytes()]
+    assert [b.nbytes for b in msgspec.parts([data, ([3, 3], [4, 0])])] == [24, 24]
+    assert [b.nbytes for b in msgspec.parts(data, 4)] == [24, 24, 16, 16]  # (mpi4py's split of 10 by 4)
+    assert [b.tobytes() for b in msgspec.parts([data, 2, 3, "d"], 3)][2] == data[6:8].tobytes()  # (strided)
+    assert msgspec.region([data, (2, 5), MPI.DOUBLE]).tobytes() == data[5:7].tobytes()
+    assert msgspec.region([data, 3]).nbytes == 24 and msgspec.region(data).nbytes == 80
+    with pytest.raises(ValueError, match="not known here"):
+        msgspec.parts(data)
+    with pytest.raises(ValueError, match="beyond its buffer"):
+        msgspec.region([data, (4, 8), MPI.DOUBLE])
+
+    prologue, mine = _prologue_with(monkeypatch)  # (rank 0: the Scatterv's root; rank 1 the Gatherv's)
+    counts, starts = [1, 2, 3, 4], [0, 1, 3, 6]
+    mine.record("Scatterv", ([data, counts, starts, MPI.DOUBLE], np.zeros(1), 0), {}, None, 0)
+    gathered = np.arange(10.0) * 3
+    told = gathered.tobytes()  # (what rank 1's broadcast of its whole buffer gave every rank)
+    gatherv = prologue.guarded(mine, "Gatherv", lambda *a: None, False, lambda: None, lambda: 0,
+                               lambda name: (lambda mine_, root: told))
+    gatherv(np.zeros(1), None, 1)
+    exchanged = [np.full(3, float(r)).tobytes() for r in range(4)]
+    for op in ("Alltoallv", "Reduce_scatter_block"):
+        call = prologue.guarded(mine, op, lambda *a: None, False, lambda: None, lambda: 0,
+                                lambda name: (lambda mine_: exchanged))
+        call(np.zeros(3), [np.zeros(3), [1, 1, 1, 0]])
+    mine.close()
+    assert [e.op for e in mine.handover()[0]] == ["Scatterv", "Gatherv", "Alltoallv", "Reduce_scatter_block"]
+    for rank in (2, 1, 0):
+        new = prologue.Prologue()
+        new.adopt(mine.handover())
+        part = np.zeros(counts[rank])
+        new.replay("Scatterv", ([data, counts, starts, MPI.DOUBLE] if rank == 0 else None, part, 0), {}, rank)
+        assert part.tolist() == data[starts[rank]:starts[rank] + counts[rank]].tolist()
+        whole = np.zeros(10)
+        assert new.replay("Gatherv", (np.zeros(1), [whole, counts] if rank == 1 else None, 1), {}, rank) is None
+        assert whole.tolist() == (gathered.tolist() if rank == 1 else [0.0] * 10)
+        for op in ("Alltoallv", "Reduce_scatter_block"):
+            got = np.zeros(3)
+            new.replay(op, (MPI.IN_PLACE, [got, [1, 1, 1, 0]]), {}, rank)
+            assert got.tolist() == [float(rank)] * 3
+    new = prologue.Prologue()
+    new.adopt(mine.handover())
+    with pytest.raises(prologue.ReplayError, match="holds 24 bytes, its part 16"):
+        new.replay("Scatterv", (None, np.zeros(3), 0), {}, 1)
+
+
 def test_a_replacement_call_the_record_cannot_answer_raises_instead_of_hanging(monkeypatch):
     import numpy as np
+    from mpi4py import MPI
 
     prologue, mine = _prologue_with(monkeypatch)
     mine.record("bcast", ("x",), {"root": 1}, "x")
     mine.record("Bcast", (np.zeros(4),), {}, None)
-    mine.record("Bcast", ([np.zeros(4), 2, None],), {}, None)  # (a count: not recorded, said why)
+    gaps = MPI.DOUBLE.Create_resized(0, 16)  # (a datatype with gaps: not recorded, said why)
+    mine.record("Bcast", ([np.zeros(4), 2, gaps],), {}, None)
+    gaps.Free()
     mine.close()
     new = prologue.Prologue()
     new.adopt(mine.handover())

@@ -39,9 +39,9 @@ from mpi4py import MPI
 from dpmpi import config
 from dpmpi.resilient.prologue_derived import DerivedRecords, Where
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
-    NEEDS_PEERS, PER_RANK, REAL, REPLAYABLE, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED, Entry, ReplayError,
-    as_root, between_runs, creation_between_runs, entry_of, make_entry, per_rank_reply, program_level, program_line,
-    refused, result_buffer, root_of, rooted_reply, write_recorded)
+    NEEDS_PEERS, PER_RANK, REAL, REPLAYABLE, REPLAYABLE_NAMES, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED,
+    Entry, ReplayError, as_root, between_runs, creation_between_runs, entry_of, make_entry, per_rank_reply,
+    program_level, program_line, refused, result_buffer, root_of, rooted_reply, write_recorded)
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)
@@ -152,10 +152,9 @@ class Prologue:
             self.refused = {}
             warnings.warn(f"dpmpi: {when} this program made {made}, which a process that replaces a failed rank "
                           f"cannot redo (the survivors are recovering by then): a failure would end the job with "
-                          f"a ReplayError on the replacement. Make such calls inside the step, or use bcast, "
-                          f"allreduce, allgather, barrier, scatter, gather, reduce, scan, exscan, alltoall or "
-                          f"Allgatherv on the communicator dpmpi.init() returned or on one derived from it "
-                          f"(docs/spares.md, the prologue)", RuntimeWarning, stacklevel=program_level())
+                          f"a ReplayError on the replacement. Make such calls inside the step, or use "
+                          f"{REPLAYABLE_NAMES} on the communicator dpmpi.init() returned or on one derived "
+                          f"from it (docs/spares.md, the prologue)", RuntimeWarning, stacklevel=program_level())
 
     def run_begins(self, tell: bool = False) -> None:
         """dpmpi.Runtime.run starts: nothing is recorded until it returns. On a replacement that
@@ -269,9 +268,8 @@ class Prologue:
         if op in REPLAYABLE and self._interrupted(i >= len(self.entries) or self.entries[i].segment > self.runs):
             return REAL
         if op not in REPLAYABLE:
-            raise ReplayError(refused(f"comm.{op}()", "only bcast, allreduce, allgather, barrier, scatter, gather, "
-                                       "reduce, scan, exscan and alltoall (either case) and Allgatherv on the "
-                                       "communicator dpmpi.init() returned are answered from their record"))
+            raise ReplayError(refused(f"comm.{op}()", f"only {REPLAYABLE_NAMES} on the communicator dpmpi.init() "
+                                       "returned are answered from their record"))
         if i >= len(self.entries):
             why = (f"the survivors' record stopped at {ENV_MAX}={config.get(ENV_MAX)} bytes" if self.full else
                    f"the survivors' prologue made {len(self.entries)} such call(s) and this is call {i + 1}")

@@ -11,36 +11,45 @@ from typing import Any, Callable, NamedTuple
 from mpi4py import MPI
 
 from dpmpi.errors import ProcFailedError, RevokedError
+from dpmpi.resilient import msgspec
 
 # collectives whose result is the same on every rank: a survivor's record is the replacement's result
 # (Allgatherv: its whole receive buffer, as given with its counts and displacements)
 SAME_EVERYWHERE = frozenset({"bcast", "allreduce", "allgather", "barrier",
                              "Bcast", "Allreduce", "Allgather", "Allgatherv", "Barrier"})
-# rooted ones a replacement can redo: a scatter's part is in its root's record, a gather or a
-# reduce needs nothing on a rank that is not its root
-ROOTED = frozenset({"scatter", "Scatter", "gather", "Gather", "reduce", "Reduce"})
+# rooted ones a replacement can redo: a scatter's part is in its root's record (Scatterv: its
+# counts given as a list), a gather or a reduce needs nothing on a rank that is not its root
+ROOTED = frozenset({"scatter", "Scatter", "Scatterv", "gather", "Gather", "Gatherv", "reduce", "Reduce"})
 # what a rank that is not the root gets: nothing (its root holds the result). In an open prologue
-# they are made as asked, then their root's result is broadcast (pickled, or the buffer's bytes)
-# so that every record holds it for the root's replacement, up to TOLD_MAX bytes (the root decides)
-TO_ROOT = frozenset({"gather", "Gather", "reduce", "Reduce"})
+# they are made as asked, then their root's result is broadcast (pickled, or the buffer's bytes;
+# Gatherv: its whole receive buffer) so that every record holds it for the root's replacement, up
+# to TOLD_MAX bytes (the root decides)
+TO_ROOT = frozenset({"gather", "Gather", "Gatherv", "reduce", "Reduce"})
 TOLD_MAX = 16 << 20
 # collectives whose result differs by rank (a prefix sum for the rank's offset, a personalized
 # exchange): in an open prologue they are made as asked, then every rank's result is allgathered
 # (pickled, or the buffer's bytes; each up to PER_RANK_MAX: each rank decides for its own, so that
 # an Alltoall of large blocks costs one small allgather, not n copies of them), so that every
-# record holds the replacement's result (``per_rank_reply``)
-PER_RANK = frozenset({"scan", "exscan", "alltoall", "Scan", "Exscan", "Alltoall"})
+# record holds the replacement's result (``per_rank_reply``; Alltoallv and the reduce_scatters: each
+# rank's whole receive buffer)
+PER_RANK = frozenset({"scan", "exscan", "alltoall", "Scan", "Exscan", "Alltoall", "Alltoallv", "Reduce_scatter",
+                      "Reduce_scatter_block"})
 PER_RANK_MAX = 1 << 20
 # their answer depends on the replacement's rank in the communicator
 RANKED = ROOTED | PER_RANK
 REPLAYABLE = SAME_EVERYWHERE | ROOTED | PER_RANK
+# what a replacement is told when it makes another call (prologue.py, prologue_guard.py)
+REPLAYABLE_NAMES = ("bcast, allreduce, allgather, barrier, scatter, gather, reduce, scan, exscan and alltoall (either "
+                    "case), Allgatherv, Gatherv, Scatterv, Alltoallv, Reduce_scatter and Reduce_scatter_block")
+# collectives whose result is their whole receive buffer (as given with counts and displacements)
+WHOLE = frozenset({"Allgatherv", "Gatherv", "Alltoallv", "Reduce_scatter", "Reduce_scatter_block"})
 # every other method of a communicator that needs its peers to return (or to be matched)
 NEEDS_PEERS = frozenset({
-    "Alltoallv", "Alltoallw", "Bsend", "Gatherv", "Iallgather",
+    "Alltoallw", "Bsend", "Iallgather",
     "Iallgatherv", "Iallreduce", "Ialltoall", "Ialltoallv", "Ialltoallw", "Ibarrier", "Ibcast", "Ibsend",
     "Iexscan", "Igather", "Igatherv", "Improbe", "Irecv", "Ireduce", "Ireduce_scatter", "Ireduce_scatter_block",
     "Irsend", "Iscan", "Iscatter", "Iscatterv", "Isend", "Isendrecv", "Isendrecv_replace", "Issend", "Mprobe",
-    "Probe", "Recv", "Reduce_scatter", "Reduce_scatter_block", "Rsend", "Scatterv", "Send",
+    "Probe", "Recv", "Rsend", "Send",
     "Sendrecv", "Sendrecv_replace", "Ssend", "Agree", "Iagree", "Neighbor_allgather",
     "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv", "Neighbor_alltoallw",
     "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall", "Ineighbor_alltoallv",
@@ -49,7 +58,8 @@ NEEDS_PEERS = frozenset({
     "neighbor_allgather", "neighbor_alltoall",
 })
 WATCHED = REPLAYABLE | NEEDS_PEERS
-IN_PLACE_KEPT = frozenset({"Allreduce", "Scan", "Exscan", "Alltoall", "Allgatherv"})  # (between_runs)
+IN_PLACE_KEPT = frozenset({"Allreduce", "Scan", "Exscan", "Alltoall", "Allgatherv", "Gatherv", "Alltoallv",
+                           "Reduce_scatter", "Reduce_scatter_block"})  # (between_runs)
 REAL = object()  # Prologue.replay's answer: make the call for real (the replacement caught up)
 
 
@@ -81,25 +91,26 @@ def root_of(op: str, args: tuple, kwargs: dict) -> int:
     Reduce(sendbuf, recvbuf, op, root)); -1 for the others."""
     if op not in ("bcast", "Bcast") and op not in ROOTED:
         return -1
-    at = {"Scatter": 2, "Gather": 2, "reduce": 2, "Reduce": 3}.get(op, 1)
+    at = {"Scatter": 2, "Scatterv": 2, "Gather": 2, "Gatherv": 2, "reduce": 2, "Reduce": 3}.get(op, 1)
     root = args[at] if len(args) > at else kwargs.get("root", 0)
     return int(root)
 
 
 def result_buffer(op: str, args: tuple, kwargs: dict, send: bool = False) -> memoryview:
-    """The bytes an upper-case collective writes (a plain buffer or ``[buffer, datatype]``), or,
-    with ``send``, those it sends (Scatter's root: its whole input)."""
+    """The bytes an upper-case collective writes (a message as mpi4py reads it: ``msgspec``;
+    the whole buffer of a WHOLE one), or, with ``send``, those it sends (Scatter's root: its whole
+    input, a plain buffer or ``[buffer, datatype]``)."""
     if op == "Bcast":
         spec = args[0] if args else kwargs["buf"]
     elif send:
         spec = args[0] if args else kwargs["sendbuf"]
-    else:  # Allreduce, Allgather(v), Scatter, Gather, Scan, Exscan, Alltoall: (sendbuf, recvbuf, ...)
+    else:  # Allreduce, Allgather(v), Scatter(v), Gather(v), Scan, Exscan, Alltoall(v), ...: (sendbuf, recvbuf, ...)
         spec = args[1] if len(args) > 1 else kwargs["recvbuf"]
     if spec is None or spec is MPI.IN_PLACE:
         raise ValueError("MPI.IN_PLACE or no buffer")
-    if isinstance(spec, (list, tuple)) and op == "Allgatherv" and not send and spec:
-        spec = spec[0]  # ([buffer, counts, displacements, datatype] and its shorter forms)
-    elif isinstance(spec, (list, tuple)):
+    if not send:
+        return msgspec.whole(spec) if op in WHOLE else msgspec.region(spec)
+    if isinstance(spec, (list, tuple)):
         if len(spec) != 2 or not isinstance(spec[1], MPI.Datatype):
             raise ValueError("a buffer given with a count or displacements")
         spec = spec[0]
@@ -132,12 +143,15 @@ def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank:
         return Entry(op, root, len(result), result, "") if isinstance(result, bytes) else Entry(op, root, -1, b"", "")
     if op in ("barrier", "Barrier"):
         return Entry(op, root, -1, b"", "")
-    if op in ("scatter", "Scatter") and rank != root:
+    if op in ("scatter", "Scatter", "Scatterv") and rank != root:
         return Entry(op, root, -1, None, f"its parts are in its root's record (rank {root}), which was not "
                                          f"the one handed over (the root failed too, or it is not the lowest "
                                          f"surviving rank)")
     if op == "scatter":
         return Entry(op, root, -1, MPI.pickle.dumps(list(args[0] if args else kwargs["sendobj"])), "")
+    if op == "Scatterv":  # (its parts, one per rank: they need its counts and displacements)
+        blocks = msgspec.parts(args[0] if args else kwargs["sendbuf"])
+        return Entry(op, root, -1, MPI.pickle.dumps([bytes(b) for b in blocks]), "")
     if op == "Scatter":
         return Entry(op, root, result_buffer(op, args, kwargs).nbytes,
                      result_buffer(op, args, kwargs, send=True).tobytes(), "")
@@ -176,6 +190,8 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
         raise ReplayError(refused(name, f"this process replaces the root, and the parts of the others went to "
                                         f"the failed one (a result over {TOLD_MAX} bytes is not recorded)"))
     try:
+        if op == "Scatterv":
+            return _scatterv_reply(args, kwargs, entry, i, rank, name)
         if op == "scatter":
             if rank == entry.root:  # the root's replacement: its own part of its own input
                 return list(args[0] if args else kwargs["sendobj"])[rank]
@@ -195,6 +211,24 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
     if part.nbytes != out.nbytes:
         raise ReplayError(refused(name, f"the root's input holds no part for rank {rank}"))
     out[:] = part
+    return None
+
+
+def _scatterv_reply(args: tuple, kwargs: dict, entry: Entry, i: int, rank: int, name: str) -> None:
+    """A replacement's Scatterv: its part of its own input (it replaces the root), or of the
+    root's, as the root recorded it (``make_entry``)."""
+    recv = args[1] if len(args) > 1 else kwargs["recvbuf"]
+    if rank == entry.root:
+        if recv is MPI.IN_PLACE:
+            return None  # (the root's part stays in its input)
+        blocks = [bytes(b) for b in msgspec.parts(args[0] if args else kwargs["sendbuf"])]
+    elif entry.payload is None:
+        raise ReplayError(refused(name, f"call {i + 1} of the survivors' prologue: {entry.why}"))
+    else:
+        blocks = MPI.pickle.loads(entry.payload)
+    if not 0 <= rank < len(blocks):
+        raise ReplayError(refused(name, f"the root's input holds no part for rank {rank}"))
+    write_recorded(name, "Scatterv", args, kwargs, blocks[rank], "its part")
     return None
 
 
@@ -231,7 +265,7 @@ def as_root(op: str, args: tuple, kwargs: dict, entry: Entry, rank: int) -> Entr
     root it replaces, the root's record (its own input), so that, as the lowest surviving rank
     of a later repair, it hands over the parts (before, it kept the record it was handed, where a
     scatter's parts were not: the next replacement of another rank raised ``ReplayError``)."""
-    if op in ("scatter", "Scatter") and rank == entry.root and entry.payload is None:
+    if op in ("scatter", "Scatter", "Scatterv") and rank == entry.root and entry.payload is None:
         return entry_of(op, args, kwargs, None, rank, entry.segment)
     return entry
 

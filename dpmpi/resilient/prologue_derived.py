@@ -19,14 +19,16 @@ part of its own input); a ``gather`` or ``reduce`` is followed by its root's res
 the members, up to ``TOLD_MAX``, so that any member's record answers the root's replacement (a
 replacement that is not the root gets ``None``, as MPI gives it). A ``scan``, ``exscan`` or
 ``alltoall`` (either case) is followed by an allgather of every member's result, and a
-replacement gets the failed rank's own. Keyed by
+replacement gets the failed rank's own; the v-variants and reduce_scatters likewise
+(``prologue_calls``: a Scatterv's root records its parts, a Gatherv's root's whole buffer is
+told, an Alltoallv's or a reduce_scatter's every member's whole buffer). Keyed by
 the derived communicator's place in the recipes (the same on every rank: ``derived.py``), moved
 with it when a repair drops forgotten places (``remap``).
 
 A communicator whose every member is a replacement of the same repair (one of one rank, a group
 that died whole) has no record: its replacements make its calls together, for real, and record
 them. Not covered (``ReplayError`` as before): other calls on a derived communicator (point-to-point,
-the v-variants but Allgatherv, reduce_scatter, non-blocking ones), a scatter whose root's record
+Alltoallw, neighbourhood and non-blocking ones), a scatter whose root's record
 was not the one handed over, and an intercommunicator's calls.
 
 Where a failure in such a call is repaired (with a ``dpmpi.Runtime`` made before it: dpmpi.init's

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi.resilient.prologue_calls import (PER_RANK, RANKED, REAL, REPLAYABLE, TO_ROOT, TOLD_MAX, ReplayError,
-                                            between_runs, refused, result_buffer, root_of, told_part)
+from dpmpi.resilient.prologue_calls import (PER_RANK, RANKED, REAL, REPLAYABLE, REPLAYABLE_NAMES, TO_ROOT, TOLD_MAX,
+                                            ReplayError, between_runs, refused, result_buffer, root_of, told_part)
 from dpmpi.resilient.prologue_derived import Where
 
 if TYPE_CHECKING:
@@ -78,9 +78,8 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         if replaying:
             if at is None:
                 raise ReplayError(refused(f"{op}() on a derived communicator",
-                                           "only bcast, allreduce, allgather, barrier, scatter, gather, reduce, "
-                                           "scan, exscan and alltoall (either case) and Allgatherv on a derived "
-                                           "intracommunicator are answered from its survivors' record"))
+                                           f"only {REPLAYABLE_NAMES} on a derived intracommunicator are "
+                                           "answered from its survivors' record"))
             answer = prologue.replay_derived(at, op, args, kwargs, mine)
             if answer is not REAL:
                 return answer

@@ -7,7 +7,8 @@ node-local ``Split_type``, an ``allreduce`` on a communicator of one rank (every
 dies with its rank: the replacement makes it for real), and rooted ones on the pair (``Scatter``
 and ``scatter`` from its first rank, ``gather`` and ``Reduce`` to its second, ``reduce`` to its
 first), and rank-dependent ones (``exscan``, an in-place ``Scan``, ``Exscan``, ``alltoall``,
-``Alltoall``, ``Allgatherv`` on ``comm``; ``exscan``, ``scan``, ``alltoall`` on the pair). Between the two runs,
+``Alltoall``, ``Allgatherv``, ``Scatterv``, ``Gatherv``, ``Alltoallv``, ``Reduce_scatter_block``,
+``Reduce_scatter`` on ``comm``; ``exscan``, ``scan``, ``alltoall``, ``Scatterv`` on the pair). Between the two runs,
 an ``allreduce``, a ``reduce`` and a ``scan`` on the pair and an ``exscan`` on ``comm``. ``--runtime-first``:
 the Runtime is made before those calls, so a death in one of them is repaired there
 (DPMPI_FAULTS=1:Bcast@1:KILL). ``--drift=R``: rank R makes the pair's rank-dependent calls only
@@ -63,6 +64,21 @@ starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
 comm.Allgatherv(np.full(r + 1, r + 0.5), [every, sizes, starts, MPI.DOUBLE])
 swap = np.zeros(n)
 comm.Alltoall(np.arange(n, dtype=float) * (r + 1), swap)
+# vector ones and reduce_scatters: rank 0 scatters r + 1 values to rank r, rank 1 gathers them
+# back, rank r sends j + 1 values to rank j; on the pair, its first rank scatters
+mv = np.zeros(r + 1)
+comm.Scatterv([np.arange(float(sizes.sum())) / 4, sizes, starts, MPI.DOUBLE] if r == 0 else None, mv, root=0)
+back = np.zeros(int(sizes.sum())) if r == 1 else None
+comm.Gatherv(mv * 3, [back, sizes, starts, MPI.DOUBLE] if r == 1 else None, root=1)
+vex = np.zeros(n * (r + 1))
+comm.Alltoallv([np.arange(float(sizes.sum())) * (r + 1), sizes], [vex, [r + 1] * n])
+blk, rsv = np.zeros(2), np.zeros(r + 1)
+comm.Reduce_scatter_block(np.arange(2.0 * n) * (r + 1), blk, op=MPI.SUM)
+comm.Reduce_scatter(np.arange(float(sizes.sum())) + r, rsv, recvcounts=sizes, op=MPI.SUM)
+pv = np.zeros(pair.Get_rank() + 1)
+pair.Scatterv([np.arange(3.0) + r, [1, 2]] if pair.Get_rank() == 0 else None, pv, root=0)
+vectors = (float(back @ np.arange(back.size)) if back is not None else 0.0) + float(vex @ np.arange(vex.size)) \
+    + float(blk.sum() + rsv.sum() + pv.sum() + mv.sum())
 late = next((int(a.split("=")[1]) for a in sys.argv if a.startswith("--drift=")), -1)
 ahead = [q for q in range(4) if q // 2 != late // 2] if late >= 0 and comm.role is dpmpi.Role.INITIAL else []
 if r == late and ahead:
@@ -72,7 +88,7 @@ poff, psum, pmix = pair.exscan(r + 1) or 0, pair.scan(float(r)), pair.alltoall([
 if r in ahead:
     MPI.COMM_WORLD.send(None, dest=late, tag=77)
 ranked = (off + float(pre.sum()) + float(ex.sum()) + sum(mix) + float(every @ np.arange(every.size))
-          + float(swap @ np.arange(1.0, n + 1)) + poff + psum)
+          + float(swap @ np.arange(1.0, n + 1)) + poff + psum + vectors)
 w /= top * norm
 x[:] = float(mine) + sum(told or []) + float(red.sum()) + (seen or 0.0) + 1e-2 * (ranked + sum(pmix))
 if "--runtime-first" not in sys.argv:
