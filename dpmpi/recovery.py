@@ -53,6 +53,11 @@ class Recovery:
     def recompute_ms(self) -> float:
         return 1e3 * (self.caught_up_at - self.resumed_at) if self.caught_up_at else 0.0
 
+    def caught_up(self, step: int, emit: Callable[..., None]) -> None:
+        """The steps this recovery took the run back are done again: ``emit`` the "caught-up" event."""
+        self.caught_up_at = time.time()
+        emit("caught-up", step=step, recompute_ms=round(self.recompute_ms, 3), steps_recomputed=self.steps_recomputed)
+
     def as_dict(self) -> dict:
         d = asdict(self)
         d.update(steps_recomputed=self.steps_recomputed, detect_ms=round(self.detect_ms, 3),

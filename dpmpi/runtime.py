@@ -54,15 +54,13 @@ _JUDGES = (resilient.Role.INITIAL, resilient.Role.SURVIVOR)  # (processes whose 
 
 
 def _recover_between_runs(rt: Runtime) -> None:
-    """A peer's failure while the ranks are between two runs (in a collective the prologue record
-    watches: dpmpi.resilient.prologue) is repaired and restored by ``rt``: the newest epoch, the
-    one the last run ended with (its commit and barrier made it durable; not the next run's
-    start: ``_begin``); a survivor's arrays, which hold it, are not copied back. Only when the
-    last run ended on a committed epoch that its arrays held (``commit_at_end``: ``_end``): else
-    the failure is the program's, as before (the same decision on every rank). Held weakly (the
-    communicator outlives a Runtime). A Runtime made after another one's runs (a program in
-    phases) leaves such a failure to the earlier one until its own first run: the replacement
-    restores in the earlier one's last run."""
+    """A peer's failure between two runs (in a collective the prologue watches) is repaired and
+    restored by ``rt``: the epoch the last run ended with (durable by its commit and barrier; not
+    the next run's start: ``_begin``), not copied back into a survivor's arrays, which hold it.
+    Only when the last run ended on a committed epoch its arrays held (``_end``): else the
+    program's (the same decision on every rank). Held weakly (the communicator outlives a
+    Runtime). A Runtime made after another one's runs leaves such a failure to the earlier one
+    until its own first run: the replacement restores in the earlier one's last run."""
     me, earlier = weakref.ref(rt), rt.comm.prologue.recover
 
     def recover(caught: BaseException) -> None:
@@ -80,18 +78,10 @@ def _recover_between_runs(rt: Runtime) -> None:
     rt.comm.prologue.recover = rt._between = recover
 
 
-def _caught_up(rt: Runtime) -> None:
-    """The steps a recovery took ``rt`` back are done again: the "caught-up" event."""
-    record, rt._catching_up = rt._catching_up, None
-    record.caught_up_at = time.time()  # type: ignore[union-attr]
-    rt._emit("caught-up", step=rt.step, recompute_ms=round(record.recompute_ms, 3),
-             steps_recomputed=record.steps_recomputed)
-
-
 def _held_end(rt: Runtime) -> int | None:
     """The committed epoch the arrays hold at the step ``rt`` is at, between two runs (the last
-    run's end: ``_end``), or None (``commit_at_end=False`` left a staged one to the next run: a
-    background commit may have sealed it on some ranks only). The same answer on every rank."""
+    run's end: ``_end``), or None (``commit_at_end=False`` took no snapshot of the final state, or
+    it is the first run). The same answer on every rank."""
     hold = rt._arrays_hold
     if rt._pending is not None or hold is None or epochs.step_of(hold) != rt.step or rt.snapshot.epoch < hold:
         return None
@@ -99,17 +89,18 @@ def _held_end(rt: Runtime) -> int | None:
 
 
 def _begin(rt: Runtime) -> None:
-    """A run after one that ended on a committed epoch its arrays hold (``_end``): the state
-    it starts from is snapshotted first (``epochs.run_start``), as the program's code since
-    may have changed it. Before, a failure in the run before its first snapshot restored the
-    last run's end on every rank: what that code did was lost, and the job ended with another
-    result and no error. Collective (the same condition on every rank; a replacement's first
-    run, before its restore, is not one); it ends with an agreement, so that the ranks leave
-    it together or repair together, as for a failure between the runs: the arrays are not
-    copied back, and the replacement redoes that code from the last run's end (``at_most``)."""
+    """A run after one that ended on a committed epoch its arrays hold (``_end``) first snapshots
+    the state it starts from (``epochs.run_start``), which the code since may have changed
+    (before, a death ahead of the run's first snapshot lost that change: another result, no
+    error). Collective (the same condition everywhere; not a replacement's first run); it ends
+    with an agreement: a failure is repaired as one between the runs (arrays not copied back,
+    the replacement redoes that code from the last run's end: ``at_most``). After a run whose
+    final state was not snapshotted (``commit_at_end=False``: ``_unended``), the start is
+    snapshotted anyway (45th session); a failure there, with no held end: the program's."""
+    unended, rt._unended = rt._unended, False
     while True:
         hold = _held_end(rt)  # (again after a recovery: the epoch it restored)
-        if hold is None:
+        if hold is None and not unended:
             return
         start = epochs.run_start(rt.step)
         try:
@@ -117,6 +108,8 @@ def _begin(rt: Runtime) -> None:
             rt._arrays_hold = start
             return
         except _RECOVERABLE as exc:
+            if hold is None:
+                raise
             rt._recover(caught=exc, at_most=hold)  # (then every rank, the replacement too, takes it again)
 
 
@@ -141,16 +134,17 @@ def _taken_together(rt: Runtime, epoch: int, point: str, what: str, then: Callab
         raise ProcFailedError(f"a rank failed while {what} was taken", MPI.ERR_PROC_FAILED)
 
 
-def _end(rt: Runtime) -> None:
+def _end(rt: Runtime, final: bool = True) -> None:
     """The final commit, then a barrier on the communicator: without it, ranks whose part of
     the final replication was done before a peer died (the background commit had sent it)
     left ``run`` and went on to exit while the others repaired without them (1 run in ~20).
     No rank passes the barrier while another is missing: a rank whose commit failed goes to
     the repair, whose revoke fails the barrier for the others, who join it. (An ``Agree``
     instead, as in ``_start``, made Open MPI's next ``Shrink`` leave live processes out in 4
-    of 8 runs of that test: docs/mpi-facts.md.)"""
-    if rt._pending is None and rt._arrays_hold is None:  # (the last step's state was not staged: a later
-        rt._pending = epochs.after(rt.step)              # run's _begin and a failure between runs need it)
+    of 8 runs of that test: docs/mpi-facts.md.) Not ``final`` (``commit_at_end=False``): only
+    a step's staged state is committed; the next run snapshots its start (``_begin``)."""
+    if final and rt._pending is None and rt._arrays_hold is None:  # (the last step's state was not
+        rt._pending = epochs.after(rt.step)  # staged: a later run's _begin and a failure between runs need it)
         rt.snapshot.stage(rt._pending)
         rt._arrays_hold = rt._pending
     rt._commit_pending()
@@ -208,6 +202,7 @@ class Runtime:
         self._updates, self._running, self._ran_at = 0, False, None  # update()s this step; in run(); no_alternation
         self._catching_up: Recovery | None = None
         self.closed, self._between = False, None  # close() was called; the hook _recover_between_runs sets
+        self._unended = False  # the last run left its end to the next (commit_at_end=False: _begin)
         _recover_between_runs(self)
 
     # -- events --
@@ -263,7 +258,8 @@ class Runtime:
         A replacement (``comm.role is Role.RECOVERED``) first restores the state, in the run its
         survivors are in (those they had finished return at once). A run after one first snapshots
         its starting state (``_begin``). At the end the final state is committed and replicated,
-        and every rank passes a barrier (``commit_at_end=False``: the next run does). Its recoveries."""
+        and every rank passes a barrier (``commit_at_end=False``: the barrier, and the commit of a
+        snapshot step's state only; a next run snapshots the state it starts from). Its recoveries."""
         checks.run_args(step_fn, n_steps)
         record = self.comm.prologue  # (for a replacement: what the program does outside its runs)
         self._ran_at = checks.no_alternation(self._ran_at, record.runs)
@@ -289,7 +285,8 @@ class Runtime:
                 try:
                     while self.step < n_steps:
                         if self._catching_up is not None and self.step >= self._catching_up.failed_step:
-                            _caught_up(self)
+                            self._catching_up, caught = None, self._catching_up
+                            caught.caught_up(self.step, self._emit)
                         self._updates = 0
                         faults.runtime_step()  # (point "step": DPMPI_FAULTS=RANK:step@N faults any Runtime program)
                         mark = failures_made()
@@ -298,10 +295,14 @@ class Runtime:
                         checks.step_ended(self.step, mark, self._updates)
                         self.step += 1
                     if self._catching_up is not None:
-                        _caught_up(self)
+                        self._catching_up, caught = None, self._catching_up
+                        caught.caught_up(self.step, self._emit)
                     if commit_at_end:  # the final state is a committed epoch too (a failure here is
                         faults.point("run-end")  # recovered like one inside a step)
                         _end(self)
+                    else:  # (ended together all the same: ranks in two runs could not recover as one)
+                        _end(self, final=False)
+                        self._unended = self._arrays_hold is None
                     break
                 except _RECOVERABLE as exc:  # (the step's frames let go of: their closures may hold its communicators)
                     self._recover(caught=holding.let_go_of(exc))
@@ -355,12 +356,9 @@ class Runtime:
                     self._emit("repaired", **repaired_fields(repair))
                 # unknown until it succeeds (a failure inside it may have written some arrays back)
                 hold, self._arrays_hold = self._arrays_hold, None
-                # where the survivors were (the replacement knows nothing of it) travels in the
-                # restore's first collective: no round trip of its own after the restore (one
-                # there waited 20-30 ms behind the re-replication's traffic in half the jobs)
-                # with DPMPI_SWAP_MIN set, survivors exchange pages with their copy instead of
-                # copying it back; the copy back into the slot runs while the step reads, and
-                # update() waits for it
+                # where the survivors were travels in the restore's first collective (a round trip
+                # of its own waited 20-30 ms behind the re-replication in half the jobs); with
+                # DPMPI_SWAP_MIN, survivors swap pages with their copy (its refill: update() waits)
                 behind = starting and self.comm.prologue.behind  # (a rank still in its setup: none exists)
                 epoch = -1 if behind else self.snapshot.restore(arrays_hold=hold, carry=failed_step, swap=True,
                                                                 as_built=self._as_built, at_most=at_most)

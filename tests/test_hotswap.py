@@ -944,20 +944,25 @@ def test_a_warm_spare_called_in_for_a_death_in_the_setup_ends_the_job_with_an_er
         {r: e["digest"] for r, e in want.by_rank("final").items()}
 
 
-@pytest.mark.parametrize("faults", [
-    "1:step@11:KILL",  # the second run's first step, before its first snapshot
-    "2:run-begin@1:KILL",  # before its snapshot of the state it starts from: repaired as between the runs
-    pytest.param("0:run-begin@1+0.001:KILL", marks=pytest.mark.long),  # (while that snapshot is taken; the budget)
+@pytest.mark.parametrize("faults, extra", [
+    ("1:step@11:KILL", []),  # the second run's first step, before its first snapshot
+    ("2:run-begin@1:KILL", []),  # before its snapshot of the state it starts from: repaired as between the runs
+    pytest.param("0:run-begin@1+0.001:KILL", [], marks=pytest.mark.long),  # (while that snapshot is taken; the budget)
+    # after a first run with commit_at_end=False (before the forty-fifth session: other digests, exit code 0)
+    ("2:step@11:KILL", ["--no-commit"]),
+    pytest.param("3:step@10+0.01:KILL", ["--no-commit"], marks=pytest.mark.long),  # (the first run's last step)
 ])
 def test_a_change_of_the_state_between_two_runs_survives_a_failure_before_the_next_runs_first_snapshot(
-        dpmpi_run, faults):
+        dpmpi_run, faults, extra):
     """tests/programs/run_start.py: ``w *= 0.5`` between two runs. Before, a death in the second
     run before its first snapshot restored the first run's last snapshot everywhere and the job
     ended with other digests and exit code 0. Now the first run's end is committed and the second
     run first snapshots the state it starts from (dpmpi.epochs); a death while it does is repaired
-    as one between the runs: bit for bit."""
+    as one between the runs: bit for bit. So after a first run with commit_at_end=False, which
+    now ends with its barrier too (ranks could be in two runs) and whose next run snapshots its
+    start all the same."""
     def digests(f):
-        job = dpmpi_run(5, "run_start.py", launcher_args=["--spares", "1"], faults=f, timeout=60)
+        job = dpmpi_run(5, "run_start.py", *extra, launcher_args=["--spares", "1"], faults=f, timeout=60)
         assert job.returncode == 0, job.stdout + job.stderr
         got = job.by_rank("final")
         assert sorted(got) == [0, 1, 2, 3], job.stdout + job.stderr
@@ -966,6 +971,18 @@ def test_a_change_of_the_state_between_two_runs_survives_a_failure_before_the_ne
     got, job = digests(faults)
     assert got == want, job.stdout + job.stderr
     assert "dpmpi-run: " in job.stderr and " died " in job.stderr, job.stderr
+
+
+@pytest.mark.long
+def test_a_death_in_the_start_snapshot_after_a_run_that_took_none_at_its_end_is_an_error_not_a_wrong_result(
+        dpmpi_run):
+    """After commit_at_end=False no epoch holds the first run's final state, so a death while the
+    second run snapshots its start cannot be redone from there: every survivor raises
+    ProcFailedError (exit code 1), as docs/runtime.md says, instead of going on without the change."""
+    job = dpmpi_run(5, "run_start.py", "--no-commit", launcher_args=["--spares", "1"], faults="0:run-begin@1:KILL",
+                    timeout=60)
+    assert job.returncode == 1 and not job.by_rank("final"), job.stdout + job.stderr
+    assert "uncaught ProcFailedError" in job.stderr, job.stderr
 
 
 def _prologue_ok(job):

@@ -1,8 +1,9 @@
 """Failure-free overhead of dpmpi.Runtime snapshots: the rank program of ``dpmpi-bench overhead``
 (run under dpmpi-run; not a user example).
 
-Blocks of steps run in rotation (none, then every K steps for each K of --intervals), several rounds, on the same
-state, so that every configuration sees the same machine; each step's wall time is recorded.
+For each K of --intervals, one dpmpi.Runtime snapshotting every K steps: its blocks of steps in
+rotation with blocks without dpmpi (the baseline), several rounds, on the same state, so that
+both see the same machine; each step's wall time is recorded.
 Rank 0 writes a JSON file. Also measured in the same run: a plain numpy copy of the state (the
 unavoidable cost of copying the bytes), and a synchronous stage + commit + replication of it.
 """
@@ -56,25 +57,36 @@ def accel_step(comm, state, k, update):
 
 step_impl = accel_step if args.workload == "accel" else model.step
 configs = [0, *[int(k) for k in args.intervals.split(",")]]
-runtimes = {k: dpmpi.Runtime(comm, state, snapshot_every=k) for k in configs if k}
 times: dict[int, list[float]] = {k: [] for k in configs}
-done = {k: 0 for k in configs}
+raw = comm.mpi  # (the baseline's steps go to MPI straight: between two runs dpmpi would record them)
+base = 0  # baseline steps done
 
-for _round in range(args.rounds + 1):  # round 0 warms up (and commits each runtime's epoch 0)
-    if _round == 1:
-        times = {k: [] for k in configs}
-    for k in configs:
-        comm.Barrier()
-        t0 = time.perf_counter()
-        if k == 0:
-            for i in range(args.block):
-                step_impl(comm, state, done[0] + i, contextlib.nullcontext)
-        else:
-            rt = runtimes[k]
-            rt.run(lambda i, rt=rt: step_impl(comm, state, i, rt.update), done[k] + args.block, commit_at_end=False)
-        # per step, the whole block: the last snapshot's commit and replication included
-        times[k].append((time.perf_counter() - t0) / args.block)
-        done[k] += args.block
+# one Runtime at a time (runs of two cannot alternate: runtime_checks.no_alternation), its blocks
+# in rotation with blocks of the baseline, several rounds, so that both see the same machine
+for k in configs[1:]:
+    rt, done = dpmpi.Runtime(comm, state, snapshot_every=k), 0
+    for _round in range(args.rounds + 1):  # round 0 warms up (and commits the runtime's epoch 0)
+        for which in (0, k):
+            raw.Barrier()
+            t0 = time.perf_counter()
+            if which == 0:
+                for i in range(args.block):
+                    step_impl(raw, state, base + i, contextlib.nullcontext)
+                base += args.block
+            else:
+                first = []
+
+                def timed(i, rt=rt, first=first):
+                    if not first:
+                        first.append(time.perf_counter())
+                    step_impl(comm, state, i, rt.update)
+                rt.run(timed, done + args.block, commit_at_end=False)
+                done += args.block
+                t0 = first[0]  # (not the snapshot of the state a run starts from, taken per rt.run call
+                # as the baseline changed the arrays: a run boundary's cost, bench/run_boundary.py)
+            if _round:  # per step, the whole block: the last snapshot's commit and replication included
+                times[which].append((time.perf_counter() - t0) / args.block)
+    rt.close()  # (its memory, before the next one's)
 
 # the cost of the bytes, measured here: a plain copy, and a synchronous snapshot (copy + replicate)
 nbytes = sum(a.nbytes for a in state.values())
@@ -95,8 +107,6 @@ for e in range(5):
     probe.wait()
     snap_t.append(time.perf_counter() - t)
 probe.close()
-for rt in runtimes.values():
-    rt.close()
 
 med = {k: statistics.median(v) for k, v in times.items()}
 gathered = comm.gather({"med": med, "copy": statistics.median(copy_t), "snap": statistics.median(snap_t)}, root=0)

@@ -2,10 +2,14 @@
 steps long with a snapshot every 4 (its end is not a snapshot step). A failure in the second run
 before its first snapshot restored the first run's last snapshot (epoch 8) on every rank, and the
 job went on without the change: another result, no error (forty-third session). Now the end of a
-run is committed and a later run first snapshots the state it starts from (dpmpi.epochs). Prints
-one line "final" per rank: its digest and recoveries."""
+run is committed and a later run first snapshots the state it starts from (dpmpi.epochs).
+``--no-commit``: the first run with ``commit_at_end=False``, whose end took no snapshot (its last
+step is no snapshot step), and ranks could leave it while others were still in it: the same
+failure lost the change (forty-fifth session). Prints one line "final" per rank: its digest and
+recoveries."""
 import hashlib
 import json
+import sys
 
 import dpmpi
 import numpy as np
@@ -22,7 +26,7 @@ def step(k):
         w[:] = 0.5 * w + 1e-3 * total + k
 
 
-rt.run(step, 10)
+rt.run(step, 10, commit_at_end="--no-commit" not in sys.argv)
 w *= 0.5  # (between the runs: a replacement does it again on the state the first run ended with)
 rt.run(step, 20)
 print(json.dumps({"event": "final", "rank": r, "digest": hashlib.sha256(w.tobytes()).hexdigest()[:16],
