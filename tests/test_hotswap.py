@@ -920,6 +920,37 @@ def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dp
     assert all(f["role"] in ("SURVIVOR", "RECOVERED") for f in got.values()), got
 
 
+_P2P_SETUP_REFERENCE: dict = {}
+
+
+@pytest.mark.parametrize("spares, faults", [
+    (1, "2:step@10:KILL"),
+    # ranks 0 and 2, which exchange a message in the setup, replaced in one repair: they make it for real
+    (2, "0:step@8:KILL,2:repair-shrink@1:KILL"),
+    pytest.param(1, "3:step@25:KILL", marks=pytest.mark.long),  # (the second run: the sendrecv between the runs)
+    # two repairs: the second replacement gets rank 0's messages from its replacement's log
+    pytest.param(2, "0:step@5:KILL,3:step@15:KILL", marks=pytest.mark.long),
+])
+def test_a_replacement_gets_the_setups_point_to_point_messages_from_their_senders(dpmpi_run, spares, faults):
+    """tests/programs/p2p_setup.py: Sendrecv around a ring (with a status), send/recv by tag,
+    Sendrecv_replace, a Send to the last rank and a sendrecv between the runs. Before the
+    forty-fifth session a replacement raised ReplayError at the first of them, or the job hung
+    (rank 2 killed at step 10: the job's time limit); now the survivors log what they send
+    outside the runs and hand it to the replacement: bit for bit."""
+    def final(f, n):
+        job = dpmpi_run(4 + n, "p2p_setup.py", "40", launcher_args=["--spares", str(n)], faults=f, timeout=60)
+        assert job.returncode == 0, job.stdout + job.stderr
+        assert "ReplayError" not in job.stderr and "RuntimeWarning" not in job.stderr, job.stderr
+        got = job.by_rank("final")
+        assert sorted(got) == [0, 1, 2, 3], job.stdout + job.stderr
+        return {r: e["digest"] for r, e in got.items()}, got
+    if not _P2P_SETUP_REFERENCE:
+        _P2P_SETUP_REFERENCE.update(final("", 1)[0])
+    got, finals = final(faults, spares)
+    assert got == _P2P_SETUP_REFERENCE, (got, _P2P_SETUP_REFERENCE)
+    assert all(f["recoveries"] >= 1 for f in finals.values()), finals
+
+
 @pytest.mark.parametrize("extra", [["--runtime-first"], []])
 def test_a_warm_spare_called_in_for_a_death_in_the_setup_ends_the_job_with_an_error_not_a_hang(dpmpi_run, extra):
     """tests/programs/warm_setup.py: warm spares (dpmpi.init(wait=False)) skip the setup, so the

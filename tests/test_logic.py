@@ -1720,6 +1720,55 @@ def test_a_replacement_redoes_the_setups_vector_collectives_and_reduce_scatters(
         new.replay("Scatterv", (None, np.zeros(3), 0), {}, 1)
 
 
+def test_a_replacements_receives_in_the_prologue_are_answered_from_what_its_survivors_sent(monkeypatch):
+    """prologue_p2p: each survivor logs the messages it sends outside the runs, by destination; a
+    repair hands a replacement those sent to its rank; its receive from a survivor takes the
+    first one that matches its tag (in the order sent), its send to a survivor is logged and not
+    made, and with a peer replaced in the same repair both calls are made for real. A receive
+    from ANY_SOURCE, or in the part of the program its survivors failed in, raises ReplayError."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from dpmpi.resilient import prologue_p2p as p2p
+    assert p2p.parse("Sendrecv", (b"x", 1), {"recvbuf": None, "source": 3, "recvtag": 4}).recv[1:3] == (3, 4)
+    assert p2p.parse("send", (), {"obj": 5, "dest": 2}).send == (5, 2, 0)
+    assert p2p.parse("recv", (None, 1, 7), {}).recv[1:3] == (1, 7)
+    prologue, survivor = _prologue_with(monkeypatch)  # (logical rank 1; the replacement takes rank 2)
+    real = []
+
+    def plain_of(name):
+        return lambda *a, **k: real.append((name, a)) or "real"
+    fn = lambda *a, **k: None  # noqa: E731 (the call itself, made)
+    p2p.point_to_point(survivor, "Send", fn, (np.arange(3.0), 2, 5), {}, plain_of)
+    p2p.point_to_point(survivor, "send", fn, ({"a": 1}, 2), {"tag": 6}, plain_of)
+    p2p.point_to_point(survivor, "Send", fn, (np.arange(3.0) + 10, 2, 5), {}, plain_of)
+    p2p.point_to_point(survivor, "send", fn, ("to 3", 3), {}, plain_of)
+    assert survivor.p2p.made and sorted(survivor.p2p.sent) == [2, 3] and survivor.size > 0
+    offered = survivor.p2p.offers(1, {2})
+    assert [(src, dest, len(msgs)) for src, dest, msgs in offered] == [(1, 2, 3)]
+    new = prologue.Prologue()
+    new.p2p.stage([offered, []], 2, [2, 0])  # (rank 0 is replaced in the same repair)
+    new.adopt((survivor.entries, False, 1, 0, False))
+    assert new.replaying is not None and new.p2p.fresh == {2, 0}
+    got, status = np.zeros(4), MPI.Status()
+    assert p2p.point_to_point(new, "recv", fn, (None, 1, 6), {}, plain_of) == {"a": 1}  # (by tag: overtakes none)
+    p2p.point_to_point(new, "Recv", fn, (got, 1, 5, status), {}, plain_of)
+    assert got.tolist() == [0.0, 1.0, 2.0, 0.0] and status.Get_count(MPI.DOUBLE) == 3 and status.Get_tag() == 5
+    edge = np.full(3, 7.0)
+    p2p.point_to_point(new, "Sendrecv_replace", fn, (edge, 1), {"source": 1, "recvtag": 5}, plain_of)
+    assert edge.tolist() == [10.0, 11.0, 12.0] and new.p2p.sent[1][0].payload == np.full(3, 7.0).tobytes()
+    assert real == []  # (nothing made for real with the survivor)
+    assert p2p.point_to_point(new, "sendrecv", fn, ("x", 0), {"source": 0}, plain_of) == "real"
+    assert real == [("sendrecv", ("x", 0))] and len(new.p2p.sent[0]) == 1  # (with rank 0's replacement)
+    with pytest.raises(prologue.ReplayError, match="ANY_SOURCE"):
+        p2p.point_to_point(new, "recv", fn, (), {}, plain_of)
+    with pytest.raises(prologue.ReplayError, match="rank 1 logged no such message"):
+        p2p.point_to_point(new, "recv", fn, (None, 1, 5), {}, plain_of)
+    new.between, new.target = True, 1  # (its survivors failed in this part: a message may be in flight)
+    with pytest.raises(prologue.ReplayError, match="may not have been received"):
+        p2p.point_to_point(new, "send", fn, ("y", 1), {}, plain_of)
+
+
 def test_a_replacement_call_the_record_cannot_answer_raises_instead_of_hanging(monkeypatch):
     import numpy as np
     from mpi4py import MPI

@@ -38,6 +38,7 @@ from mpi4py import MPI
 
 from dpmpi import config
 from dpmpi.resilient.prologue_derived import DerivedRecords, Where
+from dpmpi.resilient.prologue_p2p import P2PRecords
 from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, the sets: this module's API too)
     NEEDS_PEERS, PER_RANK, REAL, REPLAYABLE, REPLAYABLE_NAMES, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED,
     Entry, ReplayError, as_root, between_runs, creation_between_runs, entry_of, make_entry, per_rank_reply,
@@ -76,6 +77,7 @@ class Prologue:
         self.unsnapshotted = False
         self.restored = False  # a replacement: it restored its state in one of its runs (``restoring``)
         self.derived = DerivedRecords()  # the calls on derived communicators (prologue_derived.py)
+        self.p2p = P2PRecords()  # the messages sent outside the runs (prologue_p2p.py)
         self.behind = False  # a survivor: its last repair found a rank still in its setup (plan.from_setup)
 
     # -- a survivor's side --
@@ -88,9 +90,9 @@ class Prologue:
         of its root's result (so that every rank's record holds it): the same answer on every
         rank, whatever each one's record holds (a scatter's root records more), as the calls must
         be the same on all of them."""
-        return not self.closed and self.replaying is None and not self.inside and self.seen < self._max_calls()
+        return not self.closed and self.replaying is None and not self.inside and self.seen < self.max_calls()
 
-    def _max_calls(self) -> int:
+    def max_calls(self) -> int:
         return MAX_CALLS_BETWEEN if self.runs else MAX_CALLS
 
     def recovery(self) -> Callable[[BaseException], None] | None:
@@ -104,7 +106,7 @@ class Prologue:
         """After a replayable call in the prologue (made by ``rank``): keep what a replacement must get."""
         entry = entry_of(op, args, kwargs, result, rank, self.runs)
         self.size += len(entry.payload or b"")
-        if self.size > int(config.get(ENV_MAX)) or len(self.entries) >= self._max_calls():
+        if self.size > int(config.get(ENV_MAX)) or len(self.entries) >= self.max_calls():
             self.full = True
             return
         self.entries.append(entry)
@@ -131,7 +133,7 @@ class Prologue:
     def record_derived(self, at: Where, op: str, args: tuple, kwargs: dict, result: Any, rank: int = -1) -> None:
         """After a replayable collective on a derived communicator (``prologue_derived``) made by ``rank``."""
         self.size += self.derived.record(at.place, at.members, op, args, kwargs, result, self.runs, rank)
-        self.full = self.size > int(config.get(ENV_MAX)) or self.derived.count >= self._max_calls()  # (as record)
+        self.full = self.size > int(config.get(ENV_MAX)) or self.derived.count >= self.max_calls()  # (as record)
 
     def close(self, tell: bool = False) -> bool:
         """The first snapshot operation of this process: the prologue is over (a replacement's
@@ -238,6 +240,7 @@ class Prologue:
         """A repair made this process an active rank: answer its prologue from ``handed``."""
         replays = not (handed is None or self.closed or (self.runs and not handed[2]))
         self.derived.adopt(replays)
+        self.p2p.adopt(replays)
         if not replays:
             return
         entries, full, runs, seen, between = handed

@@ -51,6 +51,7 @@ from dpmpi import agreements
 from dpmpi.mpicall import exchange
 from dpmpi.resilient.prologue_calls import (PER_RANK, REAL, ROOTED, Entry, ReplayError, as_root, entry_of,
                                             per_rank_reply, refused, root_of, rooted_reply, write_recorded)
+from dpmpi.resilient.prologue_p2p import P2PRecords
 
 
 class Where(NamedTuple):
@@ -130,15 +131,17 @@ def remapped(records: dict[int, tuple[tuple[int, ...], list[Entry]]], old: list[
 
 
 def hand_over(comm: MPI.Intracomm, records: DerivedRecords, was_active: bool, me: int, failed: list[int],
-              wanted: list[int]) -> None:
+              wanted: list[int], sent: P2PRecords) -> None:
     """In a repair that calls replacements in (they take the logical ranks ``wanted``; ``failed``
     died), over its new active communicator ``comm``, on every process of it: each survivor
-    (``was_active``, logical rank ``me``) brings its ``offers``, and each replacement (which
-    takes rank ``me``) stages what concerns it. One allgather."""
-    mine = records.offers(me, set(failed), set(wanted)) if was_active else []
+    (``was_active``, logical rank ``me``) brings its ``offers``, and the messages it ``sent`` to
+    those ranks in the prologue (``prologue_p2p``), and each replacement (which takes rank ``me``)
+    stages what concerns it. One allgather."""
+    mine = (records.offers(me, set(failed), set(wanted)), sent.offers(me, set(wanted))) if was_active else ([], [])
     brought = exchange(lambda: comm.allgather(mine))
     if not was_active:
-        records.stage(brought, me, wanted)
+        records.stage([b[0] for b in brought], me, wanted)
+        sent.stage([b[1] for b in brought], me, wanted)
 
 
 class DerivedRecords:

@@ -14,6 +14,7 @@ from mpi4py import MPI
 from dpmpi.resilient.prologue_calls import (PER_RANK, RANKED, REAL, REPLAYABLE, REPLAYABLE_NAMES, TO_ROOT, TOLD_MAX,
                                             ReplayError, between_runs, refused, result_buffer, root_of, told_part)
 from dpmpi.resilient.prologue_derived import Where
+from dpmpi.resilient.prologue_p2p import P2P, point_to_point
 
 if TYPE_CHECKING:
     from dpmpi.resilient.prologue import Prologue
@@ -121,6 +122,8 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             return fn(*args, **kwargs)
         if derived:
             return on_derived(args, kwargs)
+        if op in P2P and plain_of is not None:  # (a message: logged by its sender, prologue_p2p)
+            return point_to_point(prologue, op, fn, args, kwargs, plain_of)
         if prologue.replaying is not None:
             answer = prologue.replay(op, args, kwargs, rank() if op in RANKED else -1)
             if answer is not REAL:

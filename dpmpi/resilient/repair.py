@@ -115,7 +115,8 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             left = agreements.abandoned_on(state.derived) if was_active else {}  # (join_derived)
             words = reassign_words(state.plan, original(state), was_active and bool(state.recipes), mine is not None,
                                    bool(mine and (mine[0] or mine[1] or mine[2] > 1 or mine[4])),
-                                   was_active and setup.by_program(state), was_active and bool(state.prologue.derived),
+                                   was_active and setup.by_program(state),
+                                   was_active and (bool(state.prologue.derived) or bool(state.prologue.p2p)),
                                    bool(left), was_active and mine is not None and mine[2] == 0 and bool(mine[4]),
                                    not was_active and state.role is Role.SPARE)  # (a warm spare: init(wait=False))
             anded = warm_up_and(new_world, words + [agreements.abandoned_word(old_active)])
@@ -179,9 +180,11 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                     agreements.join_derived(raw, state.derived if was_active else [], left)
                 if agreed.derived_kept and taken(filled):  # (what the prologue's calls on derived ones returned)
                     prologue_derived.hand_over(raw, state.prologue.derived, was_active, state.logical() if was_active
-                                               else place_taken(filled, state.process_id), failed, taken(filled))
+                                               else place_taken(filled, state.process_id), failed, taken(filled),
+                                               state.prologue.p2p)
                 elif not was_active:
                     state.prologue.derived.stage([], -1, taken(filled))  # (nothing handed in this attempt)
+                    state.prologue.p2p.stage([], -1, taken(filled))
                 # before the commit: a death that cuts a creation short fails this attempt everywhere
                 remade = remake(state.recipes if was_active else recipes, renumber, keep, me, raw, made)
             phases["rebuild"] += time.perf_counter() - t

@@ -69,7 +69,7 @@ class SetupWatch:
         """Whether a replacement could redo this rank's calls so far and the program leaves repairs to dpmpi."""
         state = self.state  # (dpmpi's own failure watcher is a listener too: not the program's)
         mine = [listener for listener in state.listeners.snapshot() if listener is not state.watcher]
-        return not (state.prologue.refused or state.callbacks or mine)
+        return not (state.prologue.refused or state.prologue.p2p.made or state.callbacks or mine)
 
     def agree(self) -> Callable[[int], int]:
         """The agreement after a watched call or creation (dpmpi's ``Agree`` on the active
@@ -98,7 +98,8 @@ class SetupWatch:
         could not redo since the last agreement (``refused``: the death came before the agreement
         could end the watch): before, each replacement raised ``ReplayError`` at that call, every
         spare was used up and the job shrank; now the failure is the program's."""
-        self.by_program = self.on and (not self.repairing or bool(self.state.prologue.refused))
+        self.by_program = self.on and (not self.repairing or bool(self.state.prologue.refused)
+                                       or self.state.prologue.p2p.made)
         self.on = self.on and self.repairing
         return self.on
 

@@ -55,7 +55,7 @@ def join() -> State:
             agreements.join_derived(raw, [], {})
         if info.derived_kept:  # (a spawned process takes a place)
             prologue_derived.hand_over(raw, state.prologue.derived, False, place_taken(info.filled, process_id),
-                                       info.failed, taken(info.filled))
+                                       info.failed, taken(info.filled), state.prologue.p2p)
         remade = remake(recipes, info.renumber, keep, me, raw, made)  # (as the parents' attempt: before the commit)
         agreed = True  # (the parents' commit; 0: a process failed the attempt: repair.settle)
         if not merged.Agree(1):
