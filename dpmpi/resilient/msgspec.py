@@ -33,6 +33,31 @@ def _base(buf: Any, datatype: Any) -> tuple[memoryview, int]:
     return view.cast("B"), extent
 
 
+def _unpacked(spec: Any, pair: type | tuple[type, ...]) -> tuple[Any, Any, Any, Any]:
+    """(buffer, count(s), displacement(s), datatype) of a message as mpi4py unpacks it; a count
+    of the type ``pair`` is a (count, displacement) pair (a vector message's: a tuple only, as
+    its counts may be a list)."""
+    buf, count, displ, datatype = spec, None, None, None
+    if isinstance(spec, (list, tuple)):
+        if len(spec) == 2:
+            buf, count = spec
+            if _is_datatype(count):
+                count, datatype = None, count
+            elif isinstance(count, pair):
+                count, displ = count
+        elif len(spec) == 3:
+            buf, count, datatype = spec
+            if isinstance(count, pair):
+                count, displ = count
+        elif len(spec) == 4:
+            buf, count, displ, datatype = spec
+        else:
+            raise ValueError("a message of 2 to 4 items")
+    if buf is None or buf is MPI.IN_PLACE or buf is MPI.BOTTOM:
+        raise ValueError("MPI.IN_PLACE, MPI.BOTTOM or no buffer")
+    return buf, count, displ, datatype
+
+
 def whole(spec: Any) -> memoryview:
     """The whole buffer a message or vector message names, as bytes (its counts aside)."""
     buf = spec[0] if isinstance(spec, (list, tuple)) else spec
@@ -44,24 +69,7 @@ def whole(spec: Any) -> memoryview:
 def region(spec: Any) -> memoryview:
     """The bytes a message (one count) names: from its displacement, its count's entries (all
     the rest of the buffer when no count is given)."""
-    buf, count, displ, datatype = spec, None, None, None
-    if isinstance(spec, (list, tuple)):
-        if len(spec) == 2:
-            buf, count = spec
-            if _is_datatype(count):
-                count, datatype = None, count
-            elif isinstance(count, (list, tuple)):
-                count, displ = count
-        elif len(spec) == 3:
-            buf, count, datatype = spec
-            if isinstance(count, (list, tuple)):
-                count, displ = count
-        elif len(spec) == 4:
-            buf, count, displ, datatype = spec
-        else:
-            raise ValueError("a message of 2 to 4 items")
-    if buf is None or buf is MPI.IN_PLACE or buf is MPI.BOTTOM:
-        raise ValueError("MPI.IN_PLACE, MPI.BOTTOM or no buffer")
+    buf, count, displ, datatype = _unpacked(spec, (list, tuple))
     view, size = _base(buf, datatype)
     start = int(displ or 0) * size
     end = view.nbytes if count is None else start + int(count) * size
@@ -75,24 +83,7 @@ def region(spec: Any) -> memoryview:
 def parts(spec: Any, n: int | None = None) -> list[memoryview]:
     """The blocks of a vector message, one per rank (``n`` of them; None: as many as its counts
     or displacements list, which one of them must then be)."""
-    buf, counts, displs, datatype = spec, None, None, None
-    if isinstance(spec, (list, tuple)):
-        if len(spec) == 2:
-            buf, counts = spec
-            if _is_datatype(counts):
-                counts, datatype = None, counts
-            elif isinstance(counts, tuple):
-                counts, displs = counts
-        elif len(spec) == 3:
-            buf, counts, datatype = spec
-            if isinstance(counts, tuple):
-                counts, displs = counts
-        elif len(spec) == 4:
-            buf, counts, displs, datatype = spec
-        else:
-            raise ValueError("a message of 2 to 4 items")
-    if buf is None or buf is MPI.IN_PLACE or buf is MPI.BOTTOM:
-        raise ValueError("MPI.IN_PLACE, MPI.BOTTOM or no buffer")
+    buf, counts, displs, datatype = _unpacked(spec, tuple)
     view, size = _base(buf, datatype)
     listed = [x for x in (counts, displs) if x is not None and not isinstance(x, Integral)]
     n = len(listed[0]) if n is None and listed else n
