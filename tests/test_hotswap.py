@@ -933,7 +933,8 @@ _P2P_SETUP_REFERENCE: dict = {}
 ])
 def test_a_replacement_gets_the_setups_point_to_point_messages_from_their_senders(dpmpi_run, spares, faults):
     """tests/programs/p2p_setup.py: Sendrecv around a ring (with a status), send/recv by tag,
-    Sendrecv_replace, a Send to the last rank and a sendrecv between the runs. Before the
+    Sendrecv_replace, a Send to the last rank, a Sendrecv on a comm.Split and a sendrecv between
+    the runs. Before the
     forty-fifth session a replacement raised ReplayError at the first of them, or the job hung
     (rank 2 killed at step 10: the job's time limit); now the survivors log what they send
     outside the runs and hand it to the replacement: bit for bit."""

@@ -1743,23 +1743,26 @@ def test_a_replacements_receives_in_the_prologue_are_answered_from_what_its_surv
     p2p.point_to_point(survivor, "send", fn, ({"a": 1}, 2), {"tag": 6}, plain_of)
     p2p.point_to_point(survivor, "Send", fn, (np.arange(3.0) + 10, 2, 5), {}, plain_of)
     p2p.point_to_point(survivor, "send", fn, ("to 3", 3), {}, plain_of)
-    assert survivor.p2p.made and sorted(survivor.p2p.sent) == [2, 3] and survivor.size > 0
+    assert survivor.p2p.made and sorted(survivor.p2p.sent) == [(-1, 2), (-1, 3)] and survivor.size > 0
+    pair = p2p.Peers(4, (3, 2))  # (a derived communicator at place 4: rank 1 there is logical rank 2)
+    p2p.point_to_point(survivor, "send", fn, ("on the pair", 1), {}, plain_of, pair)
     offered = survivor.p2p.offers(1, {2})
-    assert [(src, dest, len(msgs)) for src, dest, msgs in offered] == [(1, 2, 3)]
+    assert [(src, place, dest, len(msgs)) for src, place, dest, msgs in offered] == [(1, -1, 2, 3), (1, 4, 2, 1)]
     new = prologue.Prologue()
     new.p2p.stage([offered, []], 2, [2, 0])  # (rank 0 is replaced in the same repair)
     new.adopt((survivor.entries, False, 1, 0, False))
     assert new.replaying is not None and new.p2p.fresh == {2, 0}
     got, status = np.zeros(4), MPI.Status()
     assert p2p.point_to_point(new, "recv", fn, (None, 1, 6), {}, plain_of) == {"a": 1}  # (by tag: overtakes none)
+    assert p2p.point_to_point(new, "recv", fn, (None, 0), {}, plain_of, p2p.Peers(4, (1, 2))) == "on the pair"
     p2p.point_to_point(new, "Recv", fn, (got, 1, 5, status), {}, plain_of)
     assert got.tolist() == [0.0, 1.0, 2.0, 0.0] and status.Get_count(MPI.DOUBLE) == 3 and status.Get_tag() == 5
     edge = np.full(3, 7.0)
     p2p.point_to_point(new, "Sendrecv_replace", fn, (edge, 1), {"source": 1, "recvtag": 5}, plain_of)
-    assert edge.tolist() == [10.0, 11.0, 12.0] and new.p2p.sent[1][0].payload == np.full(3, 7.0).tobytes()
+    assert edge.tolist() == [10.0, 11.0, 12.0] and new.p2p.sent[-1, 1][0].payload == np.full(3, 7.0).tobytes()
     assert real == []  # (nothing made for real with the survivor)
     assert p2p.point_to_point(new, "sendrecv", fn, ("x", 0), {"source": 0}, plain_of) == "real"
-    assert real == [("sendrecv", ("x", 0))] and len(new.p2p.sent[0]) == 1  # (with rank 0's replacement)
+    assert real[-1] == ("sendrecv", ("x", 0)) and len(new.p2p.sent[-1, 0]) == 1  # (with rank 0's replacement)
     with pytest.raises(prologue.ReplayError, match="ANY_SOURCE"):
         p2p.point_to_point(new, "recv", fn, (), {}, plain_of)
     with pytest.raises(prologue.ReplayError, match="rank 1 logged no such message"):

@@ -291,7 +291,7 @@ def rebuild(state: State, renumber: dict[int, int], fresh: bool, keep: list[bool
     state.recipes, old, later = list(remade.recipes), remade.old, remade.later
     made = remake.finish(remade, state.logical(), _active(state))  # (intercommunicators: after the commit)
     state.prologue.derived.remap(old, renumber)  # (its records of calls on them move with them)
-    state.prologue.p2p.remap(renumber)  # (and its messages' destinations)
+    state.prologue.p2p.remap(old, renumber)  # (and its messages, by communicator and destination)
     state.live, state.compact_at = list(range(len(made))), 2 * len(made) + COMPACT_MIN
     unmade, state.unmade = state.unmade, set()
     # (kept for replacements, agreed: not given back to a survivor; a replacement's calls outside

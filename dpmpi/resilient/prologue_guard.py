@@ -14,7 +14,7 @@ from mpi4py import MPI
 from dpmpi.resilient.prologue_calls import (PER_RANK, RANKED, REAL, REPLAYABLE, REPLAYABLE_NAMES, TO_ROOT, TOLD_MAX,
                                             ReplayError, between_runs, refused, result_buffer, root_of, told_part)
 from dpmpi.resilient.prologue_derived import Where
-from dpmpi.resilient.prologue_p2p import P2P, point_to_point
+from dpmpi.resilient.prologue_p2p import P2P, Peers, point_to_point
 
 if TYPE_CHECKING:
     from dpmpi.resilient.prologue import Prologue
@@ -72,8 +72,11 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         """A derived communicator's call in the prologue: answered from its survivors' record on a
         replacement replaying (made for real where they make it too), recorded elsewhere; where
         a failure there is repaired (``recovery``), followed by an agreement of its members, as
-        a call on the active communicator is by one of all ranks (``between_runs``)."""
-        at = where() if where is not None and op in REPLAYABLE else None
+        a call on the active communicator is by one of all ranks (``between_runs``). A message on
+        it: logged by its sender (``prologue_p2p``), as on the active one."""
+        at = where() if where is not None and (op in REPLAYABLE or op in P2P) else None
+        if op in P2P and at is not None and plain_of is not None:
+            return point_to_point(prologue, op, fn, args, kwargs, plain_of, Peers(at.place, at.members()))
         replaying = prologue.replaying is not None
         mine = rank() if op in RANKED else -1
         if replaying:

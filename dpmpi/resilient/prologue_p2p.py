@@ -5,9 +5,10 @@ A program's setup often exchanges with its neighbours: a halo filled once, a par
 boundary sizes sent to the next rank, a ring of ``Sendrecv``. A replacement runs the program from
 its start, but its survivors are past their setup: before the forty-fifth session its first such
 call raised ``ReplayError`` and the job went on without it. Now every active rank logs what it
-sends on the communicator ``dpmpi.init()`` returned outside dpmpi.Runtime's runs, while its
-prologue records (``Send``, ``Ssend``, ``Bsend``, ``Rsend``, either case, and the send of a
-``Sendrecv``/``sendrecv``/``Sendrecv_replace``), by destination, and a repair that calls
+sends on the communicator ``dpmpi.init()`` returned and on the intracommunicators derived from
+it, outside dpmpi.Runtime's runs, while its prologue records (``Send``, ``Ssend``, ``Bsend``, ``Rsend``, either case, and the send of a
+``Sendrecv``/``sendrecv``/``Sendrecv_replace``), by communicator and destination (its logical
+rank), and a repair that calls
 replacements in hands each one the messages its surviving peers sent to its rank (one allgather,
 with the derived communicators' records: ``prologue_derived.hand_over``). While it replays a part
 of the program its survivors finished, its receive from a survivor is answered from that log (in
@@ -17,7 +18,7 @@ peer that is a replacement of the same repair both make their calls for real, as
 same program. Not covered (``ReplayError``, as before): a receive from ``MPI.ANY_SOURCE`` (the
 order in which the failed rank matched its senders is lost with it), a part of the program its
 survivors were still in when they failed (a message sent there may not have been received:
-``Prologue.p2p_answers``), non-blocking calls, probes, messages on a derived communicator. A
+``point_to_point``), non-blocking calls, probes, an intercommunicator's messages. A
 point-to-point call in the setup also ends dpmpi.init's watch of the setup, as before
 (``setup.SetupWatch.clean``): a death in it is the program's.
 
@@ -106,52 +107,62 @@ def message(sent: tuple[Any, int, int], pickled: bool, segment: int) -> Msg:
     return Msg(tag, pickled, data, segment)
 
 
+Key = tuple  # (the communicator's place: -1 for the one dpmpi.init() returned, else its recipe's; a logical rank)
+
+
 class P2PRecords:
     """This process's log of the messages it sent in its prologue (see the module) and, on a
     replacement, those its survivors sent to its rank."""
 
     def __init__(self) -> None:
-        self.sent: dict[int, list[Msg]] = {}  # destination (logical rank) -> messages, in order
-        self.got: dict[int, list[Msg]] = {}  # a replacement: source -> messages sent to its rank
-        self.used: dict[int, set[int]] = {}  # a replacement: source -> the messages it received
+        self.sent: dict[Key, list[Msg]] = {}  # (place, destination's logical rank) -> messages, in order
+        self.got: dict[Key, list[Msg]] = {}  # a replacement: (place, source's logical rank) -> messages to it
+        self.used: dict[Key, set[int]] = {}  # a replacement: the messages it received, by key
         self.fresh: set[int] = set()  # a replacement: the logical ranks its repair's replacements took
-        self.staged: tuple[dict[int, list[Msg]], set[int]] | None = None  # handed, not yet adopted
+        self.staged: tuple[dict[Key, list[Msg]], set[int]] | None = None  # handed, not yet adopted
         self.count = 0
         self.made = False  # this rank made such a call in its prologue
 
     def __bool__(self) -> bool:
         return bool(self.sent)
 
-    def log(self, dest: int, msg: Msg) -> int:
-        """A message this rank sent to ``dest`` (or a replacement did not send: its peer had it). Its bytes."""
-        self.sent.setdefault(dest, []).append(msg)
+    def log(self, key: Key, msg: Msg) -> int:
+        """A message this rank sent (or, a replacement, did not send: its peer had it). Its bytes."""
+        self.sent.setdefault(key, []).append(msg)
         self.count += 1
         return len(msg.payload or b"")
 
-    def take(self, source: int, tag: int, segment: int) -> Msg | None:
-        """A replacement's receive from ``source`` with ``tag`` (or ``MPI.ANY_TAG``) in ``segment``:
+    def take(self, key: Key, tag: int, segment: int) -> Msg | None:
+        """A replacement's receive from ``key`` with ``tag`` (or ``MPI.ANY_TAG``) in ``segment``:
         the first message not yet received that matches it, in the order sent, or None."""
-        used = self.used.setdefault(source, set())
-        for i, msg in enumerate(self.got.get(source, [])):
+        used = self.used.setdefault(key, set())
+        for i, msg in enumerate(self.got.get(key, [])):
             if i not in used and msg.segment == segment and (tag == MPI.ANY_TAG or msg.tag == tag):
                 used.add(i)
                 return msg
         return None
 
     # -- a repair's side --
-    def offers(self, mine: int, wanted: set[int]) -> list[tuple[int, int, list[Msg]]]:
+    def offers(self, mine: int, wanted: set[int]) -> list[tuple[int, int, int, list[Msg]]]:
         """What the survivor with logical rank ``mine`` brings to a repair whose replacements take
-        the ranks ``wanted``: (``mine``, rank, the messages it sent to that rank). Pure."""
-        return [(mine, dest, list(msgs)) for dest, msgs in sorted(self.sent.items()) if dest in wanted]
+        the ranks ``wanted``: (``mine``, place, rank, the messages it sent to that rank there). Pure."""
+        return [(mine, place, dest, list(msgs)) for (place, dest), msgs in sorted(self.sent.items()) if dest in wanted]
 
-    def stage(self, brought: list[list[tuple[int, int, list[Msg]]]], me: int, wanted: list[int]) -> None:
+    def stage(self, brought: list[list[tuple[int, int, int, list[Msg]]]], me: int, wanted: list[int]) -> None:
         """A replacement that takes logical rank ``me``: the messages sent to it, until the prologue adopts them."""
-        got = {src: [Msg(*m) for m in msgs] for offered in brought for src, dest, msgs in offered if dest == me}
+        got = {(place, src): [Msg(*m) for m in msgs] for offered in brought for src, place, dest, msgs in offered
+               if dest == me}
         self.staged = (got, set(wanted))
 
-    def remap(self, renumber: dict[int, int]) -> None:
-        """The repair renumbered the logical ranks (old -> new; the ranks not in it are gone)."""
-        self.sent = {renumber[d]: msgs for d, msgs in self.sent.items() if d in renumber}
+    def remap(self, old: list[int], renumber: dict[int, int]) -> None:
+        """The repair kept the derived communicators' recipes at ``old`` (new place ``i`` was
+        ``old[i]``) and renumbered the logical ranks (old -> new; those not in it are gone)."""
+        def moved(log: dict[Key, list[Msg]]) -> dict[Key, list[Msg]]:
+            return {(p if p < 0 else old.index(p), renumber[r]): msgs for (p, r), msgs in log.items()
+                    if r in renumber and (p < 0 or p in old)}
+        self.sent = moved(self.sent)
+        if self.staged is not None:
+            self.staged = (moved(self.staged[0]), {renumber[r] for r in self.staged[1] if r in renumber})
 
     def adopt(self, replays: bool) -> None:
         """The prologue took the handed record (``replays``) or not."""
@@ -161,20 +172,30 @@ class P2PRecords:
         self.staged = None
 
 
+class Peers(NamedTuple):
+    """The communicator a call is made on, as the log names it."""
+
+    place: int  # -1: the one dpmpi.init() returned
+    members: tuple[int, ...] | None  # a derived communicator's members' logical ranks (None: ranks are logical)
+
+    def key(self, rank: int) -> Key:
+        return self.place, (rank if self.members is None else self.members[rank])
+
+
 def replayed(records: P2PRecords, op: str, args: tuple, kwargs: dict, segment: int, answers: bool,
-             plain_of: Callable[[str], Callable[..., Any]]) -> Any:
-    """A replacement's call ``op`` while it replays (``answers``: the part of the program it is in
-    is one its survivors finished): its receive from a survivor answered from the log, its send to
-    a survivor logged and not made; with a peer that is a replacement of its repair, made for real
-    (``plain_of(name)``: the communicator's own method)."""
+             plain_of: Callable[[str], Callable[..., Any]], on: Peers) -> Any:
+    """A replacement's call ``op`` on ``on`` while it replays (``answers``: the part of the program
+    it is in is one its survivors finished): its receive from a survivor answered from the log,
+    its send to a survivor logged and not made; with a peer that is a replacement of its repair,
+    made for real (``plain_of(name)``: the communicator's own method)."""
     call = parse(op, args, kwargs)
-    name = f"comm.{op}()"
-    peers = [p for p in ([call.send[1]] if call.send else []) + ([call.recv[1]] if call.recv else [])
-             if p != MPI.PROC_NULL and p not in records.fresh]
-    if not peers:  # (every peer is a replacement of this repair: made as the program asks)
-        out = plain_of(op)(*args, **kwargs)
+    name = f"{op}()" + (" on a derived communicator" if on.members is not None else "")
+    real = {MPI.PROC_NULL} | {p for p in ([call.send[1]] if call.send else []) + ([call.recv[1]] if call.recv else [])
+                              if p >= 0 and on.key(p)[1] in records.fresh}
+    if all(p in real for p in ([call.send[1]] if call.send else []) + ([call.recv[1]] if call.recv else [])):
+        out = plain_of(op)(*args, **kwargs)  # (every peer is a replacement of this repair: made as asked)
         if call.send is not None and call.send[1] != MPI.PROC_NULL:
-            records.log(call.send[1], message(call.send, call.pickled, segment))
+            records.log(on.key(call.send[1]), message(call.send, call.pickled, segment))
         return out
     if not answers:
         raise ReplayError(refused(name, "the survivors failed in the part of the program it is in, where a message "
@@ -184,18 +205,15 @@ def replayed(records: P2PRecords, op: str, args: tuple, kwargs: dict, segment: i
                                         "its senders is lost with it)"))
     if call.send is not None and call.send[1] != MPI.PROC_NULL:
         msg = message(call.send, call.pickled, segment)  # (read before a Sendrecv_replace overwrites it)
-        if call.send[1] in records.fresh:
-            if call.pickled:
-                plain_of("send")(call.send[0], call.send[1], call.send[2])
-            else:
-                plain_of("Send")(call.send[0], call.send[1], call.send[2])
-        records.log(call.send[1], msg)
+        if call.send[1] in real:
+            plain_of("send" if call.pickled else "Send")(call.send[0], call.send[1], call.send[2])
+        records.log(on.key(call.send[1]), msg)
     if call.recv is None:
         return None
     buf, source, tag, status = call.recv
-    if source == MPI.PROC_NULL or source in records.fresh:
+    if source in real:
         return plain_of("recv" if call.pickled else "Recv")(buf, source, tag, status)
-    msg = records.take(source, tag, segment)
+    msg = records.take(on.key(source), tag, segment)
     if msg is None or msg.payload is None:
         why = msg.why if msg is not None else f"rank {source} logged no such message to this rank (tag {tag})"
         raise ReplayError(refused(name, why))
@@ -217,13 +235,13 @@ def replayed(records: P2PRecords, op: str, args: tuple, kwargs: dict, segment: i
 
 
 def point_to_point(prologue: Prologue, op: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
-                   plain_of: Callable[[str], Callable[..., Any]]) -> Any:
-    """The program's call ``op`` (of ``P2P``) on the communicator dpmpi.init() returned, in the
-    prologue: on a replacement replaying, ``replayed``; elsewhere made, its send logged first
-    while the prologue records (a ``Sendrecv_replace`` overwrites what it sent)."""
+                   plain_of: Callable[[str], Callable[..., Any]], on: Peers = Peers(-1, None)) -> Any:
+    """The program's call ``op`` (of ``P2P``) on ``on`` in the prologue: on a replacement
+    replaying, ``replayed``; elsewhere made, its send logged first while the prologue records (a
+    ``Sendrecv_replace`` overwrites what it sent)."""
     if prologue.replaying is not None:
         answers = not (prologue.between and prologue.runs == max(prologue.target - 1, 0) and not prologue.inside)
-        return replayed(prologue.p2p, op, args, kwargs, prologue.runs, answers, plain_of)
+        return replayed(prologue.p2p, op, args, kwargs, prologue.runs, answers, plain_of, on)
     if not prologue.recording:
         return fn(*args, **kwargs)
     call = parse(op, args, kwargs)
@@ -231,6 +249,6 @@ def point_to_point(prologue: Prologue, op: str, fn: Callable[..., Any], args: tu
     out = fn(*args, **kwargs)
     prologue.p2p.made = True  # (dpmpi.init's watch of the setup ends: setup.SetupWatch.clean)
     if msg is not None and call.send is not None:
-        prologue.size += prologue.p2p.log(call.send[1], msg)
+        prologue.size += prologue.p2p.log(on.key(call.send[1]), msg)
         prologue.full = prologue.size > int(config.get(ENV_MAX)) or prologue.p2p.count >= prologue.max_calls()
     return out

@@ -2,7 +2,8 @@
 from its survivors' logs (dpmpi.resilient.prologue_p2p). Before the first run: each rank sends
 its boundary value around a ring with ``Sendrecv`` (a status asked for), a pickled dict to the
 next rank with ``send``/``recv`` (by tag), a ``Sendrecv_replace`` the other way, rank 0 a
-``Send`` to the last rank, and ranks 0 and 2 a ``sendrecv``; between the two runs a ``sendrecv`` of each rank's norm around the
+``Send`` to the last rank, ranks 0 and 2 a ``sendrecv``, and each pair of a ``comm.Split`` a
+``Sendrecv`` on it; between the two runs a ``sendrecv`` of each rank's norm around the
 ring. A failure in the runs: the replacement's calls are answered from the logs (and made for
 real with a peer replaced in the same repair). Prints a line "final" per rank: its digest,
 recoveries and role."""
@@ -36,7 +37,11 @@ if r == 0:
 elif r == n - 1:
     comm.Recv(far, source=0, tag=11)
 across = comm.sendrecv(r + 0.5, dest=2 - r, source=2 - r) if r in (0, 2) else 0.0  # (not snapshot buddies)
-w += 1e-2 * halo.sum() + 1e-3 * got["scale"] + 1e-4 * (edge.sum() + far.sum() + across)
+pair = comm.Split(r // 2, r)  # (a derived communicator: its messages are logged too)
+mate = 1 - pair.Get_rank()
+inpair = np.zeros(2)
+pair.Sendrecv(np.full(2, r + 0.125), dest=mate, sendtag=3, recvbuf=inpair, source=mate, recvtag=3)
+w += 1e-2 * halo.sum() + 1e-3 * got["scale"] + 1e-4 * (edge.sum() + far.sum() + across + inpair.sum())
 rt = dpmpi.Runtime(comm, {"w": w, "x": x}, snapshot_every=3)
 
 
