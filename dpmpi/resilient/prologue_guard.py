@@ -74,9 +74,9 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         a failure there is repaired (``recovery``), followed by an agreement of its members, as
         a call on the active communicator is by one of all ranks (``between_runs``). A message on
         it: logged by its sender (``prologue_p2p``), as on the active one."""
-        at = where() if where is not None and (op in REPLAYABLE or op in P2P) else None
-        if op in P2P and at is not None and plain_of is not None:
-            return point_to_point(prologue, op, fn, args, kwargs, plain_of, Peers(at.place, at.members()))
+        if op in P2P and where is not None and plain_of is not None and (on := where()) is not None:
+            return point_to_point(prologue, op, fn, args, kwargs, plain_of, Peers(on.place, on.members()))
+        at = where() if where is not None and op in REPLAYABLE else None
         replaying = prologue.replaying is not None
         mine = rank() if op in RANKED else -1
         if replaying:
