@@ -111,8 +111,8 @@ VARS: tuple[Var, ...] = (
         "alltoall, either case, the v-variants and reduce_scatters), "
         "before a dpmpi.Runtime or a snapshot exists, are each followed by an agreement, so that a death there "
         "is repaired where it happened (docs/runtime.md, the setup), until a rank makes a call a replacement "
-        "cannot redo or registers a repair callback (their calls on derived communicators too); past them, or "
-        "0, such a death is the program's ProcFailedError", minimum=0),
+        "cannot redo or registers a repair callback, or a derived communicator is made; past them, or 0, such "
+        "a death is the program's ProcFailedError", minimum=0),
     Var("DPMPI_EVENTS", "text", "", "a file: one JSON line per repair and per watcher interruption "
         "(appended by every process)"),
     # -- failure detection --

@@ -283,12 +283,8 @@ def test_a_spare_takes_the_place_of_a_stopped_rank(dpmpi_run):
 
 
 def test_a_repair_wakes_a_rank_blocked_on_a_derived_communicator(dpmpi_run):
-    """(The program's ranks wait in different collectives, which only the death it expects
-    resolves: dpmpi.init's watch of the setup, which would repair that death for it and make the
-    calls again, is off. With it on, since the forty-fifth session through derived communicators,
-    the job hangs.)"""
     job = dpmpi_run(5, "derived_block.py", launcher_args=["--spares", "1"], faults="3:die@1:KILL",
-                    env={"DPMPI_REPAIR_TIMEOUT": "20", "DPMPI_SETUP_WATCH": "0"}, timeout=60)
+                    env={"DPMPI_REPAIR_TIMEOUT": "20"}, timeout=60)
     assert job.returncode == 0, job.stdout + job.stderr
     done = job.by_rank("done")
     assert sorted(done) == [0, 1, 2, 3], job.stdout + job.stderr
@@ -873,11 +869,6 @@ _DERIVED_SETUP_REFERENCE: dict[tuple[str, ...], dict] = {}  # (per pytest proces
     # session a replacement raised ReplayError at the first v-variant (but Allgatherv)
     (1, "0:Scatterv@1:KILL", ["--runtime-first"]),
     pytest.param(1, "1:Gatherv@1:KILL", ["--runtime-first"], marks=pytest.mark.long),
-    # with the Runtime made after them, in the pair's Bcast and scan (dpmpi.init's watch of the
-    # setup, through derived communicators since the forty-fifth session: before, the program's
-    # ProcFailedError, exit code 1)
-    (1, "1:Bcast@1:KILL", []),
-    pytest.param(1, "2:scan@1:KILL", [], marks=pytest.mark.long),
     # rank 0 (the pair's scatter root) then rank 1 (its gather's and Reduce's root), in two repairs:
     # the second is answered from the record of rank 0's replacement, which keeps the root's parts
     (2, "0:step@10:KILL,1:step@25:KILL", []),
@@ -899,8 +890,7 @@ def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dp
     communicator of one rank is made for real either way). With the Runtime made before those
     calls (--runtime-first), a death in one of them is repaired there: each is followed by an
     agreement of its communicator's members, a failure is repaired and the call made again, and
-    the replacement makes it with them (before: ProcFailedError in the program, exit code 1); so it
-    is with the Runtime made after them, in dpmpi.init's watch of the setup."""
+    the replacement makes it with them (before: ProcFailedError in the program, exit code 1)."""
     def final(f):
         job = dpmpi_run(4 + spares, "derived_setup.py", "40", *extra, launcher_args=["--spares", str(spares)],
                         faults=f, timeout=60)
@@ -915,7 +905,7 @@ def test_a_replacement_redoes_the_setups_collectives_on_derived_communicators(dp
         _DERIVED_SETUP_REFERENCE[variant] = final("")
     want, got = _DERIVED_SETUP_REFERENCE[variant], final(faults)
     assert {r: f["digest"] for r, f in got.items()} == {r: f["digest"] for r, f in want.items()}, (want, got)
-    if "step@" in faults:  # (a repair before the first run is not one of the Runtime's recoveries)
+    if "--runtime-first" not in extra:  # (a repair before the first run is not one of the Runtime's recoveries)
         assert all(f["recoveries"] >= 1 for f in got.values()), got  # (two kills: one repair or two)
     assert all(f["role"] in ("SURVIVOR", "RECOVERED") for f in got.values()), got
 

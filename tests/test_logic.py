@@ -2351,10 +2351,10 @@ def _setup_state(calls=3):
     return state, repaired
 
 
-def _agree(state, peers):
+def _agree(state, peers, creation=False):
     """The watch's agreement, the others' bits ANDed in by ``peers`` (dpmpi's Agree in a job)."""
     state.active.Agree = peers
-    return state.prologue.setup.agree()
+    return state.prologue.setup.agree(creation=creation)
 
 
 def test_the_setup_is_watched_for_its_first_calls_until_a_runtime_or_a_snapshot_and_ends_where_any_rank_is_unclean():
@@ -2383,7 +2383,7 @@ def test_the_setup_is_watched_for_its_first_calls_until_a_runtime_or_a_snapshot_
     state, _ = _setup_state()
     watch = state.prologue.setup
     assert _agree(state, lambda flag: flag & 1)(0) == 0 and watch.on  # (failed: repaired as watched before it)
-    assert _agree(state, lambda flag: flag)(1) == 1 and watch.on  # (a derived communicator made: still watched)
+    assert _agree(state, lambda flag: flag, creation=True)(1) == 1 and not watch.on  # (a derived communicator made)
     state, _ = _setup_state()
     state.listeners.items.append(object())  # (a listener of the program's)
     assert _agree(state, lambda flag: flag)(1) == 1 and not state.prologue.setup.on

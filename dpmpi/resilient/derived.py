@@ -209,7 +209,7 @@ def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
         def let_go() -> None:  # (not kept for replacements: every rank makes it again)
             state.pinned.difference_update(range(first, len(state.recipes)))
         watch = state.prologue.setup  # (dpmpi.init's watch of the setup ANDs its bit in)
-        agree = watch.agree() if recover is watch else plain_method(parent, "Agree")
+        agree = watch.agree(creation=True) if recover is watch else plain_method(parent, "Agree")
         return prologue.creation_between_runs(op, made, agree, recover, lambda: derive(state, op, parent, args), let_go)
     return _derive_made(state, op, parent, mine)
 

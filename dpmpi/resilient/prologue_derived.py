@@ -31,8 +31,8 @@ them. Not covered (``ReplayError`` as before): other calls on a derived communic
 Alltoallw, neighbourhood and non-blocking ones), a scatter whose root's record
 was not the one handed over, and an intercommunicator's calls.
 
-Where a failure in such a call is repaired (with a ``dpmpi.Runtime`` made before it, or
-within dpmpi.init's watch of the setup), each is followed by an agreement of
+Where a failure in such a call is repaired (with a ``dpmpi.Runtime`` made before it: dpmpi.init's
+watch of the setup ends at the first derived communicator), each is followed by an agreement of
 its members (``prologue_calls.between_runs``, with an outcome); the replacement answers the calls before
 the interrupted one and makes that one with them (``Prologue.replay_derived``). The records are
 capped as the prologue's (``DPMPI_PROLOGUE_MAX`` bytes, and calls: a program without snapshots

@@ -15,13 +15,14 @@ examples/primitives.py does).
 
 Only while a replacement could redo the program's calls, and the program leaves failures to
 dpmpi: the agreement's flag carries a second bit, cleared by a rank that made a call a
-replacement cannot redo (point-to-point, a non-blocking collective: ``refused``) or that
-registered a repair callback or listener (the program repairs by itself). The collectives on
-derived communicators are watched too (since the forty-fifth session; before, the creation of
-one ended the watch): each is followed by its members' agreement, as with a Runtime made first
-(``prologue_guard``). A program whose ranks wait in different collectives that only the death
-it expects resolves must turn the watch off (``tests/programs/derived_block.py`` hangs with it
-on). Where any rank cleared it, the watch ends
+replacement cannot redo (a non-blocking collective: ``refused``), or a point-to-point one
+(``p2p.made``: a message there may not have been received when the death comes), or that
+registered a repair callback or listener (the program repairs by itself), and by the
+creation of a derived communicator (a rank blocked on one would not reach the agreement where the
+others wait: ``tests/programs/derived_block.py`` hung; and a program that repairs by itself
+would see its failures there repaired by the watch: ``tests/programs/derived_per_step.py`` hung
+in its own loop when the forty-fifth session tried the watch through derived communicators).
+Where any rank cleared it, the watch ends
 on every rank once that call succeeded (the agreement is uniform), and so it does past
 ``DPMPI_SETUP_WATCH`` calls (0: never on): then a death there is the program's
 ``ProcFailedError``, as before, and so it is when the program repairs by itself (its own
@@ -71,18 +72,20 @@ class SetupWatch:
         mine = [listener for listener in state.listeners.snapshot() if listener is not state.watcher]
         return not (state.prologue.refused or state.prologue.p2p.made or state.callbacks or mine)
 
-    def agree(self) -> Callable[[int], int]:
-        """The agreement after a watched call or creation (dpmpi's ``Agree`` on the active
-        communicator, which gives up when a repair begins: a rank whose program repairs by itself
-        must not leave the others in it), with this rank's ``CLEAN`` bit ANDed in: where any
-        rank's is clear, the watch ends everywhere once this call succeeded (a failed one is
-        repaired, and its replacement answered, as the watch said before it)."""
+    def agree(self, creation: bool = False) -> Callable[[int], int]:
+        """The agreement after a watched call (dpmpi's ``Agree`` on the active communicator, which
+        gives up when a repair begins: a rank whose program repairs by itself must not leave the
+        others in it), with this rank's ``CLEAN`` bit ANDed in: where any rank's is clear, the
+        watch ends everywhere once this call succeeded (a failed one is repaired, and its
+        replacement answered, as the watch said before it). ``creation``: a derived
+        communicator's (its ranks may then block on it where others wait in this watch's
+        agreements: the watch ends with it)."""
         def agree(flag: int) -> int:
             comm = self.state.active
             assert comm is not None
             if not flag:  # (failed here: a rank blocked in a call not watched, e.g. a send to the dead one, wakes;
                 ctxcomms.revoke(comm.mpi)  # the job hung: tests/programs/setup_p2p_repair.py, 3 of 3)
-            got = int(comm.Agree((DONE if flag else 0) | (CLEAN if self.clean() else 0)))
+            got = int(comm.Agree((DONE if flag else 0) | (CLEAN if self.clean() and not creation else 0)))
             if got & DONE and not got & CLEAN:
                 self.on = False
             return got & DONE

@@ -2,9 +2,7 @@
 process is not part of. Ranks 0 and 2 share the even half of a Split; rank 3 dies; rank 2 learns
 of it in a Barrier on the whole communicator and repairs, while rank 0 waits in a Barrier on the
 even half for rank 2. Without the repair revoking the derived communicators, rank 0 waited there
-until the repair deadline. Its ranks' calls differ (without the death, rank 0 and rank 2 would
-wait for each other for ever): it runs with DPMPI_SETUP_WATCH=0, as the program handles the
-failure itself. Prints one JSON line per active rank."""
+until the repair deadline. Prints one JSON line per active rank."""
 import json
 
 import dpmpi
