@@ -101,7 +101,8 @@ VARS: tuple[Var, ...] = (
         minimum=0.0001, maximum=10),
     Var("DPMPI_PROLOGUE_MAX", "int", 64 << 20, "bytes of results each active rank keeps of the collectives "
         "its program made before its first snapshot and between dpmpi.Runtime runs (bcast, allreduce, "
-        "allgather, barrier, gather, reduce; a scatter's whole input on its root; every rank's result of a "
+        "allgather, barrier, gather, reduce; a scatter's whole input on its root, every rank's part; every "
+        "rank's result of a "
         "scan, exscan or alltoall; the v-variants and reduce_scatters; on derived communicators too; the "
         "messages it sent, by destination), "
         "which a replacement's own prologue gets from them (docs/spares.md); past it, a replacement that "

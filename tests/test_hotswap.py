@@ -972,7 +972,7 @@ def test_a_warm_spare_called_in_for_a_death_in_the_setup_ends_the_job_with_an_er
     pytest.param("0:run-begin@1+0.001:KILL", [], marks=pytest.mark.long),  # (while that snapshot is taken; the budget)
     # after a first run with commit_at_end=False (before the forty-fifth session: other digests, exit code 0)
     ("2:step@11:KILL", ["--no-commit"]),
-    pytest.param("3:step@10+0.01:KILL", ["--no-commit"], marks=pytest.mark.long),  # (the first run's last step)
+    pytest.param("3:step@10:KILL", ["--no-commit"], marks=pytest.mark.long),  # (the first run's last step)
 ])
 def test_a_change_of_the_state_between_two_runs_survives_a_failure_before_the_next_runs_first_snapshot(
         dpmpi_run, faults, extra):

@@ -1997,7 +1997,9 @@ def test_a_replacement_redoes_a_scatter_gather_and_reduce_on_a_derived_communica
     result is broadcast to the members (every member records it). A replacement answers from the
     handed record: its part of the root's scatter, the result of a gather or Reduce rooted at it,
     None elsewhere; the root's replacement takes its part of its own input; a scatter whose root's
-    record was not handed over raises, naming why."""
+    record was not handed over raises, naming why. Since the forty-fifth session a scatter is
+    followed by an allgather of every member's part (each up to 1 MiB), so that any record
+    answers it (``small``; else, parts too large, as before)."""
     import numpy as np
     from mpi4py import MPI
 
@@ -2007,13 +2009,19 @@ def test_a_replacement_redoes_a_scatter_gather_and_reduce_on_a_derived_communica
     at = pd.Where(3, lambda: group)
     data = np.arange(9, dtype=np.int32)
 
-    def survivor(rank):  # the calls as rank ``rank`` of the group makes them in its prologue
-        rec, told = prologue.Prologue(), []
+    parts = {"Scatter": [data[3 * q:3 * q + 3].tobytes() for q in range(3)],
+             "scatter": [MPI.pickle.dumps(c) for c in "xyz"]}
+
+    def survivor(rank, small=False):  # the calls as rank ``rank`` of the group makes them in its prologue
+        rec, told, shared = prologue.Prologue(), [], []
 
         def plain_of(name):  # (the communicator's plain bcast: the root's result, as the root sent it)
+            if name == "allgather":  # (every member's part of a scatter: None, over 1 MiB, unless small)
+                return lambda mine: shared.append(mine) or [p if small else None for p in parts[shared_op[0]]]
             assert name == "bcast"
             return lambda obj, root: told.append((obj, root)) or (
                 MPI.pickle.dumps([0, 10, 20]) if len(told) == 1 else np.array([3.0, 6.0]).tobytes())
+        shared_op = [""]
 
         def made(op):
             def fn(*a, **k):
@@ -2027,6 +2035,7 @@ def test_a_replacement_redoes_a_scatter_gather_and_reduce_on_a_derived_communica
             return fn
 
         def call(name, *a, **k):
+            shared_op[0] = name
             return prologue.guarded(rec, name, made(name), True, lambda: None, lambda: rank, plain_of,
                                     where=lambda: at)(*a, **k)
         part, total = np.zeros(3, dtype=np.int32), np.zeros(2)
@@ -2036,6 +2045,7 @@ def test_a_replacement_redoes_a_scatter_gather_and_reduce_on_a_derived_communica
         call("Reduce", np.array([1.0, 2.0]), total, op=MPI.SUM, root=1)
         assert got == "xyz"[rank] and gathered == ([0, 10, 20] if rank == 1 else None)
         assert [t[1] for t in told] == [1, 1] and (told[0][0] is None) == (rank != 1)  # (the root tells)
+        assert shared == [parts["Scatter"][rank], parts["scatter"][rank]]  # (every member tells its part)
         assert rec.refused == {}  # (nothing a replacement could not redo: no warning)
         rec.close()  # (its first snapshot operation)
         return rec
@@ -2080,10 +2090,15 @@ def test_a_replacement_redoes_a_scatter_gather_and_reduce_on_a_derived_communica
     part = np.zeros(3, dtype=np.int32)
     later = replacement(2, call.rec, {2})
     assert later("Scatter", None, part, 0) is None and part.tolist() == [6, 7, 8]
-    # ranks 0 and 2 died: rank 2's part of the scatter was only in the dead root's record
+    # ranks 0 and 2 died: rank 2's part of a large scatter was only in the dead root's record
     call = replacement(2, second, {0, 2})
     with pytest.raises(prologue.ReplayError, match=r"Scatter\(root=0\) on a derived communicator.*its root's record"):
         call("Scatter", None, np.zeros(3, dtype=np.int32), 0)
+    # ...but every member's record holds the parts of a small one
+    call = replacement(2, survivor(1, small=True), {0, 2})
+    part = np.zeros(3, dtype=np.int32)
+    assert call("Scatter", None, part, 0) is None and part.tolist() == [6, 7, 8]
+    assert call("scatter", None, root=0) == "z"
 
 
 def test_a_prologue_gather_or_reduce_has_its_roots_result_broadcast_so_that_its_replacement_gets_it(monkeypatch):

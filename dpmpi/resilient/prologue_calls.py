@@ -5,7 +5,6 @@ made (dpmpi.resilient.prologue uses these). No state; no MPI call but through th
 they are given (and mpi4py's pickle)."""
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, NamedTuple
 
 from mpi4py import MPI
@@ -38,6 +37,11 @@ PER_RANK_MAX = 1 << 20
 # their answer depends on the replacement's rank in the communicator
 RANKED = ROOTED | PER_RANK
 REPLAYABLE = SAME_EVERYWHERE | ROOTED | PER_RANK
+# a scatter is followed by an allgather of every rank's part too (each up to PER_RANK_MAX), so that
+# any record answers a replacement, whoever died with it (the root's record alone holds the parts
+# of a larger one: its root must then be the lowest surviving rank)
+SCATTERS = frozenset({"scatter", "Scatter", "Scatterv"})
+TOLD = TO_ROOT | PER_RANK | SCATTERS  # the calls followed by a broadcast or an allgather of their results
 # what a replacement is told when it makes another call (prologue.py, prologue_guard.py)
 REPLAYABLE_NAMES = ("bcast, allreduce, allgather, barrier, scatter, gather, reduce, scan, exscan and alltoall (either "
                     "case), Allgatherv, Gatherv, Scatterv, Alltoallv, Reduce_scatter and Reduce_scatter_block")
@@ -61,6 +65,19 @@ WATCHED = REPLAYABLE | NEEDS_PEERS
 IN_PLACE_KEPT = frozenset({"Allreduce", "Scan", "Exscan", "Alltoall", "Allgatherv", "Gatherv", "Alltoallv",
                            "Reduce_scatter", "Reduce_scatter_block"})  # (between_runs)
 REAL = object()  # Prologue.replay's answer: make the call for real (the replacement caught up)
+
+
+class Parts(list):
+    """Every rank's part of a scatter, as allgathered after it (pickled, or the buffer's bytes)."""
+
+
+def told_apart(op: str, made: Any, told: bool) -> tuple[Any, Any]:
+    """(the call's result, what its record keeps) of a call made as told (``told``: with the
+    broadcast or allgather of ``TOLD``, which ``made`` then pairs with the result)."""
+    if not told:
+        return made, (None if op in TO_ROOT or op in PER_RANK else made)
+    out, kept = made
+    return out, (Parts(kept) if op in SCATTERS else kept)
 
 
 class ReplayError(RuntimeError):
@@ -143,7 +160,9 @@ def make_entry(op: str, root: int, args: tuple, kwargs: dict, result: Any, rank:
         return Entry(op, root, len(result), result, "") if isinstance(result, bytes) else Entry(op, root, -1, b"", "")
     if op in ("barrier", "Barrier"):
         return Entry(op, root, -1, b"", "")
-    if op in ("scatter", "Scatter", "Scatterv") and rank != root:
+    if op in SCATTERS and isinstance(result, Parts) and all(part is not None for part in result):
+        return Entry(op, root, -2, MPI.pickle.dumps(list(result)), "")  # (nbytes -2: every rank's part)
+    if op in SCATTERS and rank != root:
         return Entry(op, root, -1, None, f"its parts are in its root's record (rank {root}), which was not "
                                          f"the one handed over (the root failed too, or it is not the lowest "
                                          f"surviving rank)")
@@ -189,6 +208,8 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
             return None
         raise ReplayError(refused(name, f"this process replaces the root, and the parts of the others went to "
                                         f"the failed one (a result over {TOLD_MAX} bytes is not recorded)"))
+    if entry.nbytes == -2:  # (every rank's part, told)
+        return _told_part_reply(op, args, kwargs, entry, rank, name)
     try:
         if op == "Scatterv":
             return _scatterv_reply(args, kwargs, entry, i, rank, name)
@@ -211,6 +232,18 @@ def rooted_reply(op: str, args: tuple, kwargs: dict, entry: Entry, i: int, rank:
     if part.nbytes != out.nbytes:
         raise ReplayError(refused(name, f"the root's input holds no part for rank {rank}"))
     out[:] = part
+    return None
+
+
+def _told_part_reply(op: str, args: tuple, kwargs: dict, entry: Entry, rank: int, name: str) -> Any:
+    """A replacement's scatter answered from every rank's part, as told after it."""
+    parts = MPI.pickle.loads(entry.payload or b"")
+    if not 0 <= rank < len(parts):
+        raise ReplayError(refused(name, f"rank {rank} is not among the {len(parts)} parts recorded"))
+    if op[0].islower():
+        return MPI.pickle.loads(parts[rank])
+    if rank != entry.root or (args[1] if len(args) > 1 else kwargs.get("recvbuf")) is not MPI.IN_PLACE:
+        write_recorded(name, op, args, kwargs, parts[rank], "its part")
     return None
 
 
@@ -265,7 +298,7 @@ def as_root(op: str, args: tuple, kwargs: dict, entry: Entry, rank: int) -> Entr
     root it replaces, the root's record (its own input), so that, as the lowest surviving rank
     of a later repair, it hands over the parts (before, it kept the record it was handed, where a
     scatter's parts were not: the next replacement of another rank raised ``ReplayError``)."""
-    if op in ("scatter", "Scatter", "Scatterv") and rank == entry.root and entry.payload is None:
+    if op in SCATTERS and rank == entry.root and entry.payload is None:
         return entry_of(op, args, kwargs, None, rank, entry.segment)
     return entry
 
@@ -348,23 +381,3 @@ def _made_and_agreed(op: str, make: Callable[[], Any], agree: Callable[[int], in
     if not (keep and gave_up):
         out = None  # (no rank holds it: the repair forgets it, and the call is made anew everywhere)
     return out, failure, gave_up
-
-
-def program_level() -> int:
-    """warnings.warn's stacklevel, from the caller of warn, that points at the program's line."""
-    return 2 + _program_frame(sys._getframe(2))[0]
-
-
-def program_line() -> str:
-    """Where the program called into dpmpi (its first frame outside dpmpi): "file:line"."""
-    frame = _program_frame(sys._getframe(1))[1]
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-
-
-def _program_frame(frame: Any) -> tuple[int, Any]:
-    """From ``frame`` outwards, the first frame outside dpmpi (the outermost one if none is) and
-    how many frames lie before it."""
-    level = 0
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
-        level, frame = level + 1, frame.f_back
-    return level, frame

@@ -14,7 +14,8 @@ communicator its rank belonged to, the record of one surviving member (the lowes
 replacement takes a place), and the replacement's calls are answered from it in order. Rooted
 ones too (since the forty-third session), as on the active communicator (``prologue``): a
 ``scatter``'s root records its whole input (a replacement's part is in the handed record when
-that root is the lowest surviving member, as with root 0; the root's replacement takes its own
+that root is the lowest surviving member, as with root 0, or every member's record after the
+allgather of their parts that follows it, each up to 1 MiB; the root's replacement takes its own
 part of its own input); a ``gather`` or ``reduce`` is followed by its root's result broadcast to
 the members, up to ``TOLD_MAX``, so that any member's record answers the root's replacement (a
 replacement that is not the root gets ``None``, as MPI gives it). A ``scan``, ``exscan`` or

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi.resilient.prologue_calls import (PER_RANK, RANKED, REAL, REPLAYABLE, REPLAYABLE_NAMES, TO_ROOT, TOLD_MAX,
-                                            ReplayError, between_runs, refused, result_buffer, root_of, told_part)
+from dpmpi.resilient.prologue_calls import (RANKED, REAL, REPLAYABLE, REPLAYABLE_NAMES, TO_ROOT, TOLD, TOLD_MAX,
+                                            ReplayError, between_runs, refused, result_buffer, root_of, told_apart,
+                                            told_part)
 from dpmpi.resilient.prologue_derived import Where
 from dpmpi.resilient.prologue_p2p import P2P, Peers, point_to_point
 
@@ -57,8 +58,8 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         return out, plain_of("bcast")(mine, root)
 
     def made_then_shared(args: tuple, kwargs: dict) -> tuple[Any, list]:
-        """A scan, exscan or alltoall made as asked, then every rank's result allgathered
-        (``told_part``: None for one that is too large), so that every record holds each."""
+        """A scan, exscan, alltoall or scatter (...) made as asked, then every rank's result
+        allgathered (``told_part``: None for one that is too large), so that every record holds each."""
         assert plain_of is not None
         out = fn(*args, **kwargs)
         return out, plain_of("allgather")(told_part(op, args, kwargs, out))
@@ -91,7 +92,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         # (the root's replacement is answered from any member's record), a scan, exscan or alltoall
         # by an allgather of every member's result: the same on every member, as every member that
         # makes it for real comes through here (survivors outside the runs, replacements past their record)
-        told = (op in TO_ROOT or op in PER_RANK) and at is not None and plain_of is not None
+        told = op in TOLD and at is not None and plain_of is not None
         make = maker(args, kwargs, told)
         recover = prologue.recovery() if at is not None and again is not None else None
         if recover is not None:
@@ -99,7 +100,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             records = prologue.derived
 
             def held(out: Any) -> None:
-                records.pend(at, op, args, kwargs, out[1] if told else out, prologue.runs, mine)
+                records.pend(at, op, args, kwargs, told_apart(op, out, told)[1], prologue.runs, mine)
             try:
                 out, made_again = between_runs(op, make, args, kwargs, at.agree, recover, again, at.outcome, held)
             finally:
@@ -108,9 +109,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
             out = make()
-        kept = None if op in TO_ROOT or op in PER_RANK else out  # (what was told, if it was)
-        if told:
-            out, kept = out
+        out, kept = told_apart(op, out, told)
         if at is None:
             if prologue.recording:
                 prologue.unreplayable(op, True)
@@ -136,7 +135,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
             if prologue.recording:
                 prologue.unreplayable(op, False)
             return out
-        told = (op in TO_ROOT or op in PER_RANK) and plain_of is not None and prologue.tells()
+        told = op in TOLD and plain_of is not None and prologue.tells()
         prologue.seen += 1
         make = maker(args, kwargs, told)
         recover = prologue.recovery()
@@ -147,9 +146,7 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
                 return out  # (recorded, and answered as the program expects, by that call)
         else:
             out = make()
-        kept = None if op in TO_ROOT or op in PER_RANK else out  # (what was told, if it was)
-        if told:
-            out, kept = out
+        out, kept = told_apart(op, out, told)
         if prologue.recording:
             prologue.record(op, args, kwargs, kept, rank() if op in RANKED else -1)
         return out

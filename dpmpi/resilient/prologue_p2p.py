@@ -189,7 +189,7 @@ def replayed(records: P2PRecords, op: str, args: tuple, kwargs: dict, segment: i
     its send to a survivor logged and not made; with a peer that is a replacement of its repair,
     made for real (``plain_of(name)``: the communicator's own method)."""
     call = parse(op, args, kwargs)
-    name = f"{op}()" + (" on a derived communicator" if on.members is not None else "")
+    name = f"comm.{op}()" if on.members is None else f"{op}() on a derived communicator"
     real = {MPI.PROC_NULL} | {p for p in ([call.send[1]] if call.send else []) + ([call.recv[1]] if call.recv else [])
                               if p >= 0 and on.key(p)[1] in records.fresh}
     if all(p in real for p in ([call.send[1]] if call.send else []) + ([call.recv[1]] if call.recv else [])):
@@ -248,6 +248,8 @@ def point_to_point(prologue: Prologue, op: str, fn: Callable[..., Any], args: tu
     msg = message(call.send, call.pickled, prologue.runs) if call.send and call.send[1] != MPI.PROC_NULL else None
     out = fn(*args, **kwargs)
     prologue.p2p.made = True  # (dpmpi.init's watch of the setup ends: setup.SetupWatch.clean)
+    if call.recv is not None and call.recv[1] == MPI.ANY_SOURCE:  # (a replacement could not: told at the end)
+        prologue.unreplayable(op, on.members is not None)
     if msg is not None and call.send is not None:
         prologue.size += prologue.p2p.log(on.key(call.send[1]), msg)
         prologue.full = prologue.size > int(config.get(ENV_MAX)) or prologue.p2p.count >= prologue.max_calls()

@@ -2,8 +2,9 @@
 that start every rank from rank 0's weights do: Bcast of the initial state, bcast of a config,
 allreduce, allgather, Barrier, a Scatter and a scatter of each rank's part from rank 0, a gather
 of names and a reduce to rank 0. Exact integer arithmetic, so each rank checks its final state
-against the failure-free result computed locally. ``--refuse``: the prologue also sends a
-message from rank 0 to rank 1 (which a replacement cannot get again). ``--fresh``: each run
+against the failure-free result computed locally. ``--refuse``: the prologue also passes a
+token around a ring, received from ``MPI.ANY_SOURCE`` (which a replacement cannot get again: the
+order in which the failed rank matched its senders died with it). ``--fresh``: each run
 after the first is the first run of a new ``dpmpi.Runtime`` over the same array, made before
 the evaluation that precedes it (the earlier ones are kept, not closed).
 
@@ -24,7 +25,8 @@ p.add_argument("--epochs", type=int, default=1, help="rt.run calls, an allreduce
 p.add_argument("--every", type=int, default=1, help="snapshot_every")
 p.add_argument("--fresh", action="store_true", help="a new Runtime for each run after the first")
 p.add_argument("--eval-gather", action="store_true", help="after each run, also a Gather (buffers) to rank 0")
-p.add_argument("--eval-refuse", action="store_true", help="after each run's allreduce, a sendrecv (which a "
+p.add_argument("--eval-refuse", action="store_true", help="after each run's allreduce, a sendrecv from "
+               "ANY_SOURCE (which a "
                "replacement cannot redo)")
 p.add_argument("--eval-split", action="store_true", help="after each run, a Split of comm (by parity) that "
                "the next run's steps use, rebound each time")
@@ -47,7 +49,7 @@ seed = comm.scatter([100 + q for q in range(n)] if r == 0 else None, root=0)
 names = comm.gather(f"rank{r}", root=0)
 rows = comm.reduce(1000 + r, op=MPI.MAX, root=0)
 if a.refuse:
-    token = comm.sendrecv(r, dest=(r + 1) % n, source=(r - 1) % n)
+    token = comm.sendrecv(r, dest=(r + 1) % n, source=MPI.ANY_SOURCE)
 w0 = w.copy()
 rt = dpmpi.Runtime(comm, {"w": w}, snapshot_every=a.every)
 
@@ -88,7 +90,7 @@ for e in range(1, a.epochs + 1):  # (commit_at_end: each run ends with a commit 
         ev = comm.Split(comm.Get_rank() % 2, 0)
     metrics.append(comm.allreduce(int(w.sum() % 1000)))  # an "evaluation" between runs
     if a.eval_refuse:
-        comm.sendrecv(e, dest=(comm.Get_rank() + 1) % comm.Get_size(), source=(comm.Get_rank() - 1) % comm.Get_size())
+        comm.sendrecv(e, dest=(comm.Get_rank() + 1) % comm.Get_size(), source=MPI.ANY_SOURCE)
 expect, want = w0, []
 for k in range(a.steps):
     expect = update(expect, k, n)
