@@ -242,9 +242,12 @@ def point_to_point(prologue: Prologue, op: str, fn: Callable[..., Any], args: tu
     if prologue.replaying is not None:
         answers = not (prologue.between and prologue.runs == max(prologue.target - 1, 0) and not prologue.inside)
         return replayed(prologue.p2p, op, args, kwargs, prologue.runs, answers, plain_of, on)
-    if not prologue.recording:
+    try:
+        call = parse(op, args, kwargs) if prologue.recording else None
+    except (TypeError, ValueError):  # (arguments mpi4py refuses: its own error, below)
+        call = None
+    if call is None:
         return fn(*args, **kwargs)
-    call = parse(op, args, kwargs)
     msg = message(call.send, call.pickled, prologue.runs) if call.send and call.send[1] != MPI.PROC_NULL else None
     out = fn(*args, **kwargs)
     prologue.p2p.made = True  # (dpmpi.init's watch of the setup ends: setup.SetupWatch.clean)
