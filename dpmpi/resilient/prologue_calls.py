@@ -266,8 +266,9 @@ def _scatterv_reply(args: tuple, kwargs: dict, entry: Entry, i: int, rank: int, 
 
 
 def told_part(op: str, args: tuple, kwargs: dict, result: Any) -> bytes | None:
-    """This rank's result of a PER_RANK call, as every rank's record keeps it (pickled, or the
-    buffer's bytes), or None where it cannot be read or is over PER_RANK_MAX."""
+    """This rank's result of a PER_RANK call, or its part of a scatter, as every rank's record
+    keeps it (pickled, or the buffer's bytes), or None where it cannot be read or is over
+    PER_RANK_MAX."""
     try:
         mine = MPI.pickle.dumps(result) if op[0].islower() else result_buffer(op, args, kwargs).tobytes()
     except Exception:  # (unreadable: not recorded; that rank's replacement is told at its turn)

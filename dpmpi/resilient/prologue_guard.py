@@ -58,8 +58,9 @@ def guarded(prologue: Prologue, op: str, fn: Callable[..., Any], derived: bool,
         return out, plain_of("bcast")(mine, root)
 
     def made_then_shared(args: tuple, kwargs: dict) -> tuple[Any, list]:
-        """A scan, exscan, alltoall or scatter (...) made as asked, then every rank's result
-        allgathered (``told_part``: None for one that is too large), so that every record holds each."""
+        """A PER_RANK call or a scatter (SCATTERS) made as asked, then every rank's result, or
+        part, allgathered (``told_part``: None for one that is too large), so that every record
+        holds each."""
         assert plain_of is not None
         out = fn(*args, **kwargs)
         return out, plain_of("allgather")(told_part(op, args, kwargs, out))
