@@ -867,7 +867,7 @@ _DERIVED_SETUP_REFERENCE: dict[tuple[str, ...], dict] = {}  # (per pytest proces
     pytest.param(1, "1:exscan@2:KILL", ["--runtime-first", "--drift=1"], marks=pytest.mark.long),
     # ...and in the setup's Scatterv on comm, its root (a Gatherv's: long tier): before the forty-fifth
     # session a replacement raised ReplayError at the first v-variant (but Allgatherv)
-    (1, "0:Scatterv@1:KILL", ["--runtime-first"]),
+    pytest.param(1, "0:Scatterv@1:KILL", ["--runtime-first"], marks=pytest.mark.long),  # (make test's budget)
     pytest.param(1, "1:Gatherv@1:KILL", ["--runtime-first"], marks=pytest.mark.long),
     # rank 0 (the pair's scatter root) then rank 1 (its gather's and Reduce's root), in two repairs:
     # the second is answered from the record of rank 0's replacement, which keeps the root's parts
@@ -915,8 +915,9 @@ _P2P_SETUP_REFERENCE: dict = {}
 
 @pytest.mark.parametrize("spares, faults", [
     (1, "2:step@10:KILL"),
-    # ranks 0 and 2, which exchange a message in the setup, replaced in one repair: they make it for real
-    (2, "0:step@8:KILL,2:repair-shrink@1:KILL"),
+    # ranks 0 and 2, which exchange a message in the setup, replaced in one repair: they make it for
+    # real (the long tier: make test's budget; test_logic checks the same choice without MPI)
+    pytest.param(2, "0:step@8:KILL,2:repair-shrink@1:KILL", marks=pytest.mark.long),
     pytest.param(1, "3:step@25:KILL", marks=pytest.mark.long),  # (the second run: the sendrecv between the runs)
     # two repairs: the second replacement gets rank 0's messages from its replacement's log
     pytest.param(2, "0:step@5:KILL,3:step@15:KILL", marks=pytest.mark.long),
