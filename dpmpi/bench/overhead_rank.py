@@ -126,5 +126,5 @@ if rank == 0:
                    "extra_per_snapshot_vs_copy": round(extra * k / copy_s, 3) if k else None}
     with open(args.out, "w") as f:
         json.dump({"workload": args.workload, "state_mib": round(nbytes / 2**20, 1), "ranks": size,
-                   "steps_per_config": len(times[0]), "copy_ms": round(1e3 * copy_s, 3),
+                   "steps_per_config": min(len(v) for v in times.values()), "copy_ms": round(1e3 * copy_s, 3),
                    "sync_snapshot_ms": round(1e3 * snap_s, 3), "by_snapshot_every": rows}, f)
