@@ -6,15 +6,15 @@ boundary sizes sent to the next rank, a ring of ``Sendrecv``. A replacement runs
 its start, but its survivors are past their setup: before the forty-fifth session its first such
 call raised ``ReplayError`` and the job went on without it. Now every active rank logs what it
 sends on the communicator ``dpmpi.init()`` returned and on the intracommunicators derived from
-it, outside dpmpi.Runtime's runs, while its prologue records (``Send``, ``Ssend``, ``Bsend``, ``Rsend``, either case, and the send of a
-``Sendrecv``/``sendrecv``/``Sendrecv_replace``), by communicator and destination (its logical
-rank), and a repair that calls
-replacements in hands each one the messages its surviving peers sent to its rank (one allgather,
-with the derived communicators' records: ``prologue_derived.hand_over``). While it replays a part
-of the program its survivors finished, its receive from a survivor is answered from that log (in
-the order sent, by tag: MPI's non-overtaking rule), and its send to a survivor is not made (the
-survivor received it before the failure) but logged, for a later replacement of that peer. With a
-peer that is a replacement of the same repair both make their calls for real, as they run the
+it, outside dpmpi.Runtime's runs, while its prologue records (``Send``, ``Ssend``, ``Bsend``,
+``Rsend``, either case, and the send of a ``Sendrecv``/``sendrecv``/``Sendrecv_replace``), by
+communicator and destination (its logical rank), and a repair that calls replacements in hands
+each one the messages its surviving peers sent to its rank (one allgather, with the derived
+communicators' records: ``prologue_derived.hand_over``). While it replays a part of the program
+its survivors finished, its receive from a survivor is answered from that log (in the order
+sent, by tag: MPI's non-overtaking rule), and its send to a survivor is not made (the survivor
+received it before the failure) but logged, for a later replacement of that peer. With a peer
+that is a replacement of the same repair both make their calls for real, as they run the
 same program. Not covered (``ReplayError``, as before): a receive from ``MPI.ANY_SOURCE`` (the
 order in which the failed rank matched its senders is lost with it), a part of the program its
 survivors were still in when they failed (a message sent there may not have been received:
