@@ -1767,6 +1767,15 @@ def test_a_replacements_receives_in_the_prologue_are_answered_from_what_its_surv
         p2p.point_to_point(new, "recv", fn, (), {}, plain_of)
     with pytest.raises(prologue.ReplayError, match="rank 1 logged no such message"):
         p2p.point_to_point(new, "recv", fn, (None, 1, 5), {}, plain_of)
+    p2p.point_to_point(survivor, "Isend", fn, (np.full(2, 4.0), 2), {"tag": 8}, plain_of)
+    new.p2p.stage([survivor.p2p.offers(1, {2}), []], 2, [2, 0])
+    new.p2p.adopt(True)
+    ghost = np.zeros(2)
+    req = p2p.point_to_point(new, "Irecv", fn, (ghost, 1, 8), {}, plain_of)
+    assert ghost.tolist() == [4.0, 4.0] and req == MPI.REQUEST_NULL  # (answered at once, complete)
+    assert p2p.point_to_point(new, "isend", fn, ("z", 1), {}, plain_of) == MPI.REQUEST_NULL
+    with pytest.raises(prologue.ReplayError, match="lower-case irecv"):
+        p2p.point_to_point(new, "irecv", fn, (None, 1, 8), {}, plain_of)
     new.between, new.target = True, 1  # (its survivors failed in this part: a message may be in flight)
     with pytest.raises(prologue.ReplayError, match="may not have been received"):
         p2p.point_to_point(new, "send", fn, ("y", 1), {}, plain_of)

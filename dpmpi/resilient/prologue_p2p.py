@@ -1,25 +1,26 @@
 """Point-to-point messages in the prologue, logged by their senders, so that a replacement's own
 receives there are answered.
 
-A program's setup often exchanges with its neighbours: a halo filled once, a partition's
-boundary sizes sent to the next rank, a ring of ``Sendrecv``. A replacement runs the program from
-its start, but its survivors are past their setup: before the forty-fifth session its first such
-call raised ``ReplayError`` and the job went on without it. Now every active rank logs what it
-sends on the communicator ``dpmpi.init()`` returned and on the intracommunicators derived from
-it, outside dpmpi.Runtime's runs, while its prologue records (``Send``, ``Ssend``, ``Bsend``,
-``Rsend``, either case, and the send of a ``Sendrecv``/``sendrecv``/``Sendrecv_replace``), by
-communicator and destination (its logical rank), and a repair that calls replacements in hands
-each one the messages its surviving peers sent to its rank (one allgather, with the derived
-communicators' records: ``prologue_derived.hand_over``). While it replays a part of the program
-its survivors finished, its receive from a survivor is answered from that log (in the order
-sent, by tag: MPI's non-overtaking rule), and its send to a survivor is not made (the survivor
-received it before the failure) but logged, for a later replacement of that peer. With a peer
-that is a replacement of the same repair both make their calls for real, as they run the
-same program. Not covered (``ReplayError``, as before): a receive from ``MPI.ANY_SOURCE`` (the
-order in which the failed rank matched its senders is lost with it), a part of the program its
-survivors were still in when they failed (a message sent there may not have been received:
-``point_to_point``), non-blocking calls, probes, an intercommunicator's messages. A
-point-to-point call in the setup also ends dpmpi.init's watch of the setup, as before
+A program's setup often exchanges with its neighbours: a halo filled once, a partition's boundary
+sizes sent to the next rank, a ring of ``Sendrecv``. A replacement runs the program from its
+start, but its survivors are past their setup: before the forty-fifth session its first such call
+raised ``ReplayError`` and the job went on without it. Now every active rank logs what it sends
+on the communicator ``dpmpi.init()`` returned and on the intracommunicators derived from it,
+outside dpmpi.Runtime's runs, while its prologue records (``Send``, ``Ssend``, ``Bsend``,
+``Rsend``, either case, their non-blocking forms, and the send of a ``Sendrecv``/``sendrecv``/
+``Sendrecv_replace``), by communicator and destination (its logical rank), and a repair that
+calls replacements in hands each one the messages its surviving peers sent to its rank (one
+allgather, with the derived communicators' records: ``prologue_derived.hand_over``). While it
+replays a part of the program its survivors finished, its receive from a survivor is answered
+from that log (in the order sent, by tag: MPI's non-overtaking rule; an ``Irecv``'s buffer at
+once, its request complete), and its send to a survivor is not made (the survivor received it
+before the failure) but logged, for a later replacement of that peer. With a peer that is a
+replacement of the same repair both make their calls for real, as they run the same program. Not
+covered (``ReplayError``, as before): a receive from ``MPI.ANY_SOURCE`` (the order in which the
+failed rank matched its senders is lost with it), a part of the program its survivors were still
+in when they failed (a message sent there may not have been received: ``point_to_point``), a
+lower-case ``irecv`` from a survivor, probes, an intercommunicator's messages. A point-to-point
+call in the setup also ends dpmpi.init's watch of the setup, as before
 (``setup.SetupWatch.clean``): a death in it is the program's.
 
 Owner and lifetime: one ``P2PRecords`` per process, in ``Prologue.p2p``, main thread only (a
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 from mpi4py import MPI
 
 from dpmpi import config
+from dpmpi.request import Request
 from dpmpi.resilient import msgspec
 from dpmpi.resilient.prologue_calls import ReplayError, refused
 
@@ -41,13 +43,16 @@ if TYPE_CHECKING:
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 
-SENDS = frozenset({"Send", "Ssend", "Bsend", "Rsend", "send", "ssend", "bsend"})
-RECVS = frozenset({"Recv", "recv"})
+SENDS = frozenset({"Send", "Ssend", "Bsend", "Rsend", "send", "ssend", "bsend",
+                   "Isend", "Issend", "Ibsend", "Irsend", "isend", "issend", "ibsend"})
+RECVS = frozenset({"Recv", "recv", "Irecv", "irecv"})
 BOTH = frozenset({"Sendrecv", "sendrecv", "Sendrecv_replace"})
 P2P = SENDS | RECVS | BOTH
+NONBLOCKING = frozenset({"Isend", "Issend", "Ibsend", "Irsend", "isend", "issend", "ibsend", "Irecv", "irecv"})
 _SIGNATURES = {  # mpi4py's parameters, in order, with their defaults (None: required)
     "send": (("buf", None), ("dest", None), ("tag", 0)),
     "recv": (("buf", None), ("source", MPI.ANY_SOURCE), ("tag", MPI.ANY_TAG), ("status", None)),
+    "irecv": (("buf", None), ("source", MPI.ANY_SOURCE), ("tag", MPI.ANY_TAG)),
     "Sendrecv": (("sendbuf", None), ("dest", None), ("sendtag", 0), ("recvbuf", None), ("source", MPI.ANY_SOURCE),
                  ("recvtag", MPI.ANY_TAG), ("status", None)),
     "Sendrecv_replace": (("buf", None), ("dest", None), ("sendtag", 0), ("source", MPI.ANY_SOURCE),
@@ -73,8 +78,8 @@ class Call(NamedTuple):
 
 def parse(op: str, args: tuple, kwargs: dict) -> Call:
     """A call ``op`` of ``P2P`` as mpi4py reads its arguments."""
-    key = ("send" if op in SENDS else "recv" if op in RECVS else "Sendrecv_replace" if op == "Sendrecv_replace"
-           else "Sendrecv")
+    key = ("send" if op in SENDS else "irecv" if op in ("Irecv", "irecv") else "recv" if op in RECVS
+           else "Sendrecv_replace" if op == "Sendrecv_replace" else "Sendrecv")
     names = _SIGNATURES[key]
     if len(args) > len(names):
         raise TypeError(f"{op}() takes at most {len(names)} arguments")
@@ -82,8 +87,8 @@ def parse(op: str, args: tuple, kwargs: dict) -> Call:
            for i, (name, default) in enumerate(names)}
     if key == "send":
         return Call((got["buf"], int(got["dest"]), int(got["tag"])), None, op[0].islower())
-    if key == "recv":
-        return Call(None, (got["buf"], int(got["source"]), int(got["tag"]), got["status"]), op[0].islower())
+    if key in ("recv", "irecv"):
+        return Call(None, (got["buf"], int(got["source"]), int(got["tag"]), got.get("status")), op[0].islower())
     if key == "Sendrecv_replace":
         return Call((got["buf"], int(got["dest"]), int(got["sendtag"])),
                     (got["buf"], int(got["source"]), int(got["recvtag"]), got["status"]), False)
@@ -203,13 +208,16 @@ def replayed(records: P2PRecords, op: str, args: tuple, kwargs: dict, segment: i
     if call.recv is not None and call.recv[1] == MPI.ANY_SOURCE:
         raise ReplayError(refused(name, "a receive from MPI.ANY_SOURCE (the order in which the failed rank matched "
                                         "its senders is lost with it)"))
+    done = Request(MPI.REQUEST_NULL) if op in NONBLOCKING else None  # (answered: complete at once)
+    if op == "irecv":  # (its request's wait() would return no object)
+        raise ReplayError(refused(name, "a lower-case irecv from a survivor (use recv, or Irecv into a buffer)"))
     if call.send is not None and call.send[1] != MPI.PROC_NULL:
         msg = message(call.send, call.pickled, segment)  # (read before a Sendrecv_replace overwrites it)
         if call.send[1] in real:
             plain_of("send" if call.pickled else "Send")(call.send[0], call.send[1], call.send[2])
         records.log(on.key(call.send[1]), msg)
     if call.recv is None:
-        return None
+        return done
     buf, source, tag, status = call.recv
     if source in real:
         return plain_of("recv" if call.pickled else "Recv")(buf, source, tag, status)
@@ -231,7 +239,7 @@ def replayed(records: P2PRecords, op: str, args: tuple, kwargs: dict, segment: i
         raise ReplayError(refused(name, "its buffer is read-only" if out.readonly else
                                   f"its buffer holds {out.nbytes} bytes, the message {len(msg.payload)}"))
     out[:len(msg.payload)] = msg.payload
-    return None
+    return done
 
 
 def point_to_point(prologue: Prologue, op: str, fn: Callable[..., Any], args: tuple, kwargs: dict,

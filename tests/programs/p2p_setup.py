@@ -2,8 +2,9 @@
 from its survivors' logs (dpmpi.resilient.prologue_p2p). Before the first run: each rank sends
 its boundary value around a ring with ``Sendrecv`` (a status asked for), a pickled dict to the
 next rank with ``send``/``recv`` (by tag), a ``Sendrecv_replace`` the other way, rank 0 a
-``Send`` to the last rank, ranks 0 and 2 a ``sendrecv``, and each pair of a ``comm.Split`` a
-``Sendrecv`` on it; between the two runs a ``sendrecv`` of each rank's norm around the
+``Send`` to the last rank, ranks 0 and 2 a ``sendrecv``, each pair of a ``comm.Split`` a
+``Sendrecv`` on it, ``Irecv``/``Isend`` both ways around the ring (``MPI.Request.Waitall``) and an
+``isend`` answered by a ``recv``; between the two runs a ``sendrecv`` of each rank's norm around the
 ring. A failure in the runs: the replacement's calls are answered from the logs (and made for
 real with a peer replaced in the same repair). Prints a line "final" per rank: its digest,
 recoveries and role."""
@@ -41,7 +42,15 @@ pair = comm.Split(r // 2, r)  # (a derived communicator: its messages are logged
 mate = 1 - pair.Get_rank()
 inpair = np.zeros(2)
 pair.Sendrecv(np.full(2, r + 0.125), dest=mate, sendtag=3, recvbuf=inpair, source=mate, recvtag=3)
+lo, hi = np.zeros(2), np.zeros(2)  # (non-blocking, completed by mpi4py's own Waitall)
+reqs = [comm.Irecv(lo, source=prv, tag=15), comm.Irecv(hi, source=nxt, tag=16),
+        comm.Isend(np.full(2, r * 1.5), dest=nxt, tag=15), comm.Isend(np.full(2, r * 2.5), dest=prv, tag=16)]
+MPI.Request.Waitall(reqs)
+req = comm.isend({"k": r}, dest=nxt, tag=17)
+told = comm.recv(source=prv, tag=17)["k"]
+req.wait()
 w += 1e-2 * halo.sum() + 1e-3 * got["scale"] + 1e-4 * (edge.sum() + far.sum() + across + inpair.sum())
+w += 1e-5 * (lo.sum() + 2 * hi.sum() + told)
 rt = dpmpi.Runtime(comm, {"w": w, "x": x}, snapshot_every=3)
 
 
