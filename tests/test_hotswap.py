@@ -967,6 +967,9 @@ def test_a_warm_spare_called_in_for_a_death_in_the_setup_ends_the_job_with_an_er
         {r: e["digest"] for r, e in want.by_rank("final").items()}
 
 
+_RUN_START_REFERENCE: dict[tuple[str, ...], dict] = {}  # (per pytest process)
+
+
 @pytest.mark.parametrize("faults, extra", [
     ("1:step@11:KILL", []),  # the second run's first step, before its first snapshot
     ("2:run-begin@1:KILL", []),  # before its snapshot of the state it starts from: repaired as between the runs
@@ -990,9 +993,10 @@ def test_a_change_of_the_state_between_two_runs_survives_a_failure_before_the_ne
         got = job.by_rank("final")
         assert sorted(got) == [0, 1, 2, 3], job.stdout + job.stderr
         return {rank: e["digest"] for rank, e in got.items()}, job
-    want, _ = digests("")
+    if tuple(extra) not in _RUN_START_REFERENCE:  # (the failure-free run once per variant: make test's budget)
+        _RUN_START_REFERENCE[tuple(extra)] = digests("")[0]
     got, job = digests(faults)
-    assert got == want, job.stdout + job.stderr
+    assert got == _RUN_START_REFERENCE[tuple(extra)], job.stdout + job.stderr
     assert "dpmpi-run: " in job.stderr and " died " in job.stderr, job.stderr
 
 
