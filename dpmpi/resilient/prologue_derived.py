@@ -28,9 +28,10 @@ with it when a repair drops forgotten places (``remap``).
 
 A communicator whose every member is a replacement of the same repair (one of one rank, a group
 that died whole) has no record: its replacements make its calls together, for real, and record
-them. Not covered (``ReplayError`` as before): other calls on a derived communicator (point-to-point,
-Alltoallw, neighbourhood and non-blocking ones), a scatter whose root's record
-was not the one handed over, and an intercommunicator's calls.
+them. Its point-to-point messages are logged by their senders (``prologue_p2p``). Not covered
+(``ReplayError`` as before): other calls on a derived communicator (Alltoallw, neighbourhood and
+non-blocking collectives), a scatter with a part over 1 MiB whose root's record was not the one
+handed over, and an intercommunicator's calls.
 
 Where a failure in such a call is repaired (with a ``dpmpi.Runtime`` made before it: dpmpi.init's
 watch of the setup ends at the first derived communicator), each is followed by an agreement of

@@ -195,9 +195,9 @@ def replayed(records: P2PRecords, op: str, args: tuple, kwargs: dict, segment: i
     made for real (``plain_of(name)``: the communicator's own method)."""
     call = parse(op, args, kwargs)
     name = f"comm.{op}()" if on.members is None else f"{op}() on a derived communicator"
-    real = {MPI.PROC_NULL} | {p for p in ([call.send[1]] if call.send else []) + ([call.recv[1]] if call.recv else [])
-                              if p >= 0 and on.key(p)[1] in records.fresh}
-    if all(p in real for p in ([call.send[1]] if call.send else []) + ([call.recv[1]] if call.recv else [])):
+    peers = ([call.send[1]] if call.send else []) + ([call.recv[1]] if call.recv else [])
+    real = {MPI.PROC_NULL} | {p for p in peers if p >= 0 and on.key(p)[1] in records.fresh}
+    if all(p in real for p in peers):
         out = plain_of(op)(*args, **kwargs)  # (every peer is a replacement of this repair: made as asked)
         if call.send is not None and call.send[1] != MPI.PROC_NULL:
             records.log(on.key(call.send[1]), message(call.send, call.pickled, segment))

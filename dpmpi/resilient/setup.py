@@ -70,7 +70,11 @@ class SetupWatch:
         """Whether a replacement could redo this rank's calls so far and the program leaves repairs to dpmpi."""
         state = self.state  # (dpmpi's own failure watcher is a listener too: not the program's)
         mine = [listener for listener in state.listeners.snapshot() if listener is not state.watcher]
-        return not (state.prologue.refused or state.prologue.p2p.made or state.callbacks or mine)
+        return not (self._unredoable() or state.callbacks or mine)
+
+    def _unredoable(self) -> bool:
+        """Whether this rank made a call a replacement cannot redo, or a point-to-point one."""
+        return bool(self.state.prologue.refused) or self.state.prologue.p2p.made
 
     def agree(self, creation: bool = False) -> Callable[[int], int]:
         """The agreement after a watched call (dpmpi's ``Agree`` on the active communicator, which
@@ -101,8 +105,7 @@ class SetupWatch:
         could not redo since the last agreement (``refused``: the death came before the agreement
         could end the watch): before, each replacement raised ``ReplayError`` at that call, every
         spare was used up and the job shrank; now the failure is the program's."""
-        self.by_program = self.on and (not self.repairing or bool(self.state.prologue.refused)
-                                       or self.state.prologue.p2p.made)
+        self.by_program = self.on and (not self.repairing or self._unredoable())
         self.on = self.on and self.repairing
         return self.on
 
