@@ -60,10 +60,7 @@ def _unpacked(spec: Any, pair: type | tuple[type, ...]) -> tuple[Any, Any, Any, 
 
 def whole(spec: Any) -> memoryview:
     """The whole buffer a message or vector message names, as bytes (its counts aside)."""
-    buf = spec[0] if isinstance(spec, (list, tuple)) else spec
-    if buf is None or buf is MPI.IN_PLACE or buf is MPI.BOTTOM:
-        raise ValueError("MPI.IN_PLACE, MPI.BOTTOM or no buffer")
-    return _base(buf, None)[0]
+    return _base(_unpacked(spec, tuple)[0], None)[0]
 
 
 def region(spec: Any) -> memoryview:
