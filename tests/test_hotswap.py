@@ -295,7 +295,7 @@ def test_a_repair_wakes_a_rank_blocked_on_a_derived_communicator(dpmpi_run):
 @pytest.mark.parametrize("mode, faults", [
     # rank 0 dies after its step's Split; rank 1 dies in the next step, while rank 0's replacement
     # has still to be handed the communicator that a step made once and kept
-    ("runtime", "0:split@4:KILL,1:split@5:KILL"),
+    pytest.param("runtime", "0:split@4:KILL,1:split@5:KILL", marks=pytest.mark.long),  # (make test's budget)
     # (the next three: make test's budget; make test-long runs them)
     pytest.param("loop", "1:split@100:KILL", marks=pytest.mark.long),  # the program's own loop (Respawn in its
     # except clause), after a compaction
@@ -440,7 +440,7 @@ def test_a_kept_child_of_a_freed_parent_is_rebuilt_with_the_replacement(dpmpi_ru
     pytest.param("0:step@10:KILL,2:step@30:KILL", 2, marks=pytest.mark.long),  # the even half, one after the other
     # the odd half together (rank 3 inside rank 1's repair): no survivor knew their call, so their
     # replacements make it when their program calls Create_intercomm again, the others waiting in the repair
-    ("1:step@20:KILL,3:repair@1:KILL", 2),
+    pytest.param("1:step@20:KILL,3:repair@1:KILL", 2, marks=pytest.mark.long),  # (make test's budget)
     pytest.param("3:step@20:KILL", 0, marks=pytest.mark.long),  # no spare: 3 ranks, the odd half one (budget)
 ])
 def test_an_intercommunicator_its_merge_and_its_dup_kept_from_before_the_loop_are_rebuilt(dpmpi_run, faults, spares):
@@ -533,7 +533,8 @@ def test_a_rank_dying_inside_a_communicators_creation_takes_no_peer_with_it(dpmp
 
 
 @pytest.mark.parametrize("nth, kill", [
-    (40, ""), pytest.param(47, "", marks=pytest.mark.long),  # a step's Split (rank 1's partner is rank 3)
+    # a step's Split (rank 1's partner is rank 3; make test's budget)
+    pytest.param(40, "", marks=pytest.mark.long), pytest.param(47, "", marks=pytest.mark.long),
     # rank 2 killed at step 10; rank 1's 16th activation is the repair's own Split of the shrunk
     # job (14 made before, then the Shrink's): the others waited in its warm-up until the deadline
     (16, "2:step@10:KILL"),
@@ -688,7 +689,8 @@ def test_a_communicator_made_after_each_run_and_let_go_of_is_made_again_with_a_r
 @pytest.mark.parametrize("faults", [
     "1:step@15:KILL",  # in the first Runtime's run: the replacement restores there, not again
     pytest.param("2:step@35:KILL", marks=pytest.mark.long),  # in the second's: it skips the first
-    "3:eval@1:KILL",  # between the phases, the second Runtime made: the first one repairs it
+    pytest.param("3:eval@1:KILL", marks=pytest.mark.long),  # between the phases, the second Runtime made: the
+    # first one repairs it (make test's budget)
 ])
 def test_a_replacement_restores_once_when_each_run_is_a_new_runtimes(dpmpi_run, faults):
     """Three runs, each after the first on a new dpmpi.Runtime over the same array (a program in
@@ -871,7 +873,7 @@ _DERIVED_SETUP_REFERENCE: dict[tuple[str, ...], dict] = {}  # (per pytest proces
     pytest.param(1, "1:Gatherv@1:KILL", ["--runtime-first"], marks=pytest.mark.long),
     # rank 0 (the pair's scatter root) then rank 1 (its gather's and Reduce's root), in two repairs:
     # the second is answered from the record of rank 0's replacement, which keeps the root's parts
-    (2, "0:step@10:KILL,1:step@25:KILL", []),
+    pytest.param(2, "0:step@10:KILL,1:step@25:KILL", [], marks=pytest.mark.long),  # (make test's budget)
     pytest.param(1, "1:step@10:KILL", [], marks=pytest.mark.long),
     pytest.param(2, "0:Bcast@1:KILL,2:Bcast@1:KILL", ["--parity", "--runtime-first"], marks=pytest.mark.long),
     pytest.param(1, "3:bcast@1:KILL", ["--runtime-first"], marks=pytest.mark.long),
@@ -971,7 +973,8 @@ _RUN_START_REFERENCE: dict[tuple[str, ...], dict] = {}  # (per pytest process)
 
 
 @pytest.mark.parametrize("faults, extra", [
-    ("1:step@11:KILL", []),  # the second run's first step, before its first snapshot
+    # the second run's first step, before its first snapshot (make test's budget: --no-commit below covers it)
+    pytest.param("1:step@11:KILL", [], marks=pytest.mark.long),
     ("2:run-begin@1:KILL", []),  # before its snapshot of the state it starts from: repaired as between the runs
     pytest.param("0:run-begin@1+0.001:KILL", [], marks=pytest.mark.long),  # (while that snapshot is taken; the budget)
     # after a first run with commit_at_end=False (before the forty-fifth session: other digests, exit code 0)
