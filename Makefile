@@ -40,7 +40,7 @@ test-peer-mpi:
 # timeout; test_cluster.py: node failures on a simulated 2-node cluster of namespaces, ~15 s,
 # skipped without root).
 test-logic:
-	$(BIN)/pytest -q -n $(JOBS) -m "not long" tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_late_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py
+	$(BIN)/pytest -q -n $(JOBS) -m "not long" tests/test_logic.py tests/test_config.py tests/test_architecture.py tests/test_build.py tests/test_snapshot_local.py tests/test_late_local.py tests/test_chaos_logic.py tests/test_watcher_local.py tests/test_docs.py tests/test_bench_cli.py tests/test_gpu_logic.py tests/test_placement.py tests/test_run_nodes.py tests/test_setup_loss.py
 # Two pytest processes share each of these tiers (pytest-xdist; JOBS=1 for one): the fault jobs
 # leave a core idle about a third of the time. tests/test_watcher.py runs alone after the others:
 # its tests assert how soon a death is noticed, which another job's load would blur.

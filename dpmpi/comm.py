@@ -9,11 +9,12 @@ wrapped (``dpmpi.Comm``, ``dpmpi.Request``); ``.mpi`` gives the raw mpi4py objec
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, interrupts, persistent
+from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, init_mark, interrupts, persistent
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, exchange_handles, hold_context_id, sendrecv, warm_up, within_job
@@ -171,6 +172,7 @@ class Comm(Wrapper):
             raise NotImplementedError(
                 "Shrink of an intercommunicator: Open MPI 5.0.x with ULFM never returns from it (upstream: "
                 "open-mpi/ompi#12260); shrink the intracommunicators it was made from and call Create_intercomm again")
+        init_mark.announce_own_repair(sys._getframe(1))  # (the program's own call: dpmpi-run leaves its end to it)
         new = self._call("Shrink", self._comm.Shrink)
         _guard.note_recovered(dropped_world_ranks(self._comm, new.mpi))
         return new

@@ -191,7 +191,9 @@ VARS: tuple[Var, ...] = (
         "(a death during start-up left Open MPI stuck there); 0: never", minimum=1.0, zero_ok=True),
     Var("DPMPI_START_RETRIES", "int", 2, "how many times dpmpi-run launches the job again when a process "
         "died before any rank's MPI_Init returned (Open MPI's start-up is not fault tolerant; no rank "
-        "ran past MPI_Init, so nothing is repeated but what the program does before it); 0: end the job",
+        "ran past MPI_Init, so nothing is repeated but what the program does before it), or when a death "
+        "in the program's setup that the job could not repair ended it before any rank committed a "
+        "snapshot (nothing lost; the setup runs again); 0: end the job",
         minimum=0, maximum=100),
     Var("DPMPI_MPIRUN", "text", "", "the mpirun that dpmpi-run starts (default: the one beside "
         "Python, else on PATH)"),

@@ -16,9 +16,15 @@ import sys
 from typing import Any
 
 from dpmpi.init_loss import FORMED_TAG, FORMING_TAG, INIT_TAG  # (the lines dpmpi-run reads: one spelling)
+from dpmpi.setup_loss import COMMITTED_TAG, REPAIRS_TAG
 
 _rank = -1
 _done = False
+_committed = False
+_repairs = False
+# the modules between a program's call of a communicator's method and the method (dpmpi.interrupts'
+# wrapper of every method, dpmpi.calls' translation): not the caller
+_PLUMBING = ("dpmpi.interrupts", "dpmpi.calls")
 
 
 def install(rank: int) -> None:
@@ -106,3 +112,36 @@ def _announcing_call(real: Any) -> Any:
 
     call.__name__, call.__doc__ = real.__name__, real.__doc__
     return call
+
+
+def announce_commit() -> None:
+    """Tell dpmpi-run, once, that this rank committed a snapshot: from then on a death that ends
+    the job loses work, and dpmpi-run does not launch it again (dpmpi.setup_loss). Under the same
+    conditions as ``announce``."""
+    global _committed
+    if not _done or _committed:
+        return
+    _committed = True
+    try:
+        os.write(2, f"{COMMITTED_TAG}{_rank}\n".encode())
+    except OSError:
+        pass
+
+
+def announce_own_repair(caller: Any) -> None:
+    """Tell dpmpi-run, once, that the program repairs by itself: when ``caller`` (the frame that
+    called ``Respawn`` or ``Shrink``, past dpmpi's method wrappers) is the program's, not dpmpi's
+    own (its Runtime, its watch of the setup). dpmpi-run then leaves a job that such a repair
+    could not keep going to end as it ends, as the program chose (dpmpi.setup_loss). Under the
+    same conditions as ``announce``."""
+    global _repairs
+    while caller is not None and caller.f_globals.get("__name__") in _PLUMBING:
+        caller = caller.f_back
+    name = str(caller.f_globals.get("__name__", "")) if caller is not None else ""
+    if not _done or _repairs or (name.startswith("dpmpi.") and not name.startswith("dpmpi.bench.")):
+        return
+    _repairs = True
+    try:
+        os.write(2, f"{REPAIRS_TAG}{_rank}\n".encode())
+    except OSError:
+        pass

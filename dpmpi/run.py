@@ -21,7 +21,6 @@ The mpirun used is ``$DPMPI_MPIRUN`` if set, else the one installed beside this 
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -32,17 +31,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmpi import _guard, config, init_loss, mca, node_loss, ompi_notices, shmclean
+from dpmpi import _guard, config, init_loss, launch_outcome, mca, node_loss, ompi_notices, setup_loss, shmclean
 from dpmpi.cancel import Cancel
 from dpmpi.exit_code import job_exit_code
+from dpmpi.launch_outcome import Outcome, pump_stderr  # noqa: F401 (dpmpi-run's launches; tests read them here)
 
 ENV_MPIRUN = "DPMPI_MPIRUN"
-# mpirun's message when its PMIx server could not start (a transient start-up failure)
-STARTUP_FAILURE = "PMIx server's listener thread failed to start"
-CANNOT_LAUNCH = "was unable to launch the specified application"  # (PRRTE: an executable it could not access)
 STARTUP_ATTEMPTS = 3
 PUMP_GRACE = 5.0  # seconds to read mpirun's last output once it has ended
-STATUS_TAG = "[dpmpi-status] "
 USAGE = "usage: dpmpi-run -n N [--spares S] [--dry-run] [mpirun options...] -- PROGRAM ARGS..."
 _HOST_OPTIONS = ("--host", "-H", "--hostfile", "--machinefile", "-hostfile", "-machinefile", "--map-by", "--default-hostfile")
 _BIND_OPTIONS = ("--bind-to", "--oversubscribe", "--rank-by", "--cpu-set", "--cpu-list")
@@ -208,72 +204,6 @@ def build(opts: Options, mpirun: str, env: dict[str, str], *, spawn_room: bool =
     return cmd
 
 
-@dataclass
-class Outcome:
-    records: dict[int, dict] = field(default_factory=dict)
-    startup_failed: bool = False  # mpirun itself failed to start (nothing of the program ran)
-    unlaunchable: bool = False  # PRRTE could not start the program (its executable, on a node)
-    lost: node_loss.LostDaemon = field(default_factory=node_loss.LostDaemon)  # a daemon PRRTE lost
-    init: init_loss.InitWatch = field(default_factory=lambda: init_loss.InitWatch(0))  # deaths before MPI_Init
-
-    def add(self, record: dict) -> None:
-        """The newest record of a rank wins, except that one from a process that did not
-        initialise MPI (e.g. a shell around the program) never replaces one that did."""
-        rank = record.get("rank", -1)
-        if not isinstance(rank, int) or rank < 0:
-            return
-        old = self.records.get(rank)
-        if old is not None and old.get("mpi", True) and not record.get("mpi", True):
-            return
-        self.records[rank] = record
-
-    def note(self, line: str) -> bool:
-        """Note what a line of mpirun's stderr says about the launch itself; False when the line
-        is not for the user (PRRTE's error-manager trace that dpmpi-run asked for)."""
-        if STARTUP_FAILURE in line:
-            self.startup_failed = True
-        if CANNOT_LAUNCH in line:
-            self.unlaunchable = True
-        return self.init.note(line) and self.lost.note(line)
-
-
-def _to_stderr(raw: bytes) -> None:
-    if hasattr(sys.stderr, "buffer"):
-        sys.stderr.buffer.write(raw)
-        sys.stderr.buffer.flush()
-    else:
-        sys.stderr.write(raw.decode("utf-8", "replace"))
-
-
-def pump_stderr(stream, outcome: Outcome, held: init_loss.HeldStderr, notices: ompi_notices.Notices) -> None:
-    """Copy mpirun's stderr to ours (through ``held``), taking the ranks' status records out.
-    Runs in a thread of dpmpi-run (no MPI) until mpirun's stderr closes, or for ever when a
-    process that inherited it lives on (a daemon's launcher on a node that went silent: see
-    launch())."""
-    for raw in iter(stream.readline, b""):
-        if b"\0" in raw:  # (Open MPI's help messages end with a NUL byte: text tools then choke on stderr)
-            raw = raw.replace(b"\0", b"")
-            if not raw:
-                continue
-        if not raw.endswith(b"\n"):  # the stream's last bytes (PRRTE's "LAUNCHER JOB OBJECT NOT FOUND", seen
-            raw += b"\n"  # after a spawn): ended, so that dpmpi-run's own line starts a line
-        line = raw.decode("utf-8", "replace")
-        if not outcome.note(line):
-            held.tick()  # (a rank's MPI_Init returned: what was held goes out now)
-            continue
-        at = line.find(STATUS_TAG)
-        if at >= 0:
-            try:
-                outcome.add(json.loads(line[at + len(STATUS_TAG) :]))
-            except ValueError:
-                pass
-            before = line[:at].strip()
-            if not before:
-                continue
-            raw = (before + "\n").encode()
-        notices.write(raw)  # (then to held)
-
-
 def launch(opts: Options, mpirun: str) -> int:
     env = dict(os.environ)
     cmd = build(opts, mpirun, env)
@@ -287,13 +217,14 @@ def launch(opts: Options, mpirun: str) -> int:
     relaunches, form_timeout = config.get("DPMPI_START_RETRIES"), config.get("DPMPI_FORM_TIMEOUT")
     failed_starts = relaunched = 0
     died_early: set[int] = set()  # ranks that died before any rank's MPI_Init returned, in an earlier launch
+    died_in_setup: set[int] = set()  # ranks whose death in the setup ended an earlier launch (setup_loss)
     repeated = False
     for _launch in range(STARTUP_ATTEMPTS + relaunches):
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
         cancel.watch(proc)
         outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)),
                           init=init_loss.InitWatch(opts.n))
-        held = init_loss.HeldStderr(outcome.init, _to_stderr)
+        held = init_loss.HeldStderr(outcome.init, launch_outcome.to_stderr)
         notices = ompi_notices.Notices(held.write)
         pump = threading.Thread(target=pump_stderr, args=(proc.stderr, outcome, held, notices), daemon=True)
         pump.start()
@@ -327,9 +258,16 @@ def launch(opts: Options, mpirun: str) -> int:
         restart = outcome.startup_failed and not outcome.records and failed_starts < STARTUP_ATTEMPTS - 1
         # a death inside MPI_Init ends the launch (init_loss), nothing ran past it (the same rank twice: the program's)
         repeated = early is not None and early in died_early
-        relaunch = ((early is not None and not repeated) or unformed is not None) and relaunched < relaunches
+        # a death in the program's setup that the job could not repair, before any rank committed a
+        # snapshot: nothing is lost by launching again (setup_loss; the same rank twice: the program's)
+        in_setup = None if early is not None or stuck is not None or unformed is not None else \
+            outcome.setup_victim(opts.n, job_exit_code(opts.n, outcome.records, rc, expect_records=True)[0])
+        relaunch = ((early is not None and not repeated) or unformed is not None
+                    or (in_setup is not None and in_setup not in died_in_setup)) and relaunched < relaunches
         if early is not None:
             died_early.add(early)
+        if in_setup is not None:
+            died_in_setup.add(in_setup)
         if cancel.signum or outcome.lost.node is not None or not (restart or relaunch):
             held.release()
             break
@@ -342,6 +280,9 @@ def launch(opts: Options, mpirun: str) -> int:
         relaunched += 1
         env["DPMPI_REPLACEMENT"] = "1"  # (planned faults strike a job's first life only: dpmpi.faults)
         dropped = held.drop()
+        if in_setup is not None:
+            sys.stderr.write(f"dpmpi-run: {setup_loss.account(in_setup, relaunched, relaunches)}\n")
+            continue
         if early is None:  # (the formation was stuck)
             account = init_loss.formation_account(unformed, form_timeout, relaunched, relaunches)
             sys.stderr.write(f"dpmpi-run: {account}\n")

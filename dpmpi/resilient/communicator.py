@@ -1,12 +1,13 @@
 """``ResilientComm``: the active communicator that ``dpmpi.init`` returns, repairable in place."""
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import interrupts
+from dpmpi import init_mark, interrupts
 from dpmpi.comm import plain_method
 from dpmpi.resilient import derived, holding, repair, spares
 from dpmpi.resilient.derived import Tracked
@@ -106,6 +107,7 @@ class ResilientComm(Tracked):
         failure unwound (a communicator made in a failed step is then not in use) and drops dpmpi's
         own frames below the program's last one from the failure's traceback."""
         self._state.not_spare("Respawn")
+        init_mark.announce_own_repair(sys._getframe(1))  # (the program's own call: dpmpi-run leaves its end to it)
         if self._state.repaired_for_program:  # (dpmpi.resilient.setup.overruled: repaired already)
             self._state.repaired_for_program = False
             return self

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from mpi4py import MPI
 
-from dpmpi import _guard, config, faults
+from dpmpi import _guard, config, faults, init_mark
 from dpmpi.comm import Comm
 from dpmpi.mpicall import keep_forever
 from dpmpi.resilient import Role
@@ -290,14 +290,13 @@ class Snapshot:
     def commit(self, epoch: int, *, durable: bool = True) -> None:
         """Seal the staged copy as ``epoch`` and replicate it to the buddies.
 
-        Collective over the communicator: every rank commits the same epoch, larger than the
-        last. Blocking. With ``durable=True`` (the default) it returns when ``epoch`` is
-        restorable for every rank: sealed here and held by this rank's buddies, and the same on
-        every other rank (the replication ends with a barrier); a failure of any rank after that
-        restores ``epoch`` or a later one. With ``durable=False`` it returns once the copy is
-        sealed locally; the replication continues in the background (``wait()`` waits for it), so a
-        failure before it ends may restore the previous epoch. After ``stage(epoch)``, waits for
-        the background commit of that epoch (then, if durable, for its replication)."""
+        Collective over the communicator: every rank commits the same epoch, larger than the last.
+        Blocking. With ``durable=True`` (the default) it returns when ``epoch`` is restorable for
+        every rank (sealed here, held by the buddies, the same on every rank: a closing barrier); a
+        failure of any rank after that restores ``epoch`` or a later one. With ``durable=False`` it
+        returns once sealed locally; the replication goes on in the background (``wait()`` waits for
+        it), so a failure before it ends may restore the previous epoch. After ``stage(epoch)``, it
+        waits for that epoch's background commit. The first commit tells dpmpi-run (setup_loss)."""
         self._check_open()
         faults.point("snapshot-commit")  # (tests: a rank dies here, the others inside the commit's collectives)
         self.wait_refill()
@@ -316,6 +315,7 @@ class Snapshot:
         if durable:
             self.wait()
         self.stats["commit_wait_ms"] = 1e3 * (time.perf_counter() - t0)
+        init_mark.announce_commit()
 
     def _commit_now(self, epoch: int) -> None:
         self.stats["commit_wait_ms"] = _commit(self._buffers, self._replication, self._persistence, epoch, self._comm)
