@@ -42,7 +42,6 @@ from mpi4py import MPI
 
 from dpmpi import epochs, faults, interrupts, resilient, runtime_checks as checks
 from dpmpi.aliases import Aliases
-from dpmpi.comm import plain_method
 from dpmpi.errors import DpmpiError, ProcFailedError, RevokedError, failures_made, peer_failure
 from dpmpi.eventlog import log_event
 from dpmpi.recovery import Recovery, in_prologue, last_repair, repaired_fields, stale_loop
@@ -131,8 +130,7 @@ def _taken_together(rt: Runtime, epoch: int, point: str, what: str, then: Callab
     except _RECOVERABLE:
         done = 0  # (still in the agreement: the others wait there)
         rt.snapshot.repair_begins()
-    # (every live rank enters it: Open MPI's, which ends the same on all, not dpmpi's, given up in a repair)
-    if not plain_method(rt.comm, "Agree")(done):
+    if not rt.comm.Agree(done):
         raise ProcFailedError(f"a rank failed while {what} was taken", MPI.ERR_PROC_FAILED)
 
 
