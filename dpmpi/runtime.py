@@ -4,20 +4,7 @@ The program describes its state (arrays) and one step; the runtime runs the step
 the state, and when a peer fails inside a step it repairs the communicator (``Respawn``: a
 spare takes the dead rank's place), restores the newest globally restorable snapshot on every
 rank (the replacement gets the dead rank's copy from a buddy), and resumes at the step after
-that snapshot::
-
-    comm = dpmpi.init()                        # the last DPMPI_SPARES ranks wait as spares
-    w, m = init_weights(), np.zeros_like(w)    # a replacement builds the same arrays
-    rt = dpmpi.Runtime(comm, {"w": w, "m": m})
-
-    def step(k):
-        g = gradient(w, batch(k, comm.Get_rank()))
-        comm.Allreduce(MPI.IN_PLACE, g)        # a failure here is handled by the runtime
-        with rt.update():                      # the only place the state is modified
-            m[...] = 0.9 * m + g
-            w -= 0.01 * m
-
-    rt.run(step, 1000)
+that snapshot (a program: the README's tour, ``examples/train_mlp.py``).
 
 Snapshots: epoch ``e`` is the state after ``e`` steps (epoch 0: the state ``run`` starts with);
 a later run first snapshots the state it starts from, which the code between the runs may have
@@ -96,7 +83,9 @@ def _begin(rt: Runtime) -> None:
     with an agreement: a failure is repaired as one between the runs (arrays not copied back,
     the replacement redoes that code from the last run's end: ``at_most``). After a run whose
     final state was not snapshotted (``commit_at_end=False``: ``_unended``), the start is
-    snapshotted anyway (45th session); a failure there, with no held end: the program's."""
+    snapshotted anyway (45th session); a failure there, with no held end: the program's. A rank
+    that left the agreement, its part done, as a repair began (``RevokedError``: the others may
+    have seen it succeed and gone on) sets no bound; the restore's smallest bound decides."""
     unended, rt._unended = rt._unended, False
     while True:
         hold = _held_end(rt)  # (again after a recovery: the epoch it restored)
@@ -108,9 +97,12 @@ def _begin(rt: Runtime) -> None:
             rt._arrays_hold = start
             return
         except _RECOVERABLE as exc:
-            if hold is None:
+            left = isinstance(exc, RevokedError)
+            if hold is None and not left:
                 raise
-            rt._recover(caught=exc, at_most=hold)  # (then every rank, the replacement too, takes it again)
+            rt._recover(caught=exc, at_most=None if left else hold)  # (then every rank, the replacement too,
+            if rt._arrays_hold == start:  # takes it again, or goes on from it where it was taken everywhere)
+                return
 
 
 def _taken_together(rt: Runtime, epoch: int, point: str, what: str, then: Callable[[], None] = lambda: None) -> None:
@@ -130,7 +122,13 @@ def _taken_together(rt: Runtime, epoch: int, point: str, what: str, then: Callab
     except _RECOVERABLE:
         done = 0  # (still in the agreement: the others wait there)
         rt.snapshot.repair_begins()
-    if not rt.comm.Agree(done):
+    try:
+        agreed = rt.comm.Agree(done)
+    except RevokedError:  # (left when a repair began: ``_begin``; with this rank's part failed, not taken)
+        if done:
+            raise
+        agreed = 0
+    if not agreed:
         raise ProcFailedError(f"a rank failed while {what} was taken", MPI.ERR_PROC_FAILED)
 
 
@@ -176,11 +174,7 @@ class Runtime:
                  threads: int | None = None, persist_dir: Any = None, persist_every: int = 0,
                  bounded_loss: bool = True, interrupt: bool = True, confirm_steps: bool | None = None,
                  same_start: bool = False) -> None:
-        if not isinstance(comm, resilient.ResilientComm):
-            raise TypeError("Runtime needs the communicator returned by dpmpi.init() (it repairs it with "
-                            f"Respawn); got {type(comm).__name__}")
-        if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 1:
-            raise ValueError(f"snapshot_every must be an int >= 1, got {snapshot_every!r}")
+        checks.runtime_args(isinstance(comm, resilient.ResilientComm), comm, snapshot_every)
         self.comm, self.snapshot_every = comm, snapshot_every
         self.bounded_loss, self.interrupt = bool(bounded_loss), bool(interrupt)
         self.confirm_steps = comm.nodes > 1 if confirm_steps is None else bool(confirm_steps)

@@ -1,10 +1,19 @@
-"""Checks of what a program gives and does to ``dpmpi.Runtime`` (its ``run`` arguments, a declared
+"""Checks of what a program gives and does to ``dpmpi.Runtime`` (its arguments and ``run``'s, a declared
 ``same_start``, each step, the order of two Runtimes' runs); no MPI, no state of their own."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from dpmpi.errors import failure_since
+
+
+def runtime_args(comm_ok: bool, comm: Any, snapshot_every: Any) -> None:
+    """Check ``Runtime``'s arguments (``comm_ok``: ``comm`` is a ``ResilientComm``)."""
+    if not comm_ok:
+        raise TypeError("Runtime needs the communicator returned by dpmpi.init() (it repairs it with "
+                        f"Respawn); got {type(comm).__name__}")
+    if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 1:
+        raise ValueError(f"snapshot_every must be an int >= 1, got {snapshot_every!r}")
 
 
 def run_args(step_fn: Any, n_steps: Any) -> None:
