@@ -12,6 +12,7 @@
 # one-sided "osc_ucx_component.c ... Error" line (a window made on a machine without UCX devices).
 # A job that dpmpi-run launched again after a death in its setup (docs/launcher.md) is judged on
 # its last launch: the last digest line, the stderr after dpmpi-run's line saying so.
+# A line the failure-free run printed too (a warning of dpmpi's about the program) is not counted.
 #   bench/strangers/loop.sh PROGRAM STEPS RUNS [SIGNAL]     e.g. loop.sh runtime_mix.py 300 20
 # (PY= and RUN= name another Python and dpmpi-run, e.g. the GPU check's .venv-gpu)
 set -u
@@ -44,7 +45,7 @@ for i in $(seq 1 $N); do
   rc=$(cat $tmp/run.rc); got=$(digest $tmp/run.out)
   # (a launch that a death in the setup ended and dpmpi-run launched again: its errors are the account's)
   from=$(grep -a -n "died in the program's setup, before any rank had committed" $tmp/run.err | tail -n 1 | cut -d: -f1)
-  bad=$(tail -n +$((${from:-0} + 1)) $tmp/run.err | grep -a -E -i "OPAL ERROR|Traceback|error|warning" | grep -a -v -e "dpmpi-run: " -e "NBC_Progress" -e "NBC_Start_round" \
+  bad=$(tail -n +$((${from:-0} + 1)) $tmp/run.err | grep -a -v -F -x -f $tmp/ref.err | grep -a -E -i "OPAL ERROR|Traceback|error|warning" | grep -a -v -e "dpmpi-run: " -e "NBC_Progress" -e "NBC_Start_round" \
         -e "Send error after request freed" -e "is not tested for post-failure" -e "osc_ucx_component.c" \
         | grep -a -v -E "$victim_report" | head -3)
   if [ "$rc" = 0 ] && [ "${got% *}" = "$ref" ] && [ -z "$bad" ]; then ok=$((ok + 1)); st=ok; else st=BAD; cp $tmp/run.err $tmp/bad$i.err; cp $tmp/run.out $tmp/bad$i.out; fi
