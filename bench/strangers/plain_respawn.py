@@ -5,7 +5,7 @@ rank-dependent value (``--ring``: after a Sendrecv around the ring, a call a rep
 not redo, so dpmpi's watch of the setup ends at its first agreement). A death in its first
 collectives is repaired by dpmpi's watch of the setup (without --ring), later ones by the
 program. Prints a digest of every iteration's sums on rank 0.
-    DPMPI_FAULTS=2:Allreduce@10:KILL dpmpi-run -n 5 --spares 1 -- python plain_respawn.py 2000 [--ring]"""
+    DPMPI_FAULTS=2:allreduce@10:KILL dpmpi-run -n 5 --spares 1 -- python plain_respawn.py 2000 [--ring]"""
 import hashlib
 import json
 import sys
