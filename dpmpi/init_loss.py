@@ -134,10 +134,12 @@ class InitWatch:
 
 class HeldStderr:
     """mpirun's stderr, held back while no rank's ``MPI_Init`` has returned (for at most
-    ``HOLD_S``): if a death then ends the launch and dpmpi-run launches the job again, what the
-    ended launch wrote (Open MPI's account of its failed start-up) is dropped, not shown as if
-    the job had failed; otherwise it is written out, in order, as soon as a rank has initialised,
-    the time is up, or the launch ended.
+    ``HOLD_S``, unless a rank died before its own returned): if a death then ends the launch and
+    dpmpi-run launches the job again, what the ended launch wrote (Open MPI's account of its
+    failed start-up) is dropped, not shown as if the job had failed; otherwise it is written out,
+    in order, as soon as a rank has initialised, the time is up, or the launch ended. (A launch
+    whose ranks aborted in MPI_Init after a death can take more than HOLD_S to end: seen once in
+    10 runs with two kills, its account was shown, then the job was launched again.)
 
     Owner and lifetime: one per launch; ``write`` runs in dpmpi-run's stderr pump thread,
     ``tick``, ``release`` and ``drop`` in its main thread. ``lines`` is guarded by ``lock``; the
@@ -183,7 +185,10 @@ class HeldStderr:
     def _write(self, raw: bytes | None) -> None:  # (out_lock held)
         with self.lock:
             pending: list[bytes] = []
-            if self.lines is not None and (self.watch.initialised or time.monotonic() >= self.until):
+            # (past the hold's time, still held once a rank died before its MPI_Init returned: that
+            # launch is ending, and dpmpi-run's verdict comes later than HOLD_S when it ends slowly)
+            late = time.monotonic() >= self.until and not self.watch.died_in_start()
+            if self.lines is not None and (self.watch.initialised or late):
                 pending, self.lines = self.lines, None
             if raw is not None and self.lines is not None:
                 self.lines.append(raw)

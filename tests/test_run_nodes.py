@@ -161,6 +161,12 @@ def test_stderr_is_held_until_a_rank_initialised_and_dropped_when_the_job_is_lau
     ended.write(b"d\n")
     ended.release()  # the launch ended and is not launched again
     assert shown[2:] == [b"c\n", b"d\n"]
+    dying = init_loss.InitWatch(2)  # a rank died before its MPI_Init returned: held past hold_s, to the verdict
+    dying.note("[vm:1] [prterun-vm-1@0,0] errmgr:dvm: proc [prterun-vm-1@1,1] aborted by signal\n")
+    slow_end = init_loss.HeldStderr(dying, shown.append, hold_s=0.0)
+    slow_end.write(b"unable to reach each other\n")
+    slow_end.tick()
+    assert slow_end.drop() == 1 and shown[2:] == [b"c\n", b"d\n"]
     busy = init_loss.HeldStderr(init_loss.InitWatch(2), shown.append, hold_s=0.0)
     with busy.out_lock:  # the pump thread inside a write that a slow reader of stderr blocks
         busy.tick()  # the main thread does not wait for it
