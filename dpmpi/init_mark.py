@@ -49,10 +49,7 @@ def announce() -> None:
     except Exception:  # never disturb the program's import
         return
     _done = True
-    try:
-        os.write(2, f"{INIT_TAG}{_rank}\n".encode())
-    except OSError:
-        pass
+    _say(INIT_TAG)
 
 
 def announce_formation(formed: bool) -> None:
@@ -61,10 +58,7 @@ def announce_formation(formed: bool) -> None:
     Under the same conditions as ``announce``."""
     if not _done:
         return
-    try:
-        os.write(2, f"{FORMED_TAG if formed else FORMING_TAG}{_rank}\n".encode())
-    except OSError:
-        pass
+    _say(FORMED_TAG if formed else FORMING_TAG)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -122,10 +116,7 @@ def announce_commit() -> None:
     if not _done or _committed:
         return
     _committed = True
-    try:
-        os.write(2, f"{COMMITTED_TAG}{_rank}\n".encode())
-    except OSError:
-        pass
+    _say(COMMITTED_TAG)
 
 
 def announce_own_repair(caller: Any) -> None:
@@ -141,7 +132,12 @@ def announce_own_repair(caller: Any) -> None:
     if not _done or _repairs or (name.startswith("dpmpi.") and not name.startswith("dpmpi.bench.")):
         return
     _repairs = True
+    _say(REPAIRS_TAG)
+
+
+def _say(tag: str) -> None:
+    """One of dpmpi-run's lines on stderr, in one write (it reads them line by line)."""
     try:
-        os.write(2, f"{REPAIRS_TAG}{_rank}\n".encode())
+        os.write(2, f"{tag}{_rank}\n".encode())
     except OSError:
         pass
