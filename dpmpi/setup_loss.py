@@ -9,7 +9,10 @@ survivors raised ``ProcFailedError`` (or a replacement ``ReplayError``) and dpmp
 although no work was lost yet. Now dpmpi-run launches the job again, within
 ``DPMPI_START_RETRIES`` (the budget of its other launches again), when all of this holds:
 
-* the launch failed (its exit code, ``dpmpi.exit_code``, is not 0);
+* the launch failed: its exit code (``dpmpi.exit_code``) is not 0, or a live rank ended with an
+  error (below) that the others shrank around and completed without (policy ``shrink``: a job of
+  fewer ranks than asked, whose exit code said 0 or 1 by the wording of the ranks' errors; seen
+  in CI, the same run as the one below, with exit code 0);
 * the program is a dpmpi program: a rank came out of ``dpmpi.init``'s formation of the job
   (``[dpmpi-formed]``, ``dpmpi.init_loss``), so its ranks write the line below;
 * a rank died by a signal (no status record): a fault, not the program's own error;
@@ -94,14 +97,14 @@ def setup_victim(n: int, records: dict[int, dict], formed: set[int], marks: Mark
     ranks that came out of dpmpi.init's formation; ``marks``: the ranks' commits and own repairs;
     ``died``: when PRRTE reported each death; ``code``: the launch's exit code."""
     first_commit = marks.first
-    if code == 0 or not formed or marks.repairs:
+    failed = [rec for rec in records.values() if rec.get("status") != 0]
+    if (code == 0 and not failed) or not formed or marks.repairs:
         return None
     killed = [r for r in range(n) if r not in records]  # (no status: killed by a signal)
     if not killed:
         return None
     if first_commit is not None and any(died.get(r, first_commit) >= first_commit for r in killed):
         return None
-    failed = [rec for rec in records.values() if rec.get("status") != 0]
     if not all(failure_caused(rec.get("cause")) for rec in failed):
         return None
     return killed[0]

@@ -29,13 +29,18 @@ def test_a_death_in_the_setup_that_ended_the_launch_before_any_commit_names_its_
     for cause in ("uncaught ReplayError: comm.recv() ...", "uncaught SparesDepletedError: no spare can take",
                   "the MPI library aborted the process", "uncaught Exception: MPI_ERR_PROC_FAILED: Process Failure"):
         assert setup_loss.setup_victim(4, {**records, 0: _failed(cause)}, formed, none, {}, 1) == 1, cause
+    # exit code 0: the survivors shrank around the ranks that the death's error ended and completed a
+    # job of fewer ranks (CI: halo_init.py, 2:Sendrecv@1:KILL, its two errors worded differently)
+    assert setup_loss.setup_victim(4, records, formed, none, {1: 5.0}, 0) == 1
 
 
 def test_no_launch_again_when_it_would_lose_work_or_the_program_failed_by_itself():
     records = {0: _failed(PROC_FAILED), 2: _failed(PROC_FAILED), 3: {"status": 0}}
     formed = {0, 1, 2, 3}
     none = _marks()
-    assert setup_loss.setup_victim(4, records, formed, none, {1: 5.0}, 0) is None  # the job recovered
+    # the job recovered: the survivors replaced or shrank around the killed rank, and no live rank failed
+    assert setup_loss.setup_victim(4, {0: {"status": 0}, 2: {"status": 0}, 3: {"status": 0}}, formed, none,
+                                   {1: 5.0}, 0) is None
     assert setup_loss.setup_victim(4, records, set(), none, {1: 5.0}, 1) is None  # not a dpmpi program
     assert setup_loss.setup_victim(4, records, formed, _marks(4.0), {1: 5.0}, 1) is None  # a snapshot existed
     assert setup_loss.setup_victim(4, records, formed, _marks(4.0), {}, 1) is None  # (and the death's time unknown)
@@ -94,6 +99,20 @@ def test_dpmpi_run_launches_the_job_again_after_a_death_in_the_setup_before_any_
     assert "[dpmpi-committed]" not in proc.stderr and "[dpmpi-formed]" not in proc.stderr  # (dpmpi's own lines)
     off = _launch(_fake_mpirun(tmp_path, _setup_death(committed_before=False)), DPMPI_START_RETRIES="0")
     assert off.returncode == 1 and "launches the job again" not in off.stderr, off.stderr
+
+
+def test_dpmpi_run_launches_the_job_again_when_the_survivors_shrank_around_the_deaths_errors(tmp_path):
+    """Rank 0 completed a job of fewer ranks after ranks 2 and 3 raised the death's error (its
+    repair counted 1, 2 and 3): exit code 0 by exit_code's rules, but the job asked for four."""
+    errors = {2: PROC_FAILED + " (failed ranks known here: [1])", 3: PROC_FAILED + " (failed ranks known here: [1, 2])"}
+    first = _setup_death(False).split("[dpmpi-status]")[0] + "".join(
+        f"[dpmpi-status] {json.dumps(rec)}\n" for rec in (
+            {"rank": 0, "status": 0, "recovered": [1, 2, 3]}, *({"rank": r, "status": 1, "cause": c}
+                                                               for r, c in errors.items())))
+    off = _launch(_fake_mpirun(tmp_path, first), DPMPI_START_RETRIES="0")
+    assert off.returncode == 0 and "the other 1 rank(s) recovered and completed" in off.stderr, off.stderr
+    proc = _launch(_fake_mpirun(tmp_path, first))
+    assert proc.returncode == 0 and "launches the job again, 1 of 2" in proc.stderr, proc.stderr
 
 
 def test_dpmpi_run_does_not_launch_again_after_a_commit_a_program_error_or_the_programs_own_repair(tmp_path):
