@@ -2,6 +2,8 @@
 records (mpirun's own exit code is 0 under --with-ft ulfm even when every rank was killed). Pure."""
 from __future__ import annotations
 
+import re
+
 
 def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
     """The job's exit code, and a one-line account when something failed. ``expect_records``:
@@ -53,8 +55,8 @@ def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_recor
     if again:  # (recovered, but from a program error that every replacement met again)
         return failed[again[0]]["status"] or 1, (
             "; ".join(why(r) for r in failed_ranks) + f"; the other {len(completed)} rank(s) completed, but the "
-            f"same uncaught error ended {len(again)} ranks: a program error that the replacements repeated, not a "
-            f"fault the job recovered from")
+            f"same uncaught error ended {len(again)} ranks: a program error (that replacements repeated, or a peer's "
+            f"death that the program left unhandled on those ranks), not a fault the job recovered from")
     return 0, "; ".join(why(r) for r in failed_ranks) + f"; the other {len(completed)} rank(s) recovered and completed"
 
 
@@ -62,13 +64,19 @@ def repeated_error(failed: dict[int, dict]) -> list[int]:
     """The ranks that the same uncaught Python error ended, when it ended more than one (a bug
     that a replacement redoing the step meets again: before the twenty-fourth session a job whose
     step raised on rank 1 at step 50 went through its spare, shrank to one rank, and ended with
-    exit code 0); else []. The largest such group, lowest ranks first."""
+    exit code 0); else []. The largest such group, lowest ranks first. Lists of ranks in the
+    errors do not tell them apart: two ranks that a peer's death ended in a setup's ``Sendrecv``
+    said "failed ranks known here: [2]" and "[1, 2]", and the job's exit code was 0 or 1 by
+    which of them each rank had learnt when it raised (forty-seventh session, CI)."""
     by_cause: dict[str, list[int]] = {}
     for r, rec in sorted(failed.items()):
         cause = str(rec.get("cause") or "")
         if cause.startswith("uncaught "):
-            by_cause.setdefault(cause, []).append(r)
+            by_cause.setdefault(_RANK_LIST.sub("[...]", cause), []).append(r)
     return max((ranks for ranks in by_cause.values() if len(ranks) > 1), key=len, default=[])
+
+
+_RANK_LIST = re.compile(r"\[\d+(?:, \d+)*\]")
 
 
 # in the cause of a rank that its repair deadline ended (dpmpi.resilient.watchdog writes it)

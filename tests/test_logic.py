@@ -502,6 +502,11 @@ def bad(rank, status=1, cause="x"):
              4: bad(4, 1, "uncaught ValueError: bug at 50")}, 0, 1),
         (5, {0: ok(0, [1, 4]), 2: ok(2, [1, 4]), 3: ok(3, [1, 4]), 1: bad(1, 1, "uncaught OSError: disk"),
              4: bad(4, 1, "uncaught ValueError: bug at 50")}, 0, 0),  # two different errors, recovered
+        # ranks 1 and 3 ended by a peer's death that their program did not handle (a setup's Sendrecv),
+        # each knowing other failed ranks when it raised: still the same error (was 0 or 1 by the lists)
+        (5, {0: ok(0, [1, 2, 3]), 4: ok(4, [1, 2, 3]),
+             **{r: bad(r, 1, f"uncaught ProcFailedError: a peer process failed in Sendrecv (failed ranks known "
+                             f"here: {known})") for r, known in ((1, [2]), (3, [1, 2]))}}, 0, 1),
         (5, {0: ok(0, [1, 4]), 2: ok(2, [1, 4]), 3: ok(3, [1, 4]), 1: bad(1, 3, "sys.exit(3)"),
              4: bad(4, 3, "sys.exit(3)")}, 0, 0),  # (only uncaught errors count as the program's)
         # rank 1 killed; ranks 0, 3 and the spare (4) left out of the repair by a split Shrink and ended

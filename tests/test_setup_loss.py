@@ -103,14 +103,15 @@ def test_dpmpi_run_launches_the_job_again_after_a_death_in_the_setup_before_any_
 
 def test_dpmpi_run_launches_the_job_again_when_the_survivors_shrank_around_the_deaths_errors(tmp_path):
     """Rank 0 completed a job of fewer ranks after ranks 2 and 3 raised the death's error (its
-    repair counted 1, 2 and 3): exit code 0 by exit_code's rules, but the job asked for four."""
+    repair counted 1, 2 and 3): not a recovery (exit_code says 1 now; it said 0 when the two
+    errors named different failed ranks, as in CI), and the job asked for four."""
     errors = {2: PROC_FAILED + " (failed ranks known here: [1])", 3: PROC_FAILED + " (failed ranks known here: [1, 2])"}
     first = _setup_death(False).split("[dpmpi-status]")[0] + "".join(
         f"[dpmpi-status] {json.dumps(rec)}\n" for rec in (
             {"rank": 0, "status": 0, "recovered": [1, 2, 3]}, *({"rank": r, "status": 1, "cause": c}
                                                                for r, c in errors.items())))
     off = _launch(_fake_mpirun(tmp_path, first), DPMPI_START_RETRIES="0")
-    assert off.returncode == 0 and "the other 1 rank(s) recovered and completed" in off.stderr, off.stderr
+    assert off.returncode == 1 and "the same uncaught error ended 2 ranks" in off.stderr, off.stderr
     proc = _launch(_fake_mpirun(tmp_path, first))
     assert proc.returncode == 0 and "launches the job again, 1 of 2" in proc.stderr, proc.stderr
 
