@@ -10,7 +10,7 @@ from mpi4py import MPI
 
 from dpmpi import _hooks
 from dpmpi.errors import from_mpi
-from dpmpi.mpicall import TORN, cause_of, keep_pending
+from dpmpi.mpicall import cause_of, keep_pending, torn
 
 # Methods whose arguments may be dpmpi objects that mpi4py must receive raw.
 _UNWRAP_ARGS = frozenset({"Create_intercomm", "Compare"})
@@ -63,8 +63,8 @@ def translating(op: str, fn: Callable[..., Any], comm: MPI.Comm | None, convert:
             result = fn(*args, **kwargs)
         except MPI.Exception as exc:
             raise from_mpi(cause(exc) if cause else exc, comm, op) from exc
-        except TORN as exc:  # a message a peer's death tore (as dpmpi.mpicall.exchange): its failure
-            if not pickled:
+        except Exception as exc:  # a message a peer's death tore (as dpmpi.mpicall.exchange): its failure
+            if not pickled or not torn(exc):
                 raise
             raise from_mpi(MPI.Exception(MPI.ERR_PROC_FAILED), comm, op) from exc
         # wrapped before the failure watcher may interrupt: a dpmpi.Request dropped while

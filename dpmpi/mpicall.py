@@ -173,6 +173,17 @@ def exchange_handles(mine: Any, theirs: Any) -> None:
 TORN = (pickle.UnpicklingError, EOFError)
 
 
+def torn(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while a lower-case call unpickled what it received, says the bytes
+    were not a message a peer pickled: ``TORN``, or pickle's ``ValueError`` for a protocol that
+    no pickler writes ("unsupported pickle protocol: 154", from bytes that begin with pickle's
+    PROTO opcode, 0x80, then anything above 5). That one ended a healthy rank twice, in a
+    survivor's ``allreduce`` while a peer died (docs/limitations.md: protocols 144 and 154). Where
+    such bytes came from is not known; mpi4py receives into memory it does not clear, so a part
+    of the buffer left unwritten holds what that memory held before."""
+    return isinstance(exc, TORN) or (isinstance(exc, ValueError) and str(exc).startswith("unsupported pickle protocol"))
+
+
 def exchange(call: Callable[[], Any]) -> Any:
     """Run ``call()``, a collective exchange of Python objects (mpi4py's lower-case allgather or
     bcast) inside a repair or a restore. A peer that dies during it can leave a survivor holding a
