@@ -142,6 +142,24 @@ def test_unsynchronised_kills_restore_one_consistent_epoch(dpmpi_run, fault):
     assert all(e["epoch"] >= first_kill - 2 for e in events), events  # at most two epochs rolled back
 
 
+def test_a_snapshot_communicator_made_on_some_ranks_only_does_not_hang_the_job(dpmpi_run, activate_faults):
+    """A death inside the Dup that makes the snapshot's communicator (at the first commit, and in
+    every restore) can leave it made on some processes only (Open MPI's agreement on the parent
+    is not uniform): one rank then waited in the allgather after the Dup, for ever, for a live
+    peer that had gone to the repair, and the others in its Shrink (2 hangs in ~25 runs with a
+    rank killed inside it, KILL_IN_ACTIVATE=R:3; 0 in 60 after). Here without a death: rank 1's
+    Dup (its third communicator) is reported failed after it completed (a preloaded fault),
+    which hung the job in 1 run of 1. Now the others leave the Dup's warm-up when the repair
+    revokes the active communicator, and the job ends as a failure-free run."""
+    job = dpmpi_run(5, "snap.py", "--mib", 1, launcher_args=["--spares", "1"], timeout=60,
+                    env={"LD_PRELOAD": str(activate_faults), "FAIL_AFTER_ACTIVATE": "1:3"})
+    assert "[fail-after-activate] rank 1 at 3" in job.stderr, job.stderr
+    finished(job)
+    caught = {e["wid"]: e["error"] for e in job.events if e["event"] == "caught"}
+    assert caught == {0: "RevokedError", 1: "ProcFailedError", 2: "RevokedError", 3: "RevokedError"}, job.stdout
+    assert {e["epoch"] for e in restored(job)} == {1}
+
+
 def test_commit_returns_only_when_the_epoch_survives_a_failure(dpmpi_run):
     # rank 2 dies right after commit(5) returned, with no wait(): every rank restores epoch 5
     # (before commit was durable, all restored epoch 4 in 5 of 5 runs)

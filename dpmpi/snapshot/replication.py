@@ -17,7 +17,7 @@ from typing import Any
 from mpi4py import MPI
 
 from dpmpi import config
-from dpmpi.mpicall import exchange, keep_forever, retire
+from dpmpi.mpicall import exchange, hold_context_id, keep_forever, retire, warm_up
 from dpmpi.errors import ProcFailedError, from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.layout import Entry, from_signature, signature, total
@@ -66,11 +66,15 @@ class Replication:
         try:
             scomm = comm.Dup()
         except MPI.Exception as exc:
+            hold_context_id()  # (the Dup may have completed on the others: mpicall.hold_context_id says why)
             raise from_mpi(exc, comm, op) from exc
         self.scomm = scomm  # (from here a repair's revoke reaches it)
-        # each rank's node: copies go to other nodes than their owner's (dpmpi.placement). This
-        # first collective is also the new communicator's warm-up (dpmpi.mpicall.warm_up): no
-        # process returns from an allgather before every process has entered it
+        # A Dup that a death cut short can complete on some processes only; those waited in the
+        # allgather below for ever, for a live peer that had gone to the repair (the others in its
+        # Shrink: 2 of ~20 runs of tests/programs/snap.py with a rank killed inside this Dup).
+        # Its warm-up watches the active communicator, which a repair revokes first.
+        warm_up(scomm, op, watch=comm)
+        # each rank's node: copies go to other nodes than their owner's (dpmpi.placement)
         try:
             gathered = exchange(lambda: scomm.allgather((MPI.Get_processor_name(), payload)))
         except MPI.Exception as exc:
