@@ -66,14 +66,10 @@ class Replication:
         try:
             scomm = comm.Dup()
         except MPI.Exception as exc:
-            hold_context_id()  # (the Dup may have completed on the others: mpicall.hold_context_id says why)
+            hold_context_id()  # (it may have completed on the others: mpicall.hold_context_id)
             raise from_mpi(exc, comm, op) from exc
         self.scomm = scomm  # (from here a repair's revoke reaches it)
-        # A Dup that a death cut short can complete on some processes only; those waited in the
-        # allgather below for ever, for a live peer that had gone to the repair (the others in its
-        # Shrink: 2 of ~20 runs of tests/programs/snap.py with a rank killed inside this Dup).
-        # Its warm-up watches the active communicator, which a repair revokes first.
-        warm_up(scomm, op, watch=comm)
+        warm_up(scomm, op, watch=comm)  # (a Dup made on some ranks only hung the others: mpi-facts.md)
         # each rank's node: copies go to other nodes than their owner's (dpmpi.placement)
         try:
             gathered = exchange(lambda: scomm.allgather((MPI.Get_processor_name(), payload)))
