@@ -9,7 +9,7 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from dpmpi import _hooks
-from dpmpi.errors import from_mpi
+from dpmpi.errors import failure_known, from_mpi
 from dpmpi.mpicall import cause_of, keep_pending, torn
 
 # Methods whose arguments may be dpmpi objects that mpi4py must receive raw.
@@ -64,7 +64,7 @@ def translating(op: str, fn: Callable[..., Any], comm: MPI.Comm | None, convert:
         except MPI.Exception as exc:
             raise from_mpi(cause(exc) if cause else exc, comm, op) from exc
         except Exception as exc:  # a message a peer's death tore (as dpmpi.mpicall.exchange): its failure
-            if not pickled or not torn(exc):
+            if not pickled or not torn(exc, lambda: failure_known(comm)):
                 raise
             raise from_mpi(MPI.Exception(MPI.ERR_PROC_FAILED), comm, op) from exc
         # wrapped before the failure watcher may interrupt: a dpmpi.Request dropped while

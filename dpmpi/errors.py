@@ -102,6 +102,11 @@ def failed_ranks(comm: MPI.Comm) -> tuple[int, ...]:
         failed.Free()
 
 
+def failure_known(comm: MPI.Comm | None) -> bool:
+    """Whether this process knows of a failure on ``comm``: a failed rank, or a revoke (local)."""
+    return comm is not None and (bool(failed_ranks(comm)) or _is_revoked(comm))
+
+
 def _is_revoked(comm: MPI.Comm) -> bool:
     try:
         return bool(comm.Is_revoked())

@@ -1460,6 +1460,39 @@ def test_repair_listeners_are_weak_ordered_and_unique():
     assert ls.snapshot() == []
 
 
+def test_a_garbled_message_is_a_peer_failure_only_while_a_failure_is_known(monkeypatch):
+    """A pickle whose tail a peer's death left unwritten raises UnicodeDecodeError, OverflowError,
+    ... about half the time, errors a program's own objects can raise when unpickled too: a
+    lower-case call raises ProcFailedError for them only while this process knows of a failure
+    (before, they ended the rank); a torn message's UnpicklingError and a pickle protocol no
+    pickler writes are a peer failure always; other errors are the program's."""
+    import pickle
+
+    from dpmpi import calls
+    from dpmpi.errors import ProcFailedError
+    from dpmpi.mpicall import torn
+
+    garbled = UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+    assert torn(garbled, lambda: True) and not torn(garbled) and not torn(garbled, lambda: False)
+    assert torn(OverflowError("x"), lambda: True) and torn(ModuleNotFoundError("x"), lambda: True)
+    assert not torn(ZeroDivisionError(), lambda: True)  # (not what unpickling raises)
+    assert torn(pickle.UnpicklingError("invalid load key")) and torn(ValueError("unsupported pickle protocol: 154"))
+
+    def recv():
+        raise garbled
+
+    call = calls.translating("recv", recv, None, lambda op, result, comm: result)
+    with pytest.raises(UnicodeDecodeError):  # no failure known: the program's error, as it is
+        call()
+    monkeypatch.setattr(calls, "failure_known", lambda comm: True)
+    with pytest.raises(ProcFailedError) as info:
+        call()
+    assert info.value.__cause__ is garbled
+    upper = calls.translating("Recv", recv, None, lambda op, result, comm: result)
+    with pytest.raises(UnicodeDecodeError):  # (an upper-case call unpickles nothing)
+        upper()
+
+
 def test_a_torn_exchange_during_a_failure_is_a_peer_failure():
     """A peer dying inside a collective exchange of Python objects can leave a survivor with a
     torn message (an UnpicklingError ended a healthy rank in a chaos run): dpmpi reports it as

@@ -394,6 +394,11 @@ def test_a_torn_pickled_message_is_a_peer_failure(comm):
         comm.recv(source=me, tag=7)
     req.Wait()
     assert "unsupported pickle protocol: 154" in str(info.value.__cause__), info.value.__cause__
+    # a pickle that does not decode, with no failure known: the program's error, as it is
+    req = comm.Isend([b"\x80\x05\x8c\x02\xff\xfe.", MPI.BYTE], dest=me, tag=8)
+    with pytest.raises(UnicodeDecodeError):
+        comm.recv(source=me, tag=8)
+    req.Wait()
 
 
 def test_the_late_message_filter_is_installed_and_passes_every_live_message(comm):
