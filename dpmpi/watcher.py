@@ -317,6 +317,13 @@ class Watcher:
                 "wakeups": int(i.wakeups), "tests": int(i.tests), "signals": int(i.signals), "tid": int(i.tid),
                 "interrupts": self.interrupts, "signal": self.signo, "poll_s": self.period}
 
+    def noticed(self) -> bool:
+        """Whether the watcher has noticed a death or a revoke in this generation (any thread: a
+        read of the C thread's notice into a buffer of the caller's own; no MPI)."""
+        buf = _cext().ffi.new("dpmpi_watch_info *")
+        _cext().lib.dpmpi_watch_get(buf)
+        return bool(buf.noticed)
+
     def failure(self) -> ProcFailedError | RevokedError:
         """The exception for the current notice (raised in the main thread)."""
         info = self.info()

@@ -1098,3 +1098,27 @@ def test_a_death_in_the_setups_point_to_point_calls_launches_the_job_again(dpmpi
     assert got["digest"] == _halo_failure_free[0]["digest"] and got["recoveries"] == 0, (got, _halo_failure_free)
     for bad in ("Segmentation", "OPAL ERROR", "[dpmpi-committed]"):
         assert bad not in job.stderr, job.stderr
+
+
+def test_a_rank_stuck_inside_an_intercommunicators_creation_after_a_death_ends_and_the_job_recovers(
+        dpmpi_run, activate_faults):
+    """bench/strangers/intercomm_per_step.py (an intercommunicator and its Merge made in every
+    step), rank 0 killed inside its fifth communicator activation (the step's Create_intercomm):
+    Open MPI keeps ranks 1 and 3 inside their activation for ever, no revoke reaches them, and
+    the others waited for them in the repair until their deadline; the job itself never ended (2 of
+    4 runs at 4 + 1). Now a rank inside such a creation ends as a failure half a repair deadline
+    after its failure watcher noticed the death, and the repair goes on without it: with three
+    replicas and three spares the job ends as a failure-free run (the stuck path in most runs)."""
+    stranger = Path(__file__).resolve().parent.parent / "bench" / "strangers" / "intercomm_per_step.py"
+    want = dpmpi_run(7, stranger, 200, launcher_args=["--spares", "3"], env={"R": "3"}, timeout=60)
+    assert want.returncode == 0, want.stderr
+    job = dpmpi_run(7, stranger, 200, launcher_args=["--spares", "3"], timeout=60,
+                    env={"R": "3", "LD_PRELOAD": str(activate_faults), "KILL_IN_ACTIVATE": "0:5",
+                         "DPMPI_REPAIR_TIMEOUT": "8"})
+    assert "[kill-in-activate] rank 0 at 5" in job.stderr, job.stderr
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert job.events[-1]["digest"] == want.events[-1]["digest"] and job.events[-1]["recoveries"] == 1, job.stdout
+    account = next(x for x in job.stderr.splitlines() if x.startswith("dpmpi-run:"))
+    if "stuck inside" in account:  # (the stuck path: ranks 1 and 3 ended by the creation watch)
+        for r in (1, 3):
+            assert f"rank {r} failed (status 1, Create_intercomm: stuck inside Open MPI's creation" in account, account

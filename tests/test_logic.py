@@ -2793,3 +2793,32 @@ def test_a_rank_that_left_the_run_start_agreement_as_a_repair_began_sets_no_boun
     monkeypatch.setattr(runtime, "_taken_together", taken_with(ProcFailedError("failed", 75)))
     with pytest.raises(ProcFailedError):
         runtime._begin(_begin_rt(None, restored=start))  # (no held end: the program's)
+
+
+def test_a_creation_that_outlasts_a_noticed_death_ends_its_process():
+    """dpmpi.resilient.stuck_creation: inside a guarded creation, once the failure watcher has
+    noticed a death and the limit has passed, the process is ended with the creation named; a
+    creation that returns first is left alone, and nothing is ended without a notice."""
+    import threading
+
+    from dpmpi.resilient.stuck_creation import CAUSE, CreationWatch
+
+    ended: list[str] = []
+    done = threading.Event()
+
+    def end(why):
+        ended.append(why)
+        done.set()
+
+    watch = CreationWatch(noticed=lambda: True, limit=lambda: 0.0, end=end)
+    with watch.guarded("Create_intercomm"):
+        assert done.wait(10)  # (the creation "stuck" here until the watch ended it)
+    assert len(ended) == 1 and ended[0].startswith(f"Create_intercomm: {CAUSE}"), ended
+    calm = CreationWatch(noticed=lambda: False, limit=lambda: 0.0, end=end)
+    for _ in range(3):
+        with calm.guarded("Merge"):
+            pass  # (no notice: never ended; a creation that returns disarms the watch)
+    patient = CreationWatch(noticed=lambda: True, limit=lambda: 3600.0, end=end)
+    with patient.guarded("Merge"):
+        pass
+    assert len(ended) == 1, ended

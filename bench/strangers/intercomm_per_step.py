@@ -7,6 +7,7 @@ README's API only.
 Prints one JSON line with a digest of every rank's state (and the number of recoveries)."""
 import hashlib
 import json
+import os
 import sys
 
 import dpmpi
@@ -17,7 +18,7 @@ comm = dpmpi.init()
 rank = comm.Get_rank()
 half = comm.Split(rank % 2, rank)
 x = np.arange(16, dtype=np.float64) * (rank + 1)
-rt = dpmpi.Runtime(comm, {"x": x})
+rt = dpmpi.Runtime(comm, {"x": x}, replicas=int(os.environ.get("R", "1")))  # (R=2: two replicas)
 
 
 def step(k):

@@ -20,6 +20,7 @@ from dpmpi.errors import failed_ranks, from_mpi
 from dpmpi.mpicall import hold_context_id, warm_up
 from dpmpi.resilient import intercomms, recipe_args, topology
 from dpmpi.resilient.plan import PER_RANK, Recipe, kept_recipes, unknown_to_survivors
+from dpmpi.resilient.stuck_creation import CREATIONS
 
 
 class Remade(NamedTuple):
@@ -97,7 +98,8 @@ def make(recipe: Recipe, praw: MPI.Intracomm, me: int, active: MPI.Intracomm) ->
             hints = recipe.args.get(-1)
             raw = praw.Dup() if hints is None else topology.with_info(hints, praw.Dup)
         elif recipe.op in intercomms.OPS:
-            raw = intercomms.make(recipe.op, recipe.args[-1], praw, active)
+            with CREATIONS.guarded(recipe.op):  # (Open MPI can keep it there for ever: stuck_creation)
+                raw = intercomms.make(recipe.op, recipe.args[-1], praw, active)
             if raw is None:  # (a shrink dropped its remote leader)
                 return None
         elif recipe.op == "Sub":
