@@ -81,6 +81,9 @@ _RANK_LIST = re.compile(r"\[\d+(?:, \d+)*\]")
 
 # in the cause of a rank that its repair deadline ended (dpmpi.resilient.watchdog writes it)
 REPAIR_DEADLINE = "(DPMPI_REPAIR_TIMEOUT)"
+# in the cause of a rank that a creation stuck inside Open MPI after a death ended
+# (dpmpi.resilient.stuck_creation writes it)
+STUCK_CREATION = "stuck inside Open MPI's creation of an intercommunicator"
 
 
 def left_out(failed: dict[int, dict]) -> list[int]:

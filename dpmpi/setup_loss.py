@@ -48,15 +48,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from dpmpi.exit_code import REPAIR_DEADLINE
+from dpmpi.exit_code import REPAIR_DEADLINE, STUCK_CREATION
 
 COMMITTED_TAG = "[dpmpi-committed] "
 REPAIRS_TAG = "[dpmpi-repairs] "  # the program called Respawn or Shrink itself (dpmpi.init_mark)
 # in a failed rank's status record: errors that a peer's death causes (dpmpi's, mpi4py's own for a
 # call on a communicator that is not dpmpi's, a replacement's, Open MPI's abort after a failure,
-# dpmpi's repair deadline)
+# dpmpi's repair deadline, a creation that a death left stuck inside Open MPI)
 FAILURE_CAUSES = ("ProcFailedError", "RevokedError", "ReplayError", "SparesDepletedError", "MPI_ERR_PROC_FAILED",
-                  "MPI_ERR_REVOKED", "the MPI library aborted", REPAIR_DEADLINE)
+                  "MPI_ERR_REVOKED", "the MPI library aborted", REPAIR_DEADLINE, STUCK_CREATION)
 
 
 @dataclass

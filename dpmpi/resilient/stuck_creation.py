@@ -24,9 +24,9 @@ import time
 from typing import Callable, Iterator
 
 from dpmpi import _guard, config, watcher
+from dpmpi.exit_code import STUCK_CREATION as CAUSE
 
 POLL_S = 0.1  # how often an armed watch reads the failure watcher's notice
-CAUSE = "stuck inside Open MPI's creation of an intercommunicator"
 
 
 def _noticed() -> bool:
