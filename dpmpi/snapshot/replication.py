@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 from dpmpi import config
 from dpmpi.mpicall import exchange, hold_context_id, keep_forever, retire, warm_up
-from dpmpi.errors import ProcFailedError, from_mpi
+from dpmpi.errors import ProcFailedError, failure_known, from_mpi
 from dpmpi.snapshot import plan
 from dpmpi.snapshot.layout import Entry, from_signature, signature, total
 from dpmpi.snapshot.native import Codes, Slot, helper_count
@@ -97,9 +97,9 @@ class Replication:
         self.make_slots()
 
     def free_comm(self) -> None:
-        """Free the snapshot communicator; a revoked one is retired (``dpmpi.mpicall.retire``)."""
+        """Free the snapshot communicator; one revoked or with a failed process is retired (mpicall)."""
         if self.scomm is not None:
-            if self.revoked:
+            if self.revoked or failure_known(self.scomm):
                 retire(self.scomm)
             else:
                 with contextlib.suppress(MPI.Exception):
