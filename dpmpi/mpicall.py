@@ -18,7 +18,7 @@ from mpi4py import MPI
 from dpmpi.errors import PEER_FAILURE_CLASSES, from_mpi
 
 
-def warm_up(comm: MPI.Comm, op: str, watch: MPI.Comm | None = None) -> None:
+def warm_up(comm: MPI.Comm, op: str, watch: MPI.Comm | None = None, raise_failure: bool = False) -> None:
     """One Allreduce on a new communicator: no process returns from it before every process of
     the communicator (both groups of an intercommunicator) has entered it, so has finished
     creating the communicator; only then may anyone revoke it.
@@ -32,7 +32,12 @@ def warm_up(comm: MPI.Comm, op: str, watch: MPI.Comm | None = None) -> None:
     the new communicator is revoked too (any peer in this warm-up leaves it) and the revoke is
     raised: the creation failed here too, as it does when ``watch`` was revoked before the
     warm-up began (the peers left while this process was still inside the creation). Not for a
-    ``Shrink``, which is made from a revoked communicator: its warm-up is not watched."""
+    ``Shrink``, which is made from a revoked communicator: its warm-up is not watched.
+
+    ``raise_failure``: a peer's failure during the warm-up revokes the new communicator and is
+    raised, for a caller that holds the communicator already (the snapshot's): handed out, its
+    next collective waited for ever for a live peer that had gone to the repair (an allgather
+    whose partner was alive: 5 hangs in 41 runs with a rank killed inside the snapshot's Dup)."""
     one, out = array.array("i", [1]), array.array("i", [0])
     try:
         if watch is None or watch == MPI.COMM_NULL or op == "Shrink":
@@ -51,6 +56,10 @@ def warm_up(comm: MPI.Comm, op: str, watch: MPI.Comm | None = None) -> None:
         # a peer died: hand the communicator out anyway (its next operation reports that, and
         # it can be shrunk); raising here would lose the only handle to it.
         if exc.Get_error_class() not in PEER_FAILURE_CLASSES:
+            raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
+        if raise_failure:
+            keep_forever(comm)  # (revoked: never freed)
+            _revoke_quietly(comm)
             raise from_mpi(exc, comm, f"{op} (first collective on the new communicator)") from exc
         return
     exc = MPI.Exception(MPI.ERR_REVOKED)

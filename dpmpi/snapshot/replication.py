@@ -69,7 +69,7 @@ class Replication:
             hold_context_id()  # (it may have completed on the others: mpicall.hold_context_id)
             raise from_mpi(exc, comm, op) from exc
         self.scomm = scomm  # (from here a repair's revoke reaches it)
-        warm_up(scomm, op, watch=comm)  # (a Dup made on some ranks only hung the others: mpi-facts.md)
+        warm_up(scomm, op, watch=comm, raise_failure=True)  # (a Dup made on some ranks only hung: mpi-facts.md)
         # each rank's node: copies go to other nodes than their owner's (dpmpi.placement)
         try:
             gathered = exchange(lambda: scomm.allgather((MPI.Get_processor_name(), payload)))
