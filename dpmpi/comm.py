@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, init_mark, interrupts, persistent
+from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, init_mark, interrupts, pending_dups, persistent
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, exchange_handles, hold_context_id, sendrecv, warm_up, within_job
@@ -66,6 +66,8 @@ def _wrapped(owner: Any, name: str, get: Callable[[], Any], raw: MPI.Comm | None
     if not callable(attr):
         return attr
     wrapped = translating(name, attr, raw, _convert, _creation_failed if name in _WARM_UP else None)
+    if name in pending_dups.GUARDED and raw is not None:
+        wrapped = pending_dups.guarded(name, wrapped, raw)
     owner.__dict__[name] = wrapped
     return wrapped
 
@@ -80,7 +82,8 @@ def _creation_failed(exc: MPI.Exception) -> MPI.Exception:
 def plain_method(comm: Comm, name: str) -> Callable[..., Any]:
     """``comm.<name>`` as the program gets it (hooks, error translation, wrapped results), made
     afresh from ``comm``'s handle and not cached on it (a caller that wraps the cached one)."""
-    return translating(name, getattr(comm.mpi, name), comm.mpi, _convert)
+    method = translating(name, getattr(comm.mpi, name), comm.mpi, _convert)
+    return pending_dups.guarded(name, method, comm.mpi) if name in pending_dups.GUARDED else method
 
 
 class Comm(Wrapper):

@@ -510,3 +510,45 @@ def test_mpi4pys_hidden_dup_is_recorded_for_the_repair_and_forgotten_when_its_co
     assert ctxcomms.recorded(handle) == 1
     raw.Free()
     assert ctxcomms.recorded(handle) == 0
+
+
+def test_a_nonblocking_collective_started_while_an_idup_is_in_progress_gets_its_own_result(comm):
+    """Open MPI 5.0.11 makes an Idup in steps started from MPI's progress: with another thread
+    making progress, a rank that starts the duplication's next step before the program's
+    Iallreduce meets a rank that starts it after (MPI_ERR_TRUNCATE or a wrong sum; plain mpi4py
+    fails so). Rank 0 lets the helper thread progress between the two calls; every sum is right."""
+    import threading
+    import time
+
+    import numpy as np
+
+    helper_comm = comm.mpi.Dup()
+    stop = threading.Event()
+
+    def progress():  # (owner: this test; ends before helper_comm is freed)
+        req = helper_comm.Irecv(bytearray(1), source=MPI.ANY_SOURCE, tag=7)
+        while not stop.is_set():
+            req.Test()
+            time.sleep(0.0005)
+        req.Cancel()
+        req.Wait()
+
+    thread = threading.Thread(target=progress)
+    thread.start()
+    sums = []
+    try:
+        for k in range(6):
+            dup, req = comm.Idup()
+            if comm.Get_rank() == 0:
+                time.sleep(0.05)
+            s = np.zeros(1)
+            r2 = comm.Iallreduce(np.array([float(k + 1)]), s, op=MPI.SUM)
+            MPI.Request.Waitall([req, r2])
+            sums.append(s[0])
+            assert dup.allreduce(1) == comm.Get_size()
+            dup.Free()
+    finally:
+        stop.set()
+        thread.join()
+        helper_comm.Free()
+    assert sums == [float((k + 1) * comm.Get_size()) for k in range(6)]
