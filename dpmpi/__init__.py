@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dpmpi import faults
     from dpmpi._version import __version__
     from dpmpi.comm import Comm
+    from dpmpi.message import Message
     from dpmpi.request import Prequest, Request
     from dpmpi.resilient import (
         Filled,
@@ -58,6 +59,7 @@ _LAZY = {
     "Comm": "dpmpi.comm",
     "Request": "dpmpi.request",
     "Prequest": "dpmpi.request",
+    "Message": "dpmpi.message",
     "DpmpiError": "dpmpi.errors",
     "ProcFailedError": "dpmpi.errors",
     "RevokedError": "dpmpi.errors",

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, init_mark, interrupts, pending_dups, persistent
+from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, init_mark, interrupts, message, pending_dups, persistent
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, exchange_handles, hold_context_id, sendrecv, warm_up, within_job
@@ -65,11 +65,22 @@ def _wrapped(owner: Any, name: str, get: Callable[[], Any], raw: MPI.Comm | None
     attr = get()
     if not callable(attr):
         return attr
-    wrapped = translating(name, attr, raw, _convert, _creation_failed if name in _WARM_UP else None)
-    if name in pending_dups.GUARDED and raw is not None:
-        wrapped = pending_dups.guarded(name, wrapped, raw)
+    wrapped = _method(name, attr, raw, _creation_failed if name in _WARM_UP else None)
     owner.__dict__[name] = wrapped
     return wrapped
+
+
+def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,
+            cause: Callable[[MPI.Exception], MPI.Exception] | None = None) -> Callable[..., Any]:
+    """The bound mpi4py method ``fn`` (``raw.name``) as the program gets it: translated
+    (``translating``); a matched probe returns a ``dpmpi.Message`` that knows its size; a
+    nonblocking collective first waits for ``raw``'s ``Idup``s in progress (``pending_dups``)."""
+    if raw is None:
+        return translating(name, fn, raw, _convert, cause)
+    if name in message.PROBES:
+        fn = message.probing(fn, raw, 2)
+    wrapped = translating(name, fn, raw, _convert, cause)
+    return pending_dups.guarded(name, wrapped, raw) if name in pending_dups.GUARDED else wrapped
 
 
 def _creation_failed(exc: MPI.Exception) -> MPI.Exception:
@@ -82,8 +93,7 @@ def _creation_failed(exc: MPI.Exception) -> MPI.Exception:
 def plain_method(comm: Comm, name: str) -> Callable[..., Any]:
     """``comm.<name>`` as the program gets it (hooks, error translation, wrapped results), made
     afresh from ``comm``'s handle and not cached on it (a caller that wraps the cached one)."""
-    method = translating(name, getattr(comm.mpi, name), comm.mpi, _convert)
-    return pending_dups.guarded(name, method, comm.mpi) if name in pending_dups.GUARDED else method
+    return _method(name, getattr(comm.mpi, name), comm.mpi)
 
 
 class Comm(Wrapper):

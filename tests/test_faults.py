@@ -486,3 +486,33 @@ def test_a_dead_peers_late_ack_is_dropped(dpmpi_run, tmp_path):
     assert rec["outcome"] == "MPI_ERR_PROC_FAILED" and rec["dropped"] == [0, 1, 0, 0], rec
     for bad in ("Segmentation", "Send error after request freed", "OPAL ERROR", "Traceback"):
         assert bad not in job.stderr, job.stderr
+
+
+@pytest.mark.parametrize("how", ["Recv", "Irecv", "pickled"])
+def test_a_matched_receive_whose_sender_died_raises_proc_failed_error(dpmpi_run, how):
+    """``comm.Mprobe`` returns a dpmpi.Message: its receive of a message whose sender died
+    after the probe matched it raises ProcFailedError, as every receive of dpmpi's does (it
+    raised mpi4py's MPI.Exception: a program written to the README's primitives did not catch
+    it)."""
+    job = dpmpi_run(2, "mrecv_dead.py", *(["irecv"] if how == "Irecv" else ["pickled"] if how == "pickled" else []))
+    done = job.by_rank("done")
+    assert set(done) == {1}, job.stdout + job.stderr
+    assert done[1]["message"] == "dpmpi.message.Message"
+    assert done[1]["received"] == "ProcFailedError", job.stdout + job.stderr
+
+
+def test_a_message_matched_by_an_interrupted_step_does_not_hold_its_sender(dpmpi_run):
+    """Rank 0 matched rank 1's message with Mprobe, then its step failed (rank 2's death) before
+    it received it: rank 1 waited for ever in the Wait of its send (Open MPI does not fail a send
+    whose message a peer matched; a revoke does not reach it), while the others waited for it in
+    the repair's Shrink until the repair deadline (then the job split). The repair now receives
+    an unreceived message of a revoked communicator into scratch memory: the job recovers and
+    ends as the failure-free run."""
+    clean = dpmpi_run(5, "mprobe_held.py", launcher_args=["--spares", "1"])
+    job = dpmpi_run(5, "mprobe_held.py", 4, launcher_args=["--spares", "1"], faults="2:step@5:KILL",
+                    env={"DPMPI_REPAIR_TIMEOUT": "20"})
+    assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
+    expected = {r: e["sum"] for r, e in clean.by_rank("final").items()}
+    got = job.by_rank("final")
+    assert {r: e["sum"] for r, e in got.items()} == expected and len(expected) == 4
+    assert all(e["recoveries"] == 1 for e in got.values())

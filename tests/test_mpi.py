@@ -552,3 +552,39 @@ def test_a_nonblocking_collective_started_while_an_idup_is_in_progress_gets_its_
         thread.join()
         helper_comm.Free()
     assert sums == [float((k + 1) * comm.Get_size()) for k in range(6)]
+
+
+def test_matched_probes_return_dpmpi_messages_and_a_dropped_one_is_received_for_its_sender(comm):
+    """Mprobe/improbe and dpmpi.Message.Probe return dpmpi.Messages that know their size
+    and receive as mpi4py's do; a message the program drops unreceived is received into scratch
+    memory, so that its sender's Wait completes (a matched message is off the queue a revoke
+    empties: its sender waited for ever)."""
+    import gc
+
+    import numpy as np
+
+    r, n = comm.Get_rank(), comm.Get_size()
+    right, left = (r + 1) % n, (r - 1) % n
+    big = 1 << 16  # (doubles: a rendezvous send, which waits for its receiver)
+    req = comm.Isend(np.full(big, float(r)), dest=right, tag=3)
+    msg = comm.Mprobe(source=left, tag=3)
+    assert isinstance(msg, dpmpi.Message) and msg.nbytes == 8 * big
+    buf = np.empty(big)
+    msg.Recv(buf)
+    req.Wait()
+    assert buf[0] == float(left) and not msg
+
+    req = comm.isend({"r": r}, dest=right, tag=4)
+    msg = None
+    while msg is None:
+        msg = comm.improbe(source=left, tag=4)
+    assert isinstance(msg, dpmpi.Message) and msg.recv() == {"r": left}
+    req.Wait()
+
+    req = comm.Isend(np.full(big, 1.0), dest=right, tag=5)
+    msg = dpmpi.Message.Probe(comm, source=left, tag=5)
+    assert isinstance(msg, dpmpi.Message) and msg.error_comm == comm.mpi
+    del msg  # dropped unreceived
+    gc.collect()
+    req.Wait()  # (hung before: the receiver had matched the message and never received it)
+    comm.Barrier()

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, agreements, ctxcomms, faults
+from dpmpi import _guard, agreements, ctxcomms, faults, message
 from dpmpi.comm import rebind
 from dpmpi.mpicall import exchange, hold_context_id, retire, warm_up, warm_up_and
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
@@ -95,6 +95,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 ctxcomms.revoke(comm)  # (with mpi4py's own Dup of it, where pkl5's collectives run)
             ctxcomms.revoke(state.active.mpi)
         ctxcomms.revoke(state.world)  # (already revoked or unusable: the shrink that follows decides)
+        message.drain_revoked()  # (a matched message never received holds its sender: dpmpi.message)
         phases["revoke"] += time.perf_counter() - t
         faults.point("repair")  # lets tests fail a process in the middle of a repair
         try:
