@@ -2,6 +2,7 @@
 job with a hard timeout, judged from the ranks' JSON lines and the job's exit code."""
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -1120,6 +1121,8 @@ def test_a_rank_stuck_inside_an_intercommunicators_creation_after_a_death_ends_a
     assert job.returncode == 0, job.stdout + job.stderr
     assert job.events[-1]["digest"] == want.events[-1]["digest"] and job.events[-1]["recoveries"] == 1, job.stdout
     account = next(x for x in job.stderr.splitlines() if x.startswith("dpmpi-run:"))
-    if "stuck inside" in account:  # (the stuck path: ranks 1 and 3 ended by the creation watch)
-        for r in (1, 3):
-            assert f"rank {r} failed (status 1, Create_intercomm: stuck inside Open MPI's creation" in account, account
+    # (the stuck path: rank 1 or 3 or both ended by the creation watch, no rank for another cause;
+    # once only rank 1 was held, in the forty-eighth session)
+    failed = re.findall(r"rank (\d+) failed \(status 1, ([^;]*)", account)
+    for r, why in failed:
+        assert r in ("1", "3") and why.startswith("Create_intercomm: stuck inside Open MPI's creation"), account
