@@ -8,9 +8,11 @@ sequence: when some other thread of the process makes MPI progress (dpmpi's fail
 snapshot threads always do), a rank may start the duplication's next step before the program's
 collective and another rank after it, and the two ranks' messages cross (``MPI_ERR_TRUNCATE`` in
 ``NBC_Progress``, or a wrong result). Plain mpi4py with one helper thread that tests a request
-fails so (docs/mpi-facts.md; open-mpi/ompi#2025 is open). So a dpmpi communicator waits for its
-pending duplications before it starts a nonblocking collective; blocking collectives and
-persistent ones (their tag is taken by ``*_init``) do not need it.
+fails so (docs/mpi-facts.md; open-mpi/ompi#2025 is open). A ``Split`` of the parent made while
+its ``Idup`` is in progress hangs even with no other thread (plain mpi4py, 4 ranks: every run).
+So a dpmpi communicator waits for its pending duplications before it starts a nonblocking
+collective or makes a communicator from itself; blocking collectives and persistent ones (their
+tag is taken by ``*_init``) do not need it.
 
 Owner: the program's threads that call a communicator's collectives (one at a time per
 communicator, as MPI requires). ``_pending`` maps a communicator's handle to the requests the
@@ -30,7 +32,11 @@ NONBLOCKING_COLLECTIVES = frozenset({
     "Ireduce_scatter_block", "Iscan", "Iexscan", "Ineighbor_allgather", "Ineighbor_allgatherv",
     "Ineighbor_alltoall", "Ineighbor_alltoallv", "Ineighbor_alltoallw",
 })
-GUARDED = DUPLICATIONS | NONBLOCKING_COLLECTIVES
+# blocking creations of a communicator from this one (not Shrink: a repair's, on a revoked communicator)
+CREATIONS = frozenset({"Dup", "Dup_with_info", "Clone", "Split", "Split_type", "Create", "Create_group",
+                       "Create_from_group", "Create_intercomm", "Merge", "Create_cart", "Create_graph",
+                       "Create_dist_graph", "Create_dist_graph_adjacent", "Sub"})
+GUARDED = DUPLICATIONS | NONBLOCKING_COLLECTIVES | CREATIONS
 
 _pending: dict[int, list[MPI.Request]] = {}
 
@@ -55,8 +61,8 @@ def settle(comm: MPI.Comm) -> None:
 
 
 def guarded(name: str, fn: Callable[..., Any], comm: MPI.Comm) -> Callable[..., Any]:
-    """``fn``, the method ``name`` of ``comm`` as dpmpi hands it out: a nonblocking collective
-    first settles ``comm``'s duplications; a duplication records its request."""
+    """``fn``, the method ``name`` of ``comm`` as dpmpi hands it out: a nonblocking collective or
+    a creation first settles ``comm``'s duplications; a duplication records its request."""
     if name in DUPLICATIONS:
         def duplicate(*args: Any, **kwargs: Any) -> Any:
             new, request = fn(*args, **kwargs)

@@ -588,3 +588,17 @@ def test_matched_probes_return_dpmpi_messages_and_a_dropped_one_is_received_for_
     gc.collect()
     req.Wait()  # (hung before: the receiver had matched the message and never received it)
     comm.Barrier()
+
+
+def test_a_communicator_made_while_an_idup_of_its_parent_is_in_progress_does_not_hang(comm):
+    """Open MPI 5.0.11: a Split of a communicator whose Idup is still in progress hung (plain
+    mpi4py, 4 ranks, no other thread: every run). dpmpi waits for the Idup first."""
+    dup, req = comm.Idup()
+    sub = comm.Split(comm.Get_rank() % 2, comm.Get_rank())
+    copy = comm.Dup()
+    req.Wait()
+    assert dup.allreduce(1) == comm.Get_size()
+    assert sub.allreduce(1) == (comm.Get_size() + 1 - comm.Get_rank() % 2) // 2
+    assert copy.allreduce(1) == comm.Get_size()
+    for c in (dup, sub, copy):
+        c.Free()
