@@ -516,3 +516,17 @@ def test_a_message_matched_by_an_interrupted_step_does_not_hold_its_sender(dpmpi
     got = job.by_rank("final")
     assert {r: e["sum"] for r, e in got.items()} == expected and len(expected) == 4
     assert all(e["recoveries"] == 1 for e in got.values())
+
+
+def test_an_idup_in_every_step_with_a_split_and_an_iallreduce_before_its_wait_is_recovered(dpmpi_run):
+    """A stranger's Idup per step with a Split and an Iallreduce of the same communicator before
+    the Idup's Wait: failure-free it hung (the Split) or crossed the Iallreduce with the Idup
+    (MPI_ERR_TRUNCATE) under dpmpi; now dpmpi waits for the Idup first, and a rank killed in the
+    step is recovered bit for bit."""
+    clean = dpmpi_run(5, "idup_split.py", launcher_args=["--spares", "1"])
+    job = dpmpi_run(5, "idup_split.py", launcher_args=["--spares", "1"], faults="2:step@25:KILL")
+    assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
+    expected = {r: e["x"] for r, e in clean.by_rank("final").items()}
+    got = job.by_rank("final")
+    assert {r: e["x"] for r, e in got.items()} == expected and len(expected) == 4
+    assert all(e["recoveries"] == 1 for e in got.values())
