@@ -74,7 +74,8 @@ def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,
             cause: Callable[[MPI.Exception], MPI.Exception] | None = None) -> Callable[..., Any]:
     """The bound mpi4py method ``fn`` (``raw.name``) as the program gets it: translated
     (``translating``); a matched probe returns a ``dpmpi.Message`` that knows its size; a
-    nonblocking collective first waits for ``raw``'s ``Idup``s in progress (``pending_dups``)."""
+    nonblocking collective or a creation first waits for ``raw``'s ``Idup``s in progress
+    (``pending_dups``)."""
     if raw is None:
         return translating(name, fn, raw, _convert, cause)
     if name in message.PROBES:
