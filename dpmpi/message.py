@@ -75,8 +75,11 @@ def _drain(message: Message) -> None:
     if message.nbytes < 0 or not _pending(message) or MPI.Is_finalized():
         return
     scratch = bytearray(max(message.nbytes, 1))
-    keep_forever(MPI.Message.Irecv(message, [scratch, message.nbytes, MPI.BYTE]))  # (with its buffer)
     _unreceived.pop(id(message), None)
+    try:
+        keep_forever(MPI.Message.Irecv(message, [scratch, message.nbytes, MPI.BYTE]))  # (with its buffer)
+    except MPI.Exception:
+        pass  # (its sender is dead or the communicator unusable: nobody waits for it)
 
 
 def drain_revoked() -> int:
