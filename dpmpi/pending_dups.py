@@ -1,5 +1,6 @@
 """The nonblocking duplications (``Idup``, ``Idup_with_info``) still in progress on each
-communicator, and the wait for them before another nonblocking collective starts on it.
+communicator, and the wait for them before another nonblocking collective or a communicator's
+creation starts on it.
 
 Open MPI 5.0.11 makes a communicator's ``Idup`` in steps, each a nonblocking allreduce on the
 parent that the previous one's completion starts, inside MPI's progress. Another nonblocking
@@ -11,8 +12,8 @@ collective and another rank after it, and the two ranks' messages cross (``MPI_E
 fails so (docs/mpi-facts.md; open-mpi/ompi#2025 is open). A ``Split`` of the parent made while
 its ``Idup`` is in progress hangs even with no other thread (plain mpi4py, 4 ranks: every run).
 So a dpmpi communicator waits for its pending duplications before it starts a nonblocking
-collective or makes a communicator from itself; blocking collectives and persistent ones (their
-tag is taken by ``*_init``) do not need it.
+collective or makes a communicator from itself; blocking collectives and a persistent
+collective's ``Start`` did not fail so (docs/mpi-facts.md) and do not wait.
 
 Owner: the program's threads that call a communicator's collectives (one at a time per
 communicator, as MPI requires). ``_pending`` maps a communicator's handle to the requests the
