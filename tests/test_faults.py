@@ -521,8 +521,8 @@ def test_a_message_matched_by_an_interrupted_step_does_not_hold_its_sender(dpmpi
 def test_an_idup_in_every_step_with_a_split_and_an_iallreduce_before_its_wait_is_recovered(dpmpi_run):
     """A stranger's Idup per step with a Split and an Iallreduce of the same communicator before
     the Idup's Wait: failure-free it hung (the Split) or crossed the Iallreduce with the Idup
-    (MPI_ERR_TRUNCATE) under dpmpi; now dpmpi waits for the Idup first, and a rank killed in the
-    step is recovered bit for bit."""
+    (MPI_ERR_TRUNCATE) under dpmpi; now the Idup is complete first (a Dup made at once, on
+    dpmpi.init's communicator), and a rank killed in the step is recovered bit for bit."""
     clean = dpmpi_run(5, "idup_split.py", launcher_args=["--spares", "1"])
     job = dpmpi_run(5, "idup_split.py", launcher_args=["--spares", "1"], faults="2:step@25:KILL")
     assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
@@ -530,3 +530,17 @@ def test_an_idup_in_every_step_with_a_split_and_an_iallreduce_before_its_wait_is
     got = job.by_rank("final")
     assert {r: e["x"] for r, e in got.items()} == expected and len(expected) == 4
     assert all(e["recoveries"] == 1 for e in got.values())
+
+
+def test_a_library_communicator_made_with_idup_before_the_loop_is_rebuilt(dpmpi_run):
+    """An Idup of dpmpi.init's communicator kept across the loop: the job hung at its first
+    failure (a true Idup is not rebuilt; the replacement's setup made its own with nobody). It is
+    made as a Dup that repairs rebuild now: rank 2 killed mid-run, the failure-free result."""
+    clean = dpmpi_run(5, "idup_lib.py", launcher_args=["--spares", "1"])
+    job = dpmpi_run(5, "idup_lib.py", launcher_args=["--spares", "1"], faults="2:step@30:KILL")
+    assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
+    expected = {r: e["x"] for r, e in clean.by_rank("final").items()}
+    got = job.by_rank("final")
+    assert {r: e["x"] for r, e in got.items()} == expected and len(expected) == 4
+    assert all(e["recoveries"] == 1 for e in got.values())
+    assert "Idup" not in clean.stderr, clean.stderr  # (no "not rebuilt" warning)

@@ -2,7 +2,8 @@
 request waited on with another operation's), used and freed, as libraries that overlap their
 set-up do.
     ACTIVE=1 HI=2.5 bench/strangers/loop.sh idup_step.py 3000 8
-It failed without any kill (MPI_ERR_TRUNCATE in NBC_Progress) until dpmpi.pending_dups (forty-eighth session)."""
+It failed without any kill (MPI_ERR_TRUNCATE in NBC_Progress) until the forty-eighth session
+(dpmpi.pending_dups; then an Idup of dpmpi.init's communicator became a Dup that repairs rebuild)."""
 import hashlib
 import json
 import sys

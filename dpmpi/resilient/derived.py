@@ -20,6 +20,7 @@ from mpi4py import MPI
 from dpmpi import calls, faults, interrupts, pending_dups
 from dpmpi.comm import Comm, plain_method, rebind
 from dpmpi.errors import from_mpi
+from dpmpi.request import Request
 from dpmpi.mpicall import exchange
 from dpmpi.resilient import holding, intercomms, prologue, prologue_derived, recipe_args, remake
 from dpmpi.resilient.plan import PER_RANK, Recipe, replays
@@ -27,7 +28,7 @@ from dpmpi.resilient.remake import Remade
 from dpmpi.resilient.state import COMPACT_MIN, State
 
 
-NOT_REBUILT = frozenset({"Create_dist_graph", "Idup", "Idup_with_info"})
+NOT_REBUILT = frozenset({"Create_dist_graph"})
 # made by every rank of their parent (the others: by a part of it, Create_group, or over an intercommunicator)
 ALL_RANKS = frozenset({"Split", "Dup", "Split_type", "Create", "Create_cart", "Create_graph",
                        "Create_dist_graph_adjacent"})
@@ -79,6 +80,18 @@ class Tracked(Comm):
     def Dup_with_info(self, info: MPI.Info) -> Comm:
         self._state.not_spare("Dup_with_info")
         return derive(self._state, "Dup", self, (info,))
+
+    @interrupts.uninterrupted
+    def Idup(self, info: MPI.Info | None = None) -> tuple[Comm, Request]:
+        """A ``Dup`` that repairs rebuild, made at once, with a completed request (a true ``Idup``
+        was not rebuilt: a program that kept one hung at the first failure)."""
+        self._state.not_spare("Idup")
+        return derive(self._state, "Dup", self, (info,)), Request()
+
+    @interrupts.uninterrupted
+    def Idup_with_info(self, info: MPI.Info) -> tuple[Comm, Request]:
+        self._state.not_spare("Idup_with_info")
+        return derive(self._state, "Dup", self, (info,)), Request()
 
     @interrupts.uninterrupted
     def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:

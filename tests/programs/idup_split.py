@@ -1,7 +1,8 @@
 """An ``Idup`` of ``dpmpi.init``'s communicator in every step and, before it is waited for, a
 ``Split`` of the same communicator and an ``Iallreduce`` on it (Open MPI 5.0.11 hung in that
-``Split`` and crossed the ``Iallreduce`` with the ``Idup``; dpmpi waits for the ``Idup`` first:
-dpmpi.pending_dups). Prints one JSON line per rank: its final state."""
+``Split`` and crossed the ``Iallreduce`` with the ``Idup``. dpmpi first waited for the ``Idup``
+(dpmpi.pending_dups, which a plain dpmpi.Comm still does); on ``dpmpi.init``'s communicator an
+``Idup`` is now a ``Dup`` made at once). Prints one JSON line per rank: its final state."""
 import json
 
 import numpy as np
