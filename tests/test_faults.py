@@ -29,6 +29,20 @@ def check_recovered(job, victims, n=N):
     assert fired == set(victims)
 
 
+def check_as_failure_free(dpmpi_run, program, key, faults, *args, env=None):
+    """One failure-free job of ``program`` (4 ranks + 1 spare) and one with ``faults``: both exit
+    0, each rank's final ``key`` is the same in both, every rank recovered once; returns the
+    failure-free job."""
+    clean = dpmpi_run(5, program, launcher_args=["--spares", "1"])
+    job = dpmpi_run(5, program, *args, launcher_args=["--spares", "1"], faults=faults, env=env)
+    assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
+    expected = {r: e[key] for r, e in clean.by_rank("final").items()}
+    got = job.by_rank("final")
+    assert {r: e[key] for r, e in got.items()} == expected and len(expected) == 4, job.stdout
+    assert all(e["recoveries"] == 1 for e in got.values()), job.stdout
+    return clean
+
+
 # item 7: every way a rank can die, victim rank 2 in an Allreduce loop
 @pytest.mark.parametrize("kind", ["KILL", "TERM", "SEGV", pytest.param("ABORT", marks=pytest.mark.long),  # (long:
                                   pytest.param("EXIT", marks=pytest.mark.long), "SYSEXIT", "EXCEPTION"])  # the budget)
@@ -508,14 +522,7 @@ def test_a_message_matched_by_an_interrupted_step_does_not_hold_its_sender(dpmpi
     the repair's Shrink until the repair deadline (then the job split). The repair now receives
     an unreceived message of a revoked communicator into scratch memory: the job recovers and
     ends as the failure-free run."""
-    clean = dpmpi_run(5, "mprobe_held.py", launcher_args=["--spares", "1"])
-    job = dpmpi_run(5, "mprobe_held.py", 4, launcher_args=["--spares", "1"], faults="2:step@5:KILL",
-                    env={"DPMPI_REPAIR_TIMEOUT": "20"})
-    assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
-    expected = {r: e["sum"] for r, e in clean.by_rank("final").items()}
-    got = job.by_rank("final")
-    assert {r: e["sum"] for r, e in got.items()} == expected and len(expected) == 4
-    assert all(e["recoveries"] == 1 for e in got.values())
+    check_as_failure_free(dpmpi_run, "mprobe_held.py", "sum", "2:step@5:KILL", 4, env={"DPMPI_REPAIR_TIMEOUT": "20"})
 
 
 def test_an_idup_in_every_step_with_a_split_and_an_iallreduce_before_its_wait_is_recovered(dpmpi_run):
@@ -523,24 +530,12 @@ def test_an_idup_in_every_step_with_a_split_and_an_iallreduce_before_its_wait_is
     the Idup's Wait: failure-free it hung (the Split) or crossed the Iallreduce with the Idup
     (MPI_ERR_TRUNCATE) under dpmpi; now the Idup is complete first (a Dup made at once, on
     dpmpi.init's communicator), and a rank killed in the step is recovered bit for bit."""
-    clean = dpmpi_run(5, "idup_split.py", launcher_args=["--spares", "1"])
-    job = dpmpi_run(5, "idup_split.py", launcher_args=["--spares", "1"], faults="2:step@25:KILL")
-    assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
-    expected = {r: e["x"] for r, e in clean.by_rank("final").items()}
-    got = job.by_rank("final")
-    assert {r: e["x"] for r, e in got.items()} == expected and len(expected) == 4
-    assert all(e["recoveries"] == 1 for e in got.values())
+    check_as_failure_free(dpmpi_run, "idup_split.py", "x", "2:step@25:KILL")
 
 
 def test_a_library_communicator_made_with_idup_before_the_loop_is_rebuilt(dpmpi_run):
     """An Idup of dpmpi.init's communicator kept across the loop: the job hung at its first
     failure (a true Idup is not rebuilt; the replacement's setup made its own with nobody). It is
     made as a Dup that repairs rebuild now: rank 2 killed mid-run, the failure-free result."""
-    clean = dpmpi_run(5, "idup_lib.py", launcher_args=["--spares", "1"])
-    job = dpmpi_run(5, "idup_lib.py", launcher_args=["--spares", "1"], faults="2:step@30:KILL")
-    assert clean.returncode == 0 and job.returncode == 0, job.stdout + job.stderr
-    expected = {r: e["x"] for r, e in clean.by_rank("final").items()}
-    got = job.by_rank("final")
-    assert {r: e["x"] for r, e in got.items()} == expected and len(expected) == 4
-    assert all(e["recoveries"] == 1 for e in got.values())
+    clean = check_as_failure_free(dpmpi_run, "idup_lib.py", "x", "2:step@30:KILL")
     assert "Idup" not in clean.stderr, clean.stderr  # (no "not rebuilt" warning)
