@@ -20,9 +20,9 @@ Why each part:
   scratch memory of its size (the probe's status, which dpmpi always asks for), the request and
   the memory kept for the life of the process (``dpmpi.mpicall.keep_forever``).
 
-Owner: the program (each message object); ``_unreceived`` (a weak set of the messages not yet
-received, by ``id``; messages are not hashable) is touched by the program's threads, by the repair
-in the thread that repairs, and by the collector (``__del__``, a weak reference's callback).
+Owner: the program (each message object); ``_unreceived`` (weak references to the messages not
+yet received, by ``id``: messages are not hashable) is touched by the program's threads, by the
+repair in the thread that repairs, and by the collector (``__del__``, a weak reference's callback).
 """
 from __future__ import annotations
 
