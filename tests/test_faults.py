@@ -502,7 +502,8 @@ def test_a_dead_peers_late_ack_is_dropped(dpmpi_run, tmp_path):
         assert bad not in job.stderr, job.stderr
 
 
-@pytest.mark.parametrize("how", ["Recv", "Irecv", "pickled"])
+@pytest.mark.parametrize("how", ["Recv", pytest.param("Irecv", marks=pytest.mark.long),  # (make test's budget)
+                                 pytest.param("pickled", marks=pytest.mark.long)])
 def test_a_matched_receive_whose_sender_died_raises_proc_failed_error(dpmpi_run, how):
     """``comm.Mprobe`` returns a dpmpi.Message: its receive of a message whose sender died
     after the probe matched it raises ProcFailedError, as every receive of dpmpi's does (it
