@@ -10,6 +10,7 @@ wrapped (``dpmpi.Comm``, ``dpmpi.Request``); ``.mpi`` gives the raw mpi4py objec
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any, Callable
 
 from mpi4py import MPI
@@ -70,6 +71,24 @@ def _wrapped(owner: Any, name: str, get: Callable[[], Any], raw: MPI.Comm | None
     return wrapped
 
 
+# Calls that a peer's failure can leave waiting for ever in Open MPI 5.0.11 (docs/limitations.md):
+# MPI_Isendrecv is a request over a receive and a send that only a waiter on those two would see
+# fail, and nobody waits on them (a peer dead, or gone to a repair: the survivor's Wait never ends)
+_NOT_FAULT_TOLERANT = frozenset({"Isendrecv", "Isendrecv_replace"})
+_warned: set[str] = set()
+
+
+def _warn_not_fault_tolerant(name: str) -> None:
+    if name not in _warned:
+        _warned.add(name)
+        level, frame = 2, sys._getframe(1)
+        while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
+            level, frame = level + 1, frame.f_back  # (point at the program's line)
+        warnings.warn(f"dpmpi: Open MPI 5.0.11's {name} is not fault tolerant: a peer's death can leave the wait on "
+                      f"its request waiting for ever (the repair never starts); use Irecv and Isend, or Sendrecv "
+                      f"(docs/limitations.md)", RuntimeWarning, stacklevel=level)
+
+
 def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,
             cause: Callable[[MPI.Exception], MPI.Exception] | None = None) -> Callable[..., Any]:
     """The bound mpi4py method ``fn`` (``raw.name``) as the program gets it: translated
@@ -78,6 +97,8 @@ def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,
     (``pending_dups``)."""
     if raw is None:
         return translating(name, fn, raw, _convert, cause)
+    if name in _NOT_FAULT_TOLERANT:
+        _warn_not_fault_tolerant(name)
     if name in message.PROBES:
         fn = message.probing(fn, raw, 2)
     wrapped = translating(name, fn, raw, _convert, cause)

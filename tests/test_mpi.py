@@ -602,3 +602,21 @@ def test_a_communicator_made_while_an_idup_of_its_parent_is_in_progress_does_not
     assert copy.allreduce(1) == comm.Get_size()
     for c in (dup, sub, copy):
         c.Free()
+
+
+def test_isendrecv_warns_that_a_peers_death_can_hang_its_wait_and_still_works(comm, monkeypatch):
+    """Open MPI 5.0.11's Isendrecv is a request over a receive and a send that no one waits on:
+    with its peer dead, the survivor's Wait never ended (2 of 8 killed runs of
+    bench/strangers/isendrecv_step.py hung). dpmpi says so once, naming the program's line."""
+    import numpy as np
+
+    import dpmpi.comm
+
+    monkeypatch.setattr(dpmpi.comm, "_warned", set())
+    r, n = comm.Get_rank(), comm.Get_size()
+    got = np.empty(4)
+    with pytest.warns(RuntimeWarning, match="Isendrecv is not fault tolerant") as seen:
+        req = comm.Isendrecv(np.full(4, float(r)), (r + 1) % n, 9, got, (r - 1) % n, 9)
+    assert seen[0].filename == __file__
+    req.Wait()
+    assert got[0] == float((r - 1) % n)
