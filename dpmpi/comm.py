@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, init_mark, interrupts, message, pending_dups, persistent
 from dpmpi.calls import Wrapper, class_op, translating
+from dpmpi.callsite import program_level
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, exchange_handles, hold_context_id, sendrecv, warm_up, within_job
 from dpmpi.request import Request
@@ -81,12 +82,9 @@ _warned: set[str] = set()
 def _warn_not_fault_tolerant(name: str) -> None:
     if name not in _warned:
         _warned.add(name)
-        level, frame = 2, sys._getframe(1)
-        while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
-            level, frame = level + 1, frame.f_back  # (point at the program's line)
         warnings.warn(f"dpmpi: Open MPI 5.0.11's {name} is not fault tolerant: a peer's death can leave the wait on "
                       f"its request waiting for ever (the repair never starts); use Irecv and Isend, or Sendrecv "
-                      f"(docs/limitations.md)", RuntimeWarning, stacklevel=level)
+                      f"(docs/limitations.md)", RuntimeWarning, stacklevel=program_level())
 
 
 def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,

@@ -10,7 +10,6 @@ order, until it has caught up with the survivors. Other constructors (``Create_d
 ``Create_intercomm``, ...) make communicators that no repair rebuilds."""
 from __future__ import annotations
 
-import sys
 import warnings
 import weakref
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from mpi4py import MPI
 
 from dpmpi import calls, faults, interrupts, pending_dups
+from dpmpi.callsite import program_level
 from dpmpi.comm import Comm, plain_method, rebind
 from dpmpi.errors import from_mpi
 from dpmpi.request import Request
@@ -182,14 +182,11 @@ def _warn_not_rebuilt(what: str) -> None:
     if what in _warned:
         return
     _warned.add(what)
-    level, frame = 3, sys._getframe(2)
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("dpmpi."):
-        level, frame = level + 1, frame.f_back  # (point at the program's line)
     warnings.warn(f"dpmpi: a communicator made with {what} is not rebuilt by a repair; a failure while the program "
                   f"still uses it after the repair can hang the job. Make it inside the step (then it is made again "
                   f"with the survivors) or, where it fits, with Split, Dup, Create, Create_group, Create_cart, "
                   f"Create_dist_graph_adjacent or Create_intercomm of dpmpi.init's communicator (docs/spares.md)",
-                  RuntimeWarning, stacklevel=level)
+                  RuntimeWarning, stacklevel=program_level())
 
 
 class Derived(Tracked):

@@ -43,7 +43,7 @@ from dpmpi.resilient.prologue_calls import (  # noqa: F401 (ReplayError, Entry, 
     NEEDS_PEERS, PER_RANK, REAL, REPLAYABLE, REPLAYABLE_NAMES, ROOTED, SAME_EVERYWHERE, TO_ROOT, TOLD_MAX, WATCHED,
     Entry, ReplayError, as_root, between_runs, creation_between_runs, entry_of, make_entry, per_rank_reply,
     refused, result_buffer, root_of, rooted_reply, write_recorded)
-from dpmpi.resilient.callsite import program_level, program_line
+from dpmpi.callsite import program_level, program_line
 
 ENV_MAX = "DPMPI_PROLOGUE_MAX"
 MAX_CALLS = 1024  # a prologue is a handful of calls: past this many, recording stops (a program without snapshots)

@@ -1,5 +1,5 @@
-"""Where the program called into dpmpi: its first frame outside dpmpi's modules (for the
-prologue's warnings, which name the program's line). No state."""
+"""Where the program called into dpmpi: its first frame outside dpmpi's modules (for dpmpi's
+warnings about the program's calls, which name the program's line). No state."""
 from __future__ import annotations
 
 import sys
