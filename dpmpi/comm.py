@@ -92,7 +92,8 @@ def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,
     """The bound mpi4py method ``fn`` (``raw.name``) as the program gets it: translated
     (``translating``); a matched probe returns a ``dpmpi.Message`` that knows its size; a
     nonblocking collective or a creation first waits for ``raw``'s ``Idup``s in progress
-    (``pending_dups``)."""
+    (``pending_dups``); ``Isendrecv`` and ``Isendrecv_replace`` warn once that they are not fault
+    tolerant."""
     if raw is None:
         return translating(name, fn, raw, _convert, cause)
     if name in _NOT_FAULT_TOLERANT:
