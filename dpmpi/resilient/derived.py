@@ -16,7 +16,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from dpmpi import calls, faults, interrupts, pending_dups
+from dpmpi import calls, faults, interrupts
 from dpmpi.callsite import program_level
 from dpmpi.comm import Comm, plain_method, rebind
 from dpmpi.errors import from_mpi
@@ -200,7 +200,6 @@ class Derived(Tracked):
 
 def derive(state: State, op: str, parent: Tracked, args: tuple) -> Any:
     """``parent.<op>(*args)`` (collective over ``parent``), recorded so that repairs remake it."""
-    pending_dups.settle(parent.mpi)  # (an Idup of the parent in progress first: dpmpi.pending_dups)
     me = state.logical()
     if parent.mpi.Is_inter() and op not in intercomms.ON_INTER:  # (Split: its allgather is the remote group's)
         _warn_not_rebuilt(f"{op} of an intercommunicator")
