@@ -10,14 +10,13 @@ wrapped (``dpmpi.Comm``, ``dpmpi.Request``); ``.mpi`` gives the raw mpi4py objec
 from __future__ import annotations
 
 import sys
-import warnings
 from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi import _ft, _guard, _hooks, agreements, ctxcomms, init_mark, interrupts, message, pending_dups, persistent
+from dpmpi import (_ft, _guard, _hooks, agreements, ctxcomms, init_mark, interrupts, isendrecv, message, pending_dups,
+                   persistent)
 from dpmpi.calls import Wrapper, class_op, translating
-from dpmpi.callsite import program_level
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, exchange_handles, hold_context_id, sendrecv, warm_up, within_job
 from dpmpi.request import Request
@@ -72,32 +71,17 @@ def _wrapped(owner: Any, name: str, get: Callable[[], Any], raw: MPI.Comm | None
     return wrapped
 
 
-# Calls that a peer's failure can leave waiting for ever in Open MPI 5.0.11 (docs/limitations.md):
-# MPI_Isendrecv is a request over a receive and a send that only a waiter on those two would see
-# fail, and nobody waits on them (a peer dead, or gone to a repair: the survivor's Wait never ends)
-_NOT_FAULT_TOLERANT = frozenset({"Isendrecv", "Isendrecv_replace"})
-_warned: set[str] = set()
-
-
-def _warn_not_fault_tolerant(name: str) -> None:
-    if name not in _warned:
-        _warned.add(name)
-        warnings.warn(f"dpmpi: Open MPI 5.0.11's {name} is not fault tolerant: a peer's death can leave the wait on "
-                      f"its request waiting for ever (the repair never starts); use Irecv and Isend, or Sendrecv "
-                      f"(docs/limitations.md)", RuntimeWarning, stacklevel=program_level())
-
-
 def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,
             cause: Callable[[MPI.Exception], MPI.Exception] | None = None) -> Callable[..., Any]:
     """The bound mpi4py method ``fn`` (``raw.name``) as the program gets it: translated
     (``translating``); a matched probe returns a ``dpmpi.Message`` that knows its size; a
     nonblocking collective or a creation first waits for ``raw``'s ``Idup``s in progress
-    (``pending_dups``); ``Isendrecv`` and ``Isendrecv_replace`` warn once that they are not fault
-    tolerant."""
+    (``pending_dups``); ``Isendrecv`` and ``Isendrecv_replace`` are a receive and a send of a copy
+    (``dpmpi.isendrecv``: Open MPI's never fail when a peer dies)."""
     if raw is None:
         return translating(name, fn, raw, _convert, cause)
-    if name in _NOT_FAULT_TOLERANT:
-        _warn_not_fault_tolerant(name)
+    if name in isendrecv.NAMES:
+        fn = isendrecv.methods(raw)[name]
     if name in message.PROBES:
         fn = message.probing(fn, raw, 2)
     wrapped = translating(name, fn, raw, _convert, cause)

@@ -516,6 +516,19 @@ def test_a_matched_receive_whose_sender_died_raises_proc_failed_error(dpmpi_run,
     assert done[1]["received"] == "ProcFailedError", job.stdout + job.stderr
 
 
+def test_an_isendrecv_whose_source_died_raises_instead_of_waiting_for_ever(dpmpi_run):
+    """Open MPI 5.0.11's Isendrecv request never fails when its peer dies: the survivors' waits
+    never returned (this program under ``comm.mpi``: the job's timeout, 2 of 2 runs; 2 of 8 killed
+    runs of bench/strangers/isendrecv_step.py hung). dpmpi's Isendrecv and Isendrecv_replace
+    return their receive's request: dpmpi's ``Wait`` raises ProcFailedError, mpi4py's own
+    ``MPI.Request.Waitall`` its MPI error."""
+    job = dpmpi_run(3, "isendrecv_dead.py")
+    done = job.by_rank("done")
+    assert set(done) == {0, 2}, job.stdout + job.stderr
+    assert done[0]["wait"] == "ProcFailedError", job.stdout + job.stderr
+    assert done[2]["wait"] == "Exception" and done[2]["proc_failed"], done[2]
+
+
 def test_a_message_matched_by_an_interrupted_step_does_not_hold_its_sender(dpmpi_run):
     """Rank 0 matched rank 1's message with Mprobe, then its step failed (rank 2's death) before
     it received it: rank 1 waited for ever in the Wait of its send (Open MPI does not fail a send

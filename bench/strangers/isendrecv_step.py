@@ -2,7 +2,8 @@
 in every step, completed with one ``Waitall``.
     ACTIVE=1 HI=2.5 bench/strangers/loop.sh isendrecv_step.py 3000 8
 2 of 8 runs hung (forty-eighth session): Open MPI 5.0.11's Isendrecv request never fails when
-its peer dies (docs/limitations.md); dpmpi warns at the first call."""
+its peer dies. dpmpi's is a receive plus a send of a copy since the forty-ninth session
+(dpmpi/isendrecv.py)."""
 import hashlib, json, sys
 import dpmpi, numpy as np
 from mpi4py import MPI
