@@ -71,15 +71,38 @@ def _wrapped(owner: Any, name: str, get: Callable[[], Any], raw: MPI.Comm | None
     return wrapped
 
 
+# MPI-4 partitioned point-to-point. Open MPI 5.0.11's (ompi/mca/part/persist) sends over two
+# Idups of COMM_WORLD that each process starts at its first partitioned call: a job's idle spares
+# never start them, so the first partitioned exchange of a job with a spare waited for ever (a
+# stranger's program, forty-ninth session; plain mpi4py on a Split of 4 of 5 ranks: until the
+# fifth rank entered MPI_Finalize), and once a process died they can never complete.
+_UNSUPPORTED = frozenset({"Psend_init", "Precv_init"})
+
+
+def _unsupported(name: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"dpmpi: {name} (MPI-4 partitioned communication) is not supported: Open MPI 5.0.11 makes it "
+            f"over duplicates of COMM_WORLD that every process of the job must start, which idle spares never "
+            f"do (the exchange waits for ever) and which cannot be made once a process died. Use a "
+            f"Send_init/Recv_init per partition, or Isend/Irecv (docs/limitations.md)")
+
+    refuse.__name__ = name
+    return refuse
+
+
 def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,
             cause: Callable[[MPI.Exception], MPI.Exception] | None = None) -> Callable[..., Any]:
     """The bound mpi4py method ``fn`` (``raw.name``) as the program gets it: translated
     (``translating``); a matched probe returns a ``dpmpi.Message`` that knows its size; a
     nonblocking collective or a creation first waits for ``raw``'s ``Idup``s in progress
     (``pending_dups``); ``Isendrecv`` and ``Isendrecv_replace`` are a receive and a send of a copy
-    (``dpmpi.isendrecv``: Open MPI's never fail when a peer dies)."""
+    (``dpmpi.isendrecv``: Open MPI's never fail when a peer dies); partitioned communication
+    raises ``NotImplementedError`` (``_UNSUPPORTED``)."""
     if raw is None:
         return translating(name, fn, raw, _convert, cause)
+    if name in _UNSUPPORTED:
+        return _unsupported(name)
     if name in isendrecv.NAMES:
         fn = isendrecv.methods(raw)[name]
     if name in message.PROBES:

@@ -604,6 +604,17 @@ def test_a_communicator_made_while_an_idup_of_its_parent_is_in_progress_does_not
         c.Free()
 
 
+def test_partitioned_communication_is_refused_with_the_reason(comm):
+    """Open MPI 5.0.11's partitioned point-to-point runs over Idups of COMM_WORLD that every
+    process starts at its first call: with an idle spare a stranger's first exchange waited for
+    ever, and after a death they cannot complete. dpmpi refuses it at the call, saying why."""
+    import numpy as np
+
+    for name in ("Psend_init", "Precv_init"):
+        with pytest.raises(NotImplementedError, match="partitioned communication.*Send_init/Recv_init"):
+            getattr(comm, name)(np.zeros(4), 2, 0, 3)
+
+
 def test_isendrecv_and_isendrecv_replace_keep_mpis_semantics(comm):
     """dpmpi's Isendrecv is a receive plus a send of a copy (Open MPI 5.0.11's request never fails
     when a peer dies: test_faults). What the program sees is MPI's: the data, the receive's status,
