@@ -47,7 +47,7 @@ _lock = threading.Lock()
 # send still in flight keeps its copy
 _sends: list[tuple[MPI.Request, Any]] = []
 ctypes.pythonapi.Py_IncRef(ctypes.py_object(_sends))
-_free: list[Any] = []  # (numpy uint8 arrays)  # copies no send uses, oldest first (at most POOL)
+_free: list[Any] = []  # numpy uint8 copies no send uses, oldest first (at most POOL)
 _self: MPI.Comm | None = None
 
 
@@ -99,7 +99,10 @@ def _contiguous_bytes(buf: Any) -> memoryview | None:
         return None
     if not view.c_contiguous:
         return None
-    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
+    try:
+        return view.cast("B") if view.ndim != 1 or view.format != "B" else view
+    except (TypeError, ValueError):  # (a view memoryview cannot flatten: MPI's own copy below)
+        return None
 
 
 def packed_copy(buf: Any) -> tuple[Any, int]:
