@@ -1,4 +1,5 @@
-"""``Isendrecv`` and ``Isendrecv_replace`` whose request fails when a peer dies.
+"""``Isendrecv`` and ``Isendrecv_replace`` whose request fails when a peer dies; ``Sendrecv_replace``
+that cannot crash.
 
 Open MPI 5.0.11's ``MPI_Isendrecv`` returns a request over a receive and a send of its own
 (``ompi_comm_request``) that only the library polls, and ULFM fails a request only when a waiter
@@ -15,6 +16,10 @@ buffers, as MPI says: the send reads only the copy. The copy is a byte copy for 
 buffer object and, for a buffer given with a count and a datatype (derived ones too), a message
 to this process on a duplicate of ``COMM_SELF`` received as ``MPI_PACKED``; the send goes out as
 ``MPI_PACKED``, which matches any receive of the same type signature.
+
+``Sendrecv_replace`` is made the same way (the receive and the send of the copy, waited for
+together): Open MPI 5.0.x's, with ``source`` ``MPI_PROC_NULL`` (the ends of an open chain's halo
+exchange), is its ``MPI_Sendrecv``, which segfaults when the send fails with ``ERR_REVOKED``.
 
 What differs from ``MPI_Isendrecv``: a failure of the *send* alone (``dest`` dead, ``source``
 alive) does not fail the request; the death reaches the program as every other death does (the
@@ -36,9 +41,9 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi.mpicall import keep_forever
+from dpmpi.mpicall import cause_of, keep_forever, keep_pending
 
-NAMES = frozenset({"Isendrecv", "Isendrecv_replace"})
+NAMES = frozenset({"Isendrecv", "Isendrecv_replace", "Sendrecv_replace"})
 POOL = 4  # copies kept for reuse once their send completed (a fresh one page-faults on every page:
 # 8 MiB exchanges took 3.5x Open MPI's Isendrecv with a new copy each, bench/isendrecv_cost.py)
 
@@ -66,6 +71,12 @@ def _reap() -> None:
         _free.append(copy)
     _sends[:] = pending
     del _free[:-POOL]
+
+
+def _give_back(copy: Any) -> None:
+    with _lock:
+        _free.append(copy)
+        del _free[:-POOL]
 
 
 def _take(nbytes: int) -> Any:
@@ -139,18 +150,18 @@ def _post(recv: MPI.Request, raw: MPI.Comm, copy: Any, nbytes: int, dest: int, t
         if recv:
             keep_forever(recv)
         raise
+    if not send:
+        _give_back(copy)
+        return recv
     with _lock:
-        if send:
-            _sends.append((send, copy))
-        else:
-            _free.append(copy)
-            del _free[:-POOL]
+        _sends.append((send, copy))
     return recv
 
 
-def methods(raw: MPI.Comm) -> dict[str, Callable[..., MPI.Request]]:
-    """``Isendrecv`` and ``Isendrecv_replace`` on ``raw``: mpi4py's signatures, their requests
-    the receives'."""
+def methods(raw: MPI.Comm) -> dict[str, Callable[..., Any]]:
+    """``Isendrecv``, ``Isendrecv_replace`` (their requests the receives') and ``Sendrecv_replace``
+    (a receive and a send of the copy, waited for together) on ``raw``, with mpi4py's
+    signatures."""
 
     def Isendrecv(sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = MPI.ANY_SOURCE,
                   recvtag: int = MPI.ANY_TAG) -> MPI.Request:
@@ -164,6 +175,26 @@ def methods(raw: MPI.Comm) -> dict[str, Callable[..., MPI.Request]]:
         copy, nbytes = packed_copy(buf)
         return _post(raw.Irecv(buf, source, recvtag), raw, copy, nbytes, dest, sendtag)
 
+    def Sendrecv_replace(buf: Any, dest: int, sendtag: int = 0, source: int = MPI.ANY_SOURCE,
+                         recvtag: int = MPI.ANY_TAG, status: MPI.Status | None = None) -> None:
+        # Open MPI 5.0.x's MPI_Sendrecv_replace with source MPI_PROC_NULL is its MPI_Sendrecv, which
+        # then cancels an uninitialised request when the send fails with ERR_REVOKED: a segfault
+        # (seen here: 100000 doubles sent to a rank that had revoked the communicator)
+        copy, nbytes = packed_copy(buf)
+        reqs = [raw.Irecv(buf, source, recvtag)]
+        try:
+            reqs.append(raw.Isend([copy, nbytes, MPI.PACKED], dest, sendtag))
+            statuses = [status if status is not None else MPI.Status(), MPI.Status()]
+            try:
+                MPI.Request.Waitall(reqs, statuses)
+            except MPI.Exception as exc:
+                raise cause_of(exc, statuses) from exc
+        except BaseException:
+            keep_pending(reqs)  # (with their buffers: the program's and the copy)
+            raise
+        _give_back(copy)
+
     Isendrecv.__doc__ = MPI.Comm.Isendrecv.__doc__
     Isendrecv_replace.__doc__ = MPI.Comm.Isendrecv_replace.__doc__
-    return {"Isendrecv": Isendrecv, "Isendrecv_replace": Isendrecv_replace}
+    Sendrecv_replace.__doc__ = MPI.Comm.Sendrecv_replace.__doc__
+    return {"Isendrecv": Isendrecv, "Isendrecv_replace": Isendrecv_replace, "Sendrecv_replace": Sendrecv_replace}

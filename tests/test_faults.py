@@ -516,6 +516,20 @@ def test_a_matched_receive_whose_sender_died_raises_proc_failed_error(dpmpi_run,
     assert done[1]["received"] == "ProcFailedError", job.stdout + job.stderr
 
 
+def test_sendrecv_replace_at_a_chain_end_whose_send_is_revoked_raises_instead_of_crashing(dpmpi_run):
+    """Open MPI 5.0.11's Sendrecv_replace with source MPI_PROC_NULL is its Sendrecv, which cancels
+    an uninitialised request when the send fails with ERR_REVOKED: this program segfaulted on
+    the old code (every run). dpmpi's is an Irecv plus an Isend of a copy, waited for together."""
+    job = dpmpi_run(2, "sendrecv_replace_edge.py")
+    assert "Segmentation fault" not in job.stderr, job.stderr
+    done = job.by_rank("done")
+    assert set(done) == {0, 1}, job.stdout + job.stderr
+    assert done[1]["raised"] == "RevokedError", done  # (its own revoke: the send fails at once)
+    # rank 0's send may start before the revoke reaches it, and Open MPI then ends it without an
+    # error when rank 1 refuses the message (ob1's revoke handling): 1 run in 3 here
+    assert done[0]["raised"] in ("RevokedError", "completed"), done
+
+
 def test_an_isendrecv_whose_source_died_raises_instead_of_waiting_for_ever(dpmpi_run):
     """Open MPI 5.0.11's Isendrecv request never fails when its peer dies: the survivors' waits
     never returned (this program under ``comm.mpi``: the job's timeout, 2 of 2 runs; 2 of 8 killed

@@ -615,9 +615,10 @@ def test_partitioned_communication_is_refused_with_the_reason(comm):
             getattr(comm, name)(np.zeros(4), 2, 0, 3)
 
 
-def test_isendrecv_and_isendrecv_replace_keep_mpis_semantics(comm):
-    """dpmpi's Isendrecv is a receive plus a send of a copy (Open MPI 5.0.11's request never fails
-    when a peer dies: test_faults). What the program sees is MPI's: the data, the receive's status,
+def test_isendrecv_and_sendrecv_replace_keep_mpis_semantics(comm):
+    """dpmpi's Isendrecv, Isendrecv_replace and Sendrecv_replace are a receive plus a send of a copy
+    (Open MPI 5.0.11's Isendrecv request never fails when a peer dies, its Sendrecv_replace can
+    segfault: test_faults). What the program sees is MPI's: the data, the receive's status,
     buffers given as objects or as [buf, count, datatype] with a derived datatype on either side,
     completion by dpmpi's Wait, by mpi4py's Waitall over a mix and by Test; no warning."""
     import warnings
@@ -662,6 +663,20 @@ def test_isendrecv_and_isendrecv_replace_keep_mpis_semantics(comm):
             pass
         assert buf.tolist() == (np.arange(4) + left).tolist()
         assert ints.tolist() == [right] * 3
+
+        swapped = np.arange(3, dtype="i") * r
+        comm.Sendrecv_replace(swapped, right, 13, left, 13, status)
+        assert swapped.tolist() == (np.arange(3) * left).tolist() and status.Get_source() == left
+        vec = MPI.INT.Create_vector(2, 1, 2).Commit()
+        try:
+            odd = np.full(4, r, dtype="i")
+            comm.Sendrecv_replace([odd, 1, vec], left, 14, right, 14)
+        finally:
+            vec.Free()
+        assert odd.tolist() == [right, r, right, r]
+        edge = np.full(2, 5.0)
+        comm.Sendrecv_replace(edge, MPI.PROC_NULL, 0, MPI.PROC_NULL, 0)
+        assert edge.tolist() == [5.0, 5.0]
 
         empty = comm.Isendrecv(bytearray(), MPI.PROC_NULL, 0, bytearray(), MPI.PROC_NULL, 0)
         empty.Wait(status)
