@@ -946,7 +946,7 @@ def test_a_replacement_gets_the_setups_point_to_point_messages_from_their_sender
     assert all(f["recoveries"] >= 1 for f in finals.values()), finals
 
 
-@pytest.mark.parametrize("extra", [["--runtime-first"], []])
+@pytest.mark.parametrize("extra", [pytest.param(["--runtime-first"], marks=pytest.mark.long), []])  # (make test's budget)
 def test_a_warm_spare_called_in_for_a_death_in_the_setup_fails_that_launch_and_the_job_is_launched_again(
         dpmpi_run, extra):
     """tests/programs/warm_setup.py: warm spares (dpmpi.init(wait=False)) skip the setup, so the
@@ -968,7 +968,7 @@ def test_a_warm_spare_called_in_for_a_death_in_the_setup_fails_that_launch_and_t
         job.stderr and job.stderr.count("SparesDepletedError: no spare can take") >= 4, job.stderr  # (the first launch)
     assert "dpmpi-run: rank 1 died in the program's setup, before any rank had committed a snapshot" in job.stderr
     assert got == want, (got, want)
-    if not extra:
+    if extra:
         return  # (the same warm spare recovers a death in the steps: once is enough, make test's budget)
     assert run("2:step@20:KILL")[1] == want
 
