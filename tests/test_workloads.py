@@ -117,6 +117,23 @@ def test_a_rank_dying_after_its_last_step_is_recovered_too(dpmpi_run):
     assert {e["rank"] for e in job.events if e["event"] == "restored"} == {0, 1, 2, 3}
 
 
+@pytest.mark.long  # (make test's budget)
+def test_a_mark_kept_outside_the_state_writes_each_steps_output_once(dpmpi_run):
+    """docs/runtime.md's advice for output: the steps after the restored epoch are redone, and a
+    mark outside the state (not rolled back) keeps rank 0 from writing them twice; without it the
+    redone steps it had written come out twice."""
+    def logged(*args):
+        job = dpmpi_run(5, "step_log.py", *args, launcher_args=["--spares", "1"], faults="2:step@36:KILL")
+        assert job.returncode == 0, job.stdout + job.stderr
+        history = next(e for e in job.events if e["event"] == "history")["recoveries"]
+        assert len(history) == 1 and history[0][1] <= 30 and history[0][0] >= 35, history  # (30-34 redone)
+        return [e["step"] for e in job.events if e["event"] == "logged"]
+
+    assert logged() == list(range(60))
+    twice = logged("no-mark")
+    assert sorted(set(twice)) == list(range(60)) and {30, 31, 32, 33} <= {k for k in twice if twice.count(k) == 2}, twice
+
+
 def test_a_warm_spare_cannot_replace_a_rank_whose_starting_state_was_never_replicated(dpmpi_run):
     # the examples' spares are warm (dpmpi.init(wait=False)): their arrays are built for another
     # rank, so a rank killed before its first snapshot left its buddy is lost; every rank must say
