@@ -129,6 +129,7 @@ def test_a_rank_dying_in_dpmpi_init_leaves_its_place_to_a_spare(dpmpi_run, tmp_p
     assert "rank 2 died" in job.stderr and "Traceback" not in job.stderr, job.stderr
 
 
+@pytest.mark.long  # (make test's budget: fresh-clone runs took 155-192 s)
 def test_a_formation_a_death_left_stuck_is_launched_again(dpmpi_run):
     """Seen under load: a rank killed during start-up left the others inside Open MPI in
     dpmpi.init's formation for ever (its Shrink, or an Allreduce the death never failed). Here
@@ -1102,6 +1103,7 @@ def test_a_death_in_the_setups_point_to_point_calls_launches_the_job_again(dpmpi
         assert bad not in job.stderr, job.stderr
 
 
+@pytest.mark.long  # (make test's budget: fresh-clone runs took 155-192 s)
 def test_a_rank_stuck_inside_an_intercommunicators_creation_after_a_death_ends_and_the_job_recovers(
         dpmpi_run, activate_faults):
     """bench/strangers/intercomm_per_step.py (an intercommunicator and its Merge made in every

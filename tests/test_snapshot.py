@@ -202,6 +202,7 @@ def test_a_replication_that_waits_long_says_what_it_waits_for(dpmpi_run):
     assert f"recv from 1 tag 7102 ({1 << 20} B)" in reports[0], reports
 
 
+@pytest.mark.long  # (make test's budget: fresh-clone runs took 155-192 s)
 def test_two_ranks_dying_in_the_same_commit_with_copies_everywhere_are_replaced(dpmpi_run):
     """examples/primitives.py (Jacobi) at 4 + 3 with replicas=3 (every rank receives every
     other's copy), ranks 0 and 2 killed as they enter the same commit: the survivors' replication

@@ -264,6 +264,7 @@ def test_an_update_on_a_thread_pool_is_not_cut_while_its_workers_write_the_state
     assert final[1]["role"] == "RECOVERED", final
 
 
+@pytest.mark.long  # (make test's budget: fresh-clone runs took 155-192 s)
 def test_an_idle_spare_is_not_ended_by_the_stall_watchdog(dpmpi_run):
     """DPMPI_STALL_TIMEOUT ended every spare that had waited that long (an idle spare makes no
     progress outside MPI calls, by design): the hang of rank 1 at step 8 (~0.8 s in, its stall
