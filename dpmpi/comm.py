@@ -96,9 +96,9 @@ def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,
     """The bound mpi4py method ``fn`` (``raw.name``) as the program gets it: translated
     (``translating``); a matched probe returns a ``dpmpi.Message`` that knows its size; a
     nonblocking collective or a creation first waits for ``raw``'s ``Idup``s in progress
-    (``pending_dups``); ``Isendrecv``, ``Isendrecv_replace`` and ``Sendrecv_replace`` are a receive
-    and a send of a copy (``dpmpi.isendrecv``: Open MPI's first two never fail when a peer dies,
-    its last one can segfault); partitioned communication
+    (``pending_dups``); ``Isendrecv`` and ``Isendrecv_replace`` are a receive and a send of a copy
+    (Open MPI's never fail when a peer dies) and ``Sendrecv_replace`` from ``MPI_PROC_NULL`` a
+    ``Send`` (Open MPI's can segfault): ``dpmpi.isendrecv``; partitioned communication
     raises ``NotImplementedError`` (``_UNSUPPORTED``)."""
     if raw is None:
         return translating(name, fn, raw, _convert, cause)

@@ -17,9 +17,9 @@ buffer object and, for a buffer given with a count and a datatype (derived ones 
 to this process on a duplicate of ``COMM_SELF`` received as ``MPI_PACKED``; the send goes out as
 ``MPI_PACKED``, which matches any receive of the same type signature.
 
-``Sendrecv_replace`` is made the same way (the receive and the send of the copy, waited for
-together): Open MPI 5.0.x's, with ``source`` ``MPI_PROC_NULL`` (the ends of an open chain's halo
-exchange), is its ``MPI_Sendrecv``, which segfaults when the send fails with ``ERR_REVOKED``.
+``Sendrecv_replace`` with ``source`` ``MPI_PROC_NULL`` (the ends of an open chain's halo exchange)
+is a ``Send``: Open MPI 5.0.x's is then its ``MPI_Sendrecv``, which segfaults when the send fails
+with ``ERR_REVOKED``. With any other source it is Open MPI's (which packs the send buffer itself).
 
 What differs from ``MPI_Isendrecv``: a failure of the *send* alone (``dest`` dead, ``source``
 alive) does not fail the request; the death reaches the program as every other death does (the
@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from dpmpi.mpicall import cause_of, keep_forever, keep_pending
+from dpmpi.mpicall import keep_forever
 
 NAMES = frozenset({"Isendrecv", "Isendrecv_replace", "Sendrecv_replace"})
 POOL = 4  # copies kept for reuse once their send completed (a fresh one page-faults on every page:
@@ -160,8 +160,7 @@ def _post(recv: MPI.Request, raw: MPI.Comm, copy: Any, nbytes: int, dest: int, t
 
 def methods(raw: MPI.Comm) -> dict[str, Callable[..., Any]]:
     """``Isendrecv``, ``Isendrecv_replace`` (their requests the receives') and ``Sendrecv_replace``
-    (a receive and a send of the copy, waited for together) on ``raw``, with mpi4py's
-    signatures."""
+    (a ``Send`` when ``source`` is ``MPI_PROC_NULL``) on ``raw``, with mpi4py's signatures."""
 
     def Isendrecv(sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = MPI.ANY_SOURCE,
                   recvtag: int = MPI.ANY_TAG) -> MPI.Request:
@@ -177,22 +176,16 @@ def methods(raw: MPI.Comm) -> dict[str, Callable[..., Any]]:
 
     def Sendrecv_replace(buf: Any, dest: int, sendtag: int = 0, source: int = MPI.ANY_SOURCE,
                          recvtag: int = MPI.ANY_TAG, status: MPI.Status | None = None) -> None:
-        # Open MPI 5.0.x's MPI_Sendrecv_replace with source MPI_PROC_NULL is its MPI_Sendrecv, which
-        # then cancels an uninitialised request when the send fails with ERR_REVOKED: a segfault
-        # (seen here: 100000 doubles sent to a rank that had revoked the communicator)
-        copy, nbytes = packed_copy(buf)
-        reqs = [raw.Irecv(buf, source, recvtag)]
-        try:
-            reqs.append(raw.Isend([copy, nbytes, MPI.PACKED], dest, sendtag))
-            statuses = [status if status is not None else MPI.Status(), MPI.Status()]
-            try:
-                MPI.Request.Waitall(reqs, statuses)
-            except MPI.Exception as exc:
-                raise cause_of(exc, statuses) from exc
-        except BaseException:
-            keep_pending(reqs)  # (with their buffers: the program's and the copy)
-            raise
-        _give_back(copy)
+        if source != MPI.PROC_NULL:
+            raw.Sendrecv_replace(buf, dest, sendtag, source, recvtag, status)
+            return
+        # Open MPI 5.0.x's with source MPI_PROC_NULL is its MPI_Sendrecv, which cancels an
+        # uninitialised request when the send fails with ERR_REVOKED: a segfault (seen here: 100000
+        # doubles sent to a rank that had revoked the communicator). Receiving from MPI_PROC_NULL
+        # changes nothing, so this is a Send, and the empty receive's status.
+        raw.Send(buf, dest, sendtag)
+        if status is not None:
+            raw.Recv([bytearray(0), 0, MPI.BYTE], MPI.PROC_NULL, recvtag, status)
 
     Isendrecv.__doc__ = MPI.Comm.Isendrecv.__doc__
     Isendrecv_replace.__doc__ = MPI.Comm.Isendrecv_replace.__doc__

@@ -677,6 +677,11 @@ def test_isendrecv_and_sendrecv_replace_keep_mpis_semantics(comm):
         edge = np.full(2, 5.0)
         comm.Sendrecv_replace(edge, MPI.PROC_NULL, 0, MPI.PROC_NULL, 0)
         assert edge.tolist() == [5.0, 5.0]
+        end = np.full(2, float(r))  # (an open chain's end: dpmpi sends it, Open MPI's can segfault)
+        comm.Sendrecv_replace(end, right, 15, MPI.PROC_NULL, 15, status)
+        assert end.tolist() == [r, r] and status.Get_source() == MPI.PROC_NULL and status.Get_count(MPI.DOUBLE) == 0
+        comm.Recv(end, left, 15)
+        assert end.tolist() == [left, left]
 
         empty = comm.Isendrecv(bytearray(), MPI.PROC_NULL, 0, bytearray(), MPI.PROC_NULL, 0)
         empty.Wait(status)
