@@ -119,9 +119,9 @@ def test_a_rank_dying_after_its_last_step_is_recovered_too(dpmpi_run):
 
 @pytest.mark.long  # (make test's budget)
 def test_a_mark_kept_outside_the_state_writes_each_steps_output_once(dpmpi_run):
-    """docs/runtime.md's advice for output: the steps after the restored epoch are redone, and a
-    mark outside the state (not rolled back) keeps rank 0 from writing them twice; without it the
-    redone steps it had written come out twice."""
+    """docs/runtime.md's advice for output: written before rt.update(), since the steps after the
+    restored epoch are redone, and a mark outside the state (not rolled back) keeps rank 0 from
+    writing them twice; without it the redone steps it had written come out twice."""
     def logged(*args):
         job = dpmpi_run(5, "step_log.py", *args, launcher_args=["--spares", "1"], faults="2:step@36:KILL")
         assert job.returncode == 0, job.stdout + job.stderr

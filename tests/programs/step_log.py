@@ -1,6 +1,7 @@
-"""Rank 0 writes one line per step at the step's end, guarded by a mark kept outside the
-Runtime's state (``printed``), as docs/runtime.md advises: a recovery redoes the steps after the
-restored epoch, and the mark (not rolled back) keeps a survivor from writing them twice. A
+"""Rank 0 writes one line per step before the step's ``rt.update()``, guarded by a mark kept
+outside the Runtime's state (``printed``), as docs/runtime.md advises: a recovery redoes the steps
+after the restored epoch, and the mark (not rolled back) keeps a survivor from writing them twice;
+written after the update, a line could be lost (the step's state committed, the step not redone). A
 snapshot every 10 steps: a rank killed at the start of step 35 (the test's fault plan) has every
 survivor restore epoch 30 or 20 and redo steps that rank 0 wrote (33 at least: the death came
 after step 34's allreduce). Argument ``no-mark``: write every step done, redone ones too. Prints
@@ -22,11 +23,11 @@ printed = -1  # outside the state: a restore does not roll it back
 def step(k):
     global printed
     s = comm.allreduce(float(x.sum()) + r)
-    with rt.update():
-        x[:] += s * 1e-6
-    if r == 0 and (k > printed or "no-mark" in sys.argv):
+    if r == 0 and (k > printed or "no-mark" in sys.argv):  # (before rt.update(): see the docstring)
         sys.stdout.write(json.dumps({"event": "logged", "rank": r, "step": k}) + "\n")
         printed = k
+    with rt.update():
+        x[:] += s * 1e-6
 
 
 rt.run(step, 60)
