@@ -550,7 +550,7 @@ def test_a_message_matched_by_an_interrupted_step_does_not_hold_its_sender(dpmpi
     the repair's Shrink until the repair deadline (then the job split). The repair now receives
     an unreceived message of a revoked communicator into scratch memory: the job recovers and
     ends as the failure-free run."""
-    check_as_failure_free(dpmpi_run, "mprobe_held.py", "sum", "2:step@5:KILL", 4, env={"DPMPI_REPAIR_TIMEOUT": "20"})
+    check_as_failure_free(dpmpi_run, "mprobe_held.py", "sum", "2:matched@1:KILL", 4, env={"DPMPI_REPAIR_TIMEOUT": "20"})
 
 
 def test_an_idup_in_every_step_with_a_split_and_an_iallreduce_before_its_wait_is_recovered(dpmpi_run):
