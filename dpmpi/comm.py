@@ -28,12 +28,9 @@ from dpmpi.request import Request
 # ompi_comm_revoke_local, and during a repair a second failure may revoke a communicator created a
 # moment ago. Not here: Spawn, Spawn_multiple, Accept, Connect, Join (their other side is another
 # job, whose program may not take part in a warm-up), Idup/Ishrink (not created when they return),
-# and methods that return an existing communicator (Get_parent, f2py).
-_WARM_UP = frozenset(
-    {"Dup", "Dup_with_info", "Clone", "Split", "Split_type", "Create", "Create_group", "Create_from_group",
-     "Create_intercomm", "Merge", "Shrink", "Create_cart", "Create_graph", "Create_dist_graph",
-     "Create_dist_graph_adjacent", "Sub"}
-)
+# and methods that return an existing communicator (Get_parent, f2py). The creations themselves are
+# listed once, in pending_dups (which makes them wait for an Idup in progress); Shrink too here.
+_WARM_UP = pending_dups.CREATIONS | {"Shrink"}
 
 
 ctxcomms.install()  # (mpi4py's hidden Dups of a communicator: a repair revokes them with it)

@@ -33,7 +33,8 @@ NONBLOCKING_COLLECTIVES = frozenset({
     "Ireduce_scatter_block", "Iscan", "Iexscan", "Ineighbor_allgather", "Ineighbor_allgatherv",
     "Ineighbor_alltoall", "Ineighbor_alltoallv", "Ineighbor_alltoallw",
 })
-# blocking creations of a communicator from this one (not Shrink: a repair's, on a revoked communicator)
+# blocking creations of a communicator from this one (not Shrink: a repair's, on a revoked
+# communicator); dpmpi.comm warms up the same ones, and Shrink
 CREATIONS = frozenset({"Dup", "Dup_with_info", "Clone", "Split", "Split_type", "Create", "Create_group",
                        "Create_from_group", "Create_intercomm", "Merge", "Create_cart", "Create_graph",
                        "Create_dist_graph", "Create_dist_graph_adjacent", "Sub"})
