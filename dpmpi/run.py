@@ -33,6 +33,7 @@ from pathlib import Path
 
 from dpmpi import _guard, config, init_loss, launch_outcome, mca, node_loss, ompi_notices, setup_loss, shmclean
 from dpmpi.cancel import Cancel
+from dpmpi.passon import PassOn
 from dpmpi.exit_code import job_exit_code
 from dpmpi.launch_outcome import Outcome, pump_stderr  # noqa: F401 (dpmpi-run's launches; tests read them here)
 
@@ -214,6 +215,8 @@ def launch(opts: Options, mpirun: str) -> int:
         return 0
     cancel = Cancel()
     cancel.install()  # (SIGTERM/SIGHUP/SIGINT to dpmpi-run end the job, not only dpmpi-run: dpmpi/cancel.py)
+    passon = PassOn()
+    passon.install()  # (SIGUSR1/USR2/ALRM/ABRT reach every rank, as through mpirun: dpmpi/passon.py)
     relaunches, form_timeout = config.get("DPMPI_START_RETRIES"), config.get("DPMPI_FORM_TIMEOUT")
     failed_starts = relaunched = 0
     died_early: set[int] = set()  # ranks that died before any rank's MPI_Init returned, in an earlier launch
@@ -222,6 +225,7 @@ def launch(opts: Options, mpirun: str) -> int:
     for _launch in range(STARTUP_ATTEMPTS + relaunches):
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
         cancel.watch(proc)
+        passon.watch(proc)
         outcome = Outcome(lost=node_loss.LostDaemon(show_trace=node_loss.traces_errmgr(opts.mpirun_args)),
                           init=init_loss.InitWatch(opts.n))
         held = init_loss.HeldStderr(outcome.init, launch_outcome.to_stderr)
@@ -268,7 +272,7 @@ def launch(opts: Options, mpirun: str) -> int:
             died_early.add(early)
         if in_setup is not None:
             died_in_setup.add(in_setup)
-        if cancel.signum or outcome.lost.node is not None or not (restart or relaunch):
+        if cancel.signum or passon.passed or outcome.lost.node is not None or not (restart or relaunch):
             held.release()
             break
         if restart:
@@ -310,7 +314,7 @@ def launch(opts: Options, mpirun: str) -> int:
                    f"5.0.x ends the whole job then, which dpmpi cannot repair: only ranks killed on a node "
                    f"whose daemon lives are recovered; " + (account or "no rank completed"))
     if account:
-        sys.stderr.write(f"dpmpi-run: {account}; exit code {code}\n")
+        sys.stderr.write(f"dpmpi-run: {account}{passon.note() if code else ''}; exit code {code}\n")
     sys.stdout.flush()
     return code
 

@@ -447,6 +447,46 @@ def test_a_job_cancelled_through_dpmpi_run_ends_every_process(tmp_path, sig):
     assert not [p for p in pids if running(p)], (pids, err)
 
 
+@pytest.mark.parametrize("handler", [True, False])
+def test_a_signal_that_mpirun_forwards_reaches_every_rank_through_dpmpi_run(tmp_path, handler):
+    """SIGUSR1 (a batch system's warning before a time limit or a preemption) sent to dpmpi-run
+    ended dpmpi-run alone: mpirun and the ranks ran on, orphaned, and no rank got it. Now
+    dpmpi-run passes it on to mpirun, which forwards it to every rank as it does for its own:
+    a program with a handler stops at the same step everywhere and the job exits 0; one without
+    ends by the signal, and the account says that dpmpi-run passed it on."""
+    import json
+    import signal
+    import subprocess
+
+    cmd = [sys.executable, "-m", "dpmpi.run", "-n", "3", "--spares", "1", "--", sys.executable,
+           str(Path(__file__).resolve().parent / "programs" / "usr1_stop.py"), "handler" if handler else "none"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids: list[int] = []
+    try:
+        pids += [json.loads(proc.stdout.readline())["pid"] for _ in range(2)]  # (the 2 active ranks)
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=30)
+        left = [p for p in pids if Path(f"/proc/{p}").exists()]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in pids:  # (ranks that a dpmpi-run ended by the signal left running)
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+    ends = [json.loads(line) for line in out.splitlines() if '"stopped"' in line]
+    if handler:
+        assert proc.returncode == 0, err
+        assert sorted(e["rank"] for e in ends) == [0, 1], out
+        assert len({e["step"] for e in ends}) == 1 and ends[0]["step"] is not None, out
+        assert all(e["got"] == 1 for e in ends), out
+    else:
+        assert proc.returncode == 1 and not ends, (out, err)
+        assert "(dpmpi-run passed SIGUSR1 on to every rank); exit code 1" in err, err
+    assert not left, (left, err)
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_a_dpmpi_program_spawns_and_merges_with_a_plain_mpi4py_child(dpmpi_run, n):
     """Spawn finds room at N <= cores, and dpmpi adds no warm-up collective to a communicator
