@@ -295,7 +295,7 @@ static void *finalize_watchdog(void *arg) {
  * process, and it is redundant with this agreement (every live process has passed it, and Open
  * MPI's fault-tolerant Finalize drains the failures and flushes with a ring barrier before it).
  * The same decision on every process matters: a fence that some processes skip waits for them. */
-static int end_mpi(void) {
+static int end_mpi(int at_exit) {
     static int flag;
     /* the end is a call in progress for the stall watchdog: a rank that ended waits here for
      * the others, however long they still work (before, every rank that ended more than
@@ -330,17 +330,20 @@ static int end_mpi(void) {
         g.mpi->failure_ack(g.world); /* a peer failed: acknowledge it and agree again */
     }
     if (g.job_failed && g.mpi->async_finalize) *g.mpi->async_finalize = 1;
+    int quiet = g.job_failed && at_exit; /* (a crash inside this Finalize: dpmpi_fatal.c) */
+    if (quiet) dpmpi_fatal_after_agreed_end(1);
     pthread_t t;
     if (pthread_create(&t, NULL, finalize_watchdog, NULL) == 0) pthread_detach(t);
     int rc = g.mpi->finalize();
     atomic_store(&finalize_returned, 1);
+    if (quiet) dpmpi_fatal_after_agreed_end(0);
     return rc;
 }
 
 int dpmpi_exit_finalize(void) {
     if (!g.mpi) return -1;
     if (!mpi_active()) return g.mpi->finalize();
-    return end_mpi();
+    return end_mpi(0);
 }
 
 void dpmpi_exit_stand_down(void) { g.stood_down = 1; }
@@ -363,7 +366,7 @@ static void on_exit_handler(int status, void *arg) {
         }
         return;
     }
-    if (g.owns_finalize && mpi_active()) end_mpi();
+    if (g.owns_finalize && mpi_active()) end_mpi(1);
 }
 
 void dpmpi_exit_adopt_agree(void *request, int *flag) {

@@ -46,6 +46,11 @@ int dpmpi_fatal_deadline(unsigned seconds);
 /* The same with DPMPI_FATAL_DEADLINE's value (default 5 s; a bad value: the default), for the
  * preloaded guard, which reads its settings itself. */
 int dpmpi_fatal_deadline_from_env(void);
+/* on=1: from now on a fatal signal ends the process with exit status 0 and one line on stderr
+ * instead of the library's handler; on=0: no longer. The exit guard sets it around MPI_Finalize at
+ * a normal exit, once every live process has agreed to end and a failure was known (dpmpi_fatal.c
+ * says why). */
+void dpmpi_fatal_after_agreed_end(int on);
 
 /* ---- stall watchdog ---- */
 int dpmpi_stall_start(double seconds);
