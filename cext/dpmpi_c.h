@@ -207,6 +207,9 @@ void dpmpi_watch_close(void);
 /* Send no more signals (at interpreter exit: Python resets the handler to SIG_DFL, which would
  * end the process). */
 void dpmpi_watch_stop_signals(void);
+/* A notice that no handler has taken `seconds` after it was recorded ends the process as a failure
+ * (0: never; dpmpi_watch.c says why). */
+void dpmpi_watch_set_stuck(double seconds);
 /* The notice word of the current generation (read it without a call: p[0]). */
 int *dpmpi_watch_noticed_ptr(void);
 /* Written 1 by the Python handler of the watcher's signal when it runs: no more re-sends. */

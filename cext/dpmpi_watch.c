@@ -42,6 +42,16 @@
  *    signal is to end the process: so an atexit hook stops the signals first
  *    (dpmpi_watch_stop_signals), while peers that end normally are still noticed during the
  *    exit agreement.
+ *  - A notice that no handler has taken `stuck_s` seconds after it was recorded (the main thread
+ *    never came back to Python: it stays inside a call that the failure does not reach) ends the
+ *    process as a failure (status record, SIGKILL), so that the others' repair, which waits for
+ *    it in its Shrink, completes without it. Before (fiftieth session), the others reached their
+ *    repair deadline and ended one by one while the stuck process lived on: seen with a survivor
+ *    inside the allgather of Open MPI's one-sided `sm` component in `MPI_Win_allocate`, over its
+ *    private copy of the communicator that no revoke reaches (bench/strangers/sync_step.py, one
+ *    kill in 40 jobs): the job shrank to that one rank. dpmpi/watcher.py sets `stuck_s` to 0.6 of
+ *    DPMPI_REPAIR_TIMEOUT (the others' deadline is all of it, counted from their entering the
+ *    repair); 0 (the default here): never.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -59,6 +69,7 @@
 
 #include "dpmpi_c.h"
 #include "dpmpi_mpi.h"
+#include "dpmpi_util.h"
 
 #define WATCH_MAX 1024
 #define SRC_PIDFD 1
@@ -91,6 +102,9 @@ static struct {
     atomic_int acked;
     int resends;
     double resend_at, resend_gap;
+    /* when the notice was recorded (monotonic seconds), and how long it may stay without a handler
+     * taking it before the process ends itself (0: never) */
+    double noticed_mono, stuck_s;
     /* the MPI gate */
     pthread_mutex_t mpi_mu;
     int mpi_ok;
@@ -143,6 +157,33 @@ static double resend_due(void) {
     return wait;
 }
 
+/* Seconds until a notice that no handler has taken counts as stuck (-1: none pending); when it
+ * does now, end the process as a failure (does not return). */
+static double stuck_due(void) {
+    pthread_mutex_lock(&w.mu);
+    int armed = atomic_load(&w.noticed) && !atomic_load(&w.acked) && w.signo > 0 && w.stuck_s > 0 && !w.closed;
+    double left = armed ? w.noticed_mono + w.stuck_s - now_mono() : -1.0, limit = w.stuck_s;
+    pthread_mutex_unlock(&w.mu);
+    if (!armed || left > 0) return left;
+    char cause[512];
+    snprintf(cause, sizeof cause,
+             "\"stuck in a call for %g s after a peer's death was noticed (a call that the failure does not reach, "
+             "e.g. inside Open MPI over a communicator that no revoke reaches): ended so that the others' repair "
+             "completes without it (0.6 of DPMPI_REPAIR_TIMEOUT)\"", limit);
+    static const char line[] = "dpmpi: this process's main thread stayed inside a call after a peer's death was "
+                               "noticed, past 0.6 of DPMPI_REPAIR_TIMEOUT: ending it as a failure\n";
+    dpmpi_write_all(2, line, sizeof line - 1);
+    dpmpi_exit_set_cause(cause);
+    dpmpi_die(1);
+    return -1.0;
+}
+
+void dpmpi_watch_set_stuck(double seconds) {
+    pthread_mutex_lock(&w.mu);
+    w.stuck_s = seconds > 0 ? seconds : 0.0; /* (read after each notice, which this thread records) */
+    pthread_mutex_unlock(&w.mu);
+}
+
 /* Record a notice for generation `gen` (if it is still the current one and has none yet), then
  * signal the main thread. */
 static void notice(unsigned long gen, int source, int id) {
@@ -151,6 +192,7 @@ static void notice(unsigned long gen, int source, int id) {
         w.source = source;
         w.id = id;
         w.at = now_real();
+        w.noticed_mono = now_mono();
         atomic_store(&w.acked, 0);
         atomic_store(&w.noticed, 1);
         if (w.signo > 0) { /* under the lock: after dpmpi_watch_stop_signals() none is sent */
@@ -218,6 +260,11 @@ static void *watch_main(void *arg) {
         double resend = resend_due();
         if (resend >= 0) {
             int ms = (int)(resend * 1000.0) + 1;
+            if (timeout < 0 || ms < timeout) timeout = ms;
+        }
+        double stuck = stuck_due();
+        if (stuck >= 0) {
+            int ms = (int)(stuck * 1000.0) + 1;
             if (timeout < 0 || ms < timeout) timeout = ms;
         }
         int rc = poll(pf, (nfds_t)(k + 1), timeout);

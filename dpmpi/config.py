@@ -97,7 +97,8 @@ VARS: tuple[Var, ...] = (
         "with fewer ranks, raise SparesDepletedError, or start new processes", choices=("shrink", "abort", "respawn")),
     Var("DPMPI_REPAIR_TIMEOUT", "seconds", 60.0, "a Respawn that has not committed after this long "
         "ends the process (no hang); so does a creation of an intercommunicator still stuck half this long after "
-        "a peer's death was noticed", minimum=0.001),
+        "a peer's death was noticed, and any call the main thread is still inside 0.6 of this long after it",
+        minimum=0.001),
     Var("DPMPI_SPARE_POLL", "seconds", 0.005, "how often an idle spare tests whether it is called in",
         minimum=0.0001, maximum=10),
     Var("DPMPI_PROLOGUE_MAX", "int", 64 << 20, "bytes of results each active rank keeps of the collectives "

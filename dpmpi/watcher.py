@@ -57,6 +57,10 @@ _PIDFD_THREAD = os.O_EXCL  # linux/pidfd.h: PIDFD_THREAD (Linux >= 6.9)
 _THREAD_FD = 1 << 24  # added to a process id in the C thread's table: the fd is its watcher thread's
 _TELL_ONLY = 1 << 25  # added too: tell Open MPI when it fires, but no notice (a spare's table)
 SOURCES = {1: "pidfd", 2: "ulfm"}
+# a notice that the main thread has not taken after this share of DPMPI_REPAIR_TIMEOUT ends the
+# process (cext/dpmpi_watch.c); a guarded intercommunicator creation ends at 0.5 with its own
+# cause (dpmpi.resilient.stuck_creation), the others' repair deadline is the whole of it
+STUCK_SHARE = 0.6
 
 
 
@@ -139,6 +143,9 @@ def _start_thread() -> int:
     rc = ext.lib.dpmpi_watch_start(interrupts.MAIN if _signo else 0, _signo)
     if rc < 0:
         raise OSError(-rc, f"dpmpi: cannot start the failure watcher thread: {os.strerror(-rc)}")
+    # a main thread that never takes a notice (stuck inside a call the failure does not reach)
+    # ends its process before the others' repair deadline (cext/dpmpi_watch.c)
+    ext.lib.dpmpi_watch_set_stuck(STUCK_SHARE * config.get("DPMPI_REPAIR_TIMEOUT"))
     _register_close(ext)
     info = ext.ffi.new("dpmpi_watch_info *")
     ext.lib.dpmpi_watch_get(info)

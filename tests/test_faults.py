@@ -447,6 +447,24 @@ def test_a_job_cancelled_through_dpmpi_run_ends_every_process(tmp_path, sig):
     assert not [p for p in pids if running(p)], (pids, err)
 
 
+def test_a_survivor_stuck_in_a_call_the_failure_does_not_reach_ends_itself_and_the_job_recovers(dpmpi_run):
+    """A survivor whose main thread stayed inside a call that a peer's death does not reach (found:
+    the allgather of Open MPI's one-sided component inside MPI_Win_allocate, over its private copy
+    of the communicator) never joined the repair: the others reached their repair deadline and
+    ended one by one while it lived on (the job shrank to it), or the job hung. Now a notice that
+    the main thread has not taken after 0.6 of DPMPI_REPAIR_TIMEOUT ends that process as a
+    failure, and the others' repair completes without it: here a Recv on a private Dup that
+    nobody sends on, world rank 3 killed meanwhile; without this the job hung until its timeout."""
+    args = dict(launcher_args=["--spares", "2"], env={"DPMPI_REPAIR_TIMEOUT": "5"}, timeout=60)
+    ref = dpmpi_run(6, "stuck_call.py", "ref", **args)
+    job = dpmpi_run(6, "stuck_call.py", "stuck", faults="3:stuck@1:KILL", **args)
+    assert ref.returncode == 0 and job.returncode == 0, (ref.stderr, job.stderr)
+    digests = [e["digest"] for j in (ref, job) for e in j.events if "digest" in e]
+    assert len(digests) == 2 and digests[0] == digests[1], digests
+    assert "rank 1 failed (status 1, stuck in a call for 3 s after a peer's death was noticed" in job.stderr, job.stderr
+    assert "rank 3 died" in job.stderr and "recovered and completed; exit code 0" in job.stderr, job.stderr
+
+
 def test_a_crash_inside_mpi_finalize_after_an_agreed_end_with_a_failure_known_ends_the_process_cleanly(dpmpi_run):
     """Survivors of programs that made one-sided windows in every step crashed inside MPI_Finalize
     at their normal exit after two ranks had been killed (about 1 job in 15: glibc's "free():
