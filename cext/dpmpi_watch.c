@@ -51,7 +51,9 @@
  *    private copy of the communicator that no revoke reaches (bench/strangers/sync_step.py, one
  *    kill in 40 jobs): the job shrank to that one rank. dpmpi/watcher.py sets `stuck_s` to 0.6 of
  *    DPMPI_REPAIR_TIMEOUT (the others' deadline is all of it, counted from their entering the
- *    repair); 0 (the default here): never.
+ *    repair); 0 (the default here): never. Not while this process repairs (from
+ *    dpmpi_watch_quiesce to the next dpmpi_watch_set): a death noticed while its main thread is
+ *    inside the repair's Shrink is taken after it, and the repair has its own deadline.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -105,6 +107,7 @@ static struct {
     /* when the notice was recorded (monotonic seconds), and how long it may stay without a handler
      * taking it before the process ends itself (0: never) */
     double noticed_mono, stuck_s;
+    int repairing; /* from dpmpi_watch_quiesce (a repair begins) to the next dpmpi_watch_set */
     /* the MPI gate */
     pthread_mutex_t mpi_mu;
     int mpi_ok;
@@ -161,7 +164,10 @@ static double resend_due(void) {
  * does now, end the process as a failure (does not return). */
 static double stuck_due(void) {
     pthread_mutex_lock(&w.mu);
-    int armed = atomic_load(&w.noticed) && !atomic_load(&w.acked) && w.signo > 0 && w.stuck_s > 0 && !w.closed;
+    /* (not during a repair: its main thread is inside Shrink etc. with a notice it takes after;
+     * the repair has its own deadline) */
+    int armed = atomic_load(&w.noticed) && !atomic_load(&w.acked) && w.signo > 0 && w.stuck_s > 0 && !w.closed &&
+                !w.repairing;
     double left = armed ? w.noticed_mono + w.stuck_s - now_mono() : -1.0, limit = w.stuck_s;
     pthread_mutex_unlock(&w.mu);
     if (!armed || left > 0) return left;
@@ -413,6 +419,7 @@ int dpmpi_watch_set(int n, const int *fds, const int *ids, void *comm, void *byt
     w.tag = tag;
     w.period = period;
     atomic_store(&w.noticed, 0);
+    w.repairing = 0;
     w.resends = 0;
     w.source = 0;
     w.id = 0;
@@ -435,6 +442,9 @@ void dpmpi_watch_quiesce(void) {
     pthread_mutex_lock(&w.mpi_mu); /* waits for a call in progress */
     w.mpi_ok = 0;
     pthread_mutex_unlock(&w.mpi_mu);
+    pthread_mutex_lock(&w.mu);
+    w.repairing = 1;
+    pthread_mutex_unlock(&w.mu);
 }
 
 int *dpmpi_watch_noticed_ptr(void) { return (int *)&w.noticed; }
