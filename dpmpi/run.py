@@ -33,9 +33,9 @@ from pathlib import Path
 
 from dpmpi import _guard, config, init_loss, launch_outcome, mca, node_loss, ompi_notices, setup_loss, shmclean
 from dpmpi.cancel import Cancel
-from dpmpi.passon import PassOn
 from dpmpi.exit_code import job_exit_code
 from dpmpi.launch_outcome import Outcome, pump_stderr  # noqa: F401 (dpmpi-run's launches; tests read them here)
+from dpmpi.passon import PassOn
 
 ENV_MPIRUN = "DPMPI_MPIRUN"
 STARTUP_ATTEMPTS = 3
