@@ -455,13 +455,13 @@ def test_a_survivor_stuck_in_a_call_the_failure_does_not_reach_ends_itself_and_t
     the main thread has not taken after 0.6 of DPMPI_REPAIR_TIMEOUT ends that process as a
     failure, and the others' repair completes without it: here a Recv on a private Dup that
     nobody sends on, world rank 3 killed meanwhile; without this the job hung until its timeout."""
-    args = dict(launcher_args=["--spares", "2"], env={"DPMPI_REPAIR_TIMEOUT": "8"}, timeout=60)
+    args = dict(launcher_args=["--spares", "2"], env={"DPMPI_REPAIR_TIMEOUT": "6"}, timeout=60)
     ref = dpmpi_run(6, "stuck_call.py", "ref", **args)
     job = dpmpi_run(6, "stuck_call.py", "stuck", faults="3:stuck@1:KILL", **args)
     assert ref.returncode == 0 and job.returncode == 0, (ref.stderr, job.stderr)
     digests = [e["digest"] for j in (ref, job) for e in j.events if "digest" in e]
     assert len(digests) == 2 and digests[0] == digests[1], digests
-    assert "rank 1 failed (status 1, stuck in a call for 4.8 s after a peer's death was noticed" in job.stderr, job.stderr
+    assert "rank 1 failed (status 1, stuck in a call for 3.6 s after a peer's death was noticed" in job.stderr, job.stderr
     assert "rank 3 died" in job.stderr and "recovered and completed; exit code 0" in job.stderr, job.stderr
 
 

@@ -866,7 +866,7 @@ _DERIVED_SETUP_REFERENCE: dict[tuple[str, ...], dict] = {}  # (per pytest proces
     # and 1 gone on to the first snapshot: before, the replacement was told they were in the run,
     # raised ReplayError at the pair's call, and the job went on with 3 ranks (4 of 6 runs)
     (1, "2:exscan@1:KILL", ["--runtime-first"]),
-    (1, "3:exscan@2:KILL", ["--runtime-first", "--drift=3"]),
+    pytest.param(1, "3:exscan@2:KILL", ["--runtime-first", "--drift=3"], marks=pytest.mark.long),  # (the budget)
     # (the lowest rank in the setup, 2 and 3 in the first snapshot: they take it again, not restore)
     pytest.param(1, "1:exscan@2:KILL", ["--runtime-first", "--drift=1"], marks=pytest.mark.long),
     # ...and in the setup's Scatterv on comm, its root (a Gatherv's: long tier): before the forty-fifth
@@ -980,7 +980,8 @@ _RUN_START_REFERENCE: dict[tuple[str, ...], dict] = {}  # (per pytest process)
 @pytest.mark.parametrize("faults, extra", [
     # the second run's first step, before its first snapshot (make test's budget: --no-commit below covers it)
     pytest.param("1:step@11:KILL", [], marks=pytest.mark.long),
-    ("2:run-begin@1:KILL", []),  # before its snapshot of the state it starts from: repaired as between the runs
+    # before its snapshot of the state it starts from: repaired as between the runs (make test's budget)
+    pytest.param("2:run-begin@1:KILL", [], marks=pytest.mark.long),
     pytest.param("0:run-begin@1+0.001:KILL", [], marks=pytest.mark.long),  # (while that snapshot is taken; the budget)
     # after a first run with commit_at_end=False (before the forty-fifth session: other digests, exit code 0)
     ("2:step@11:KILL", ["--no-commit"]),
