@@ -270,10 +270,12 @@ def test_orphaned_shared_memory_segments_are_the_unmapped_ones_of_this_job():
 
     files = [("/dev/shm/sm_segment.vm.0.1.0", 100.0), ("/dev/shm/sm_segment.vm.0.1.1", 100.0),
              ("/dev/shm/sm_segment.vm.0.2.0", 50.0), ("/dev/shm/other", 100.0),
-             ("/dev/shm/sm_segment.vm.0.3.0", 119.5)]
-    mapped = {"/dev/shm/sm_segment.vm.0.1.1"}
+             ("/dev/shm/sm_segment.vm.0.3.0", 119.5), ("/dev/shm/osc_sm.vm.12420001.0.10", 100.0),
+             ("/dev/shm/osc_sm.vm.12420001.0.11", 100.0)]
+    mapped = {"/dev/shm/sm_segment.vm.0.1.1", "/dev/shm/osc_sm.vm.12420001.0.11"}
     # made before the job, mapped by a live process, not Open MPI's, or too fresh: left alone
-    assert shmclean.orphans(files, mapped, since=90.0, now=120.0) == ["/dev/shm/sm_segment.vm.0.1.0"]
+    assert shmclean.orphans(files, mapped, since=90.0, now=120.0) == [
+        "/dev/shm/sm_segment.vm.0.1.0", "/dev/shm/osc_sm.vm.12420001.0.10"]  # (a window's backing file too)
 
 
 def test_orphaned_segments_are_removed_and_mapped_ones_kept(tmp_path, monkeypatch):
@@ -284,15 +286,17 @@ def test_orphaned_segments_are_removed_and_mapped_ones_kept(tmp_path, monkeypatc
 
     monkeypatch.setattr(shmclean, "MIN_AGE", 0.0)
     dead, live = tmp_path / "sm_segment.vm.0.7.0", tmp_path / "sm_segment.vm.0.7.1"
-    dead.write_bytes(b"x" * 4096)
-    live.write_bytes(b"y" * 4096)
-    with open(live, "r+b") as f:
-        m = mmap.mmap(f.fileno(), 4096)  # a live process (this one) maps it
+    window, open_window = tmp_path / "osc_sm.vm.70001.0.6", tmp_path / "osc_sm.vm.70001.0.7"
+    for path in (dead, live, window, open_window):
+        path.write_bytes(b"x" * 4096)
+    with open(live, "r+b") as f, open(open_window, "r+b") as g:
+        m, n = mmap.mmap(f.fileno(), 4096), mmap.mmap(g.fileno(), 4096)  # a live process (this one) maps them
         try:
-            assert shmclean.remove_orphans(time.time() - 60, str(tmp_path)) == 1
-            assert not dead.exists() and live.exists()
+            assert shmclean.remove_orphans(time.time() - 60, str(tmp_path)) == 2
+            assert not dead.exists() and not window.exists() and live.exists() and open_window.exists()
         finally:
             m.close()
+            n.close()
 
 
 def test_parse_args_splits_mpirun_options_from_program():
