@@ -639,6 +639,7 @@ def test_an_idup_in_every_step_with_a_split_and_an_iallreduce_before_its_wait_is
     check_as_failure_free(dpmpi_run, "idup_split.py", "x", "2:step@25:KILL")
 
 
+@pytest.mark.long  # (make test's budget: fiftieth session)
 def test_a_library_communicator_made_with_idup_before_the_loop_is_rebuilt(dpmpi_run):
     """An Idup of dpmpi.init's communicator kept across the loop: the job hung at its first
     failure (a true Idup is not rebuilt; the replacement's setup made its own with nobody). It is

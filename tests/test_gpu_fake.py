@@ -96,6 +96,7 @@ def test_nccl_faults_without_a_death(dpmpi_run):
     assert job.by_rank("done")[0]["repairs"] >= 2
 
 
+@pytest.mark.long  # (make test's budget: fiftieth session)
 def test_hung_abort_ends_that_process(dpmpi_run):
     """Rank 2's abort hangs after rank 1's death: the abort deadline ends rank 2, a second spare
     takes its place."""

@@ -335,6 +335,7 @@ def test_communicators_made_in_every_step_do_not_hang_a_repair(dpmpi_run, mode, 
         assert bad not in job.stderr, job.stderr
 
 
+@pytest.mark.long  # (make test's budget: fiftieth session)
 def test_a_communicator_one_rank_lost_to_the_failure_is_given_back_not_made_again(dpmpi_run):
     """A Dup that completed on every member, but whose result one rank lost: the failure noticed
     inside the call was raised as it returned, before the program stored it (the hang, 1 in ~30
@@ -415,7 +416,8 @@ def test_communicators_split_from_derived_ones_are_rebuilt_for_the_replacement(d
 _nested_failure_free: list = []  # (this pytest process's failure-free run of nested_per_step.py, once)
 
 
-@pytest.mark.parametrize("faults", ["1:nested@6:KILL", pytest.param("2:nested@40:KILL", marks=pytest.mark.long)])
+@pytest.mark.parametrize("faults", [pytest.param("1:nested@6:KILL", marks=pytest.mark.long),  # (make test's budget: fiftieth session)
+                                    pytest.param("2:nested@40:KILL", marks=pytest.mark.long)])
 def test_a_kept_child_of_a_freed_parent_is_rebuilt_with_the_replacement(dpmpi_run, faults):
     """bench/strangers/nested_per_step.py (a Dup of a derived communicator in every step, and a
     child kept whose parent was freed at once): the twenty-sixth session's first version of the
@@ -755,7 +757,8 @@ _prologue_failure_free: list = []  # (this pytest process's failure-free run of 
     pytest.param("0:load@2:KILL", 1, marks=pytest.mark.long),  # that Bcast's root, after it
     pytest.param("2:load@1:KILL,1:load@3:KILL", 2, marks=pytest.mark.long),  # two, one after the other
     pytest.param("1:load@5:KILL", 1, marks=pytest.mark.long),  # before the Split: the others meet it there
-    ("3:created@1:KILL", 1),  # the Split made: the others in its agreement, holding it
+    pytest.param("3:created@1:KILL", 1, marks=pytest.mark.long),  # the Split made: the others in its agreement,
+    # holding it (make test's budget: fiftieth session)
     pytest.param("0:created@2:KILL", 1, marks=pytest.mark.long),  # the Dup made; the Split kept for the replacement
     # in the run: the replacement makes the prologue's freed Split_type with the survivors (make test's budget:
     # test_a_communicator_made_after_each_run_...[--lazy] needs the same pins)
@@ -1076,7 +1079,8 @@ def test_a_step_on_a_communicator_no_repair_rebuilds_ends_with_an_error_not_a_lo
 _halo_failure_free: list = []  # (this pytest process's failure-free run of halo_init.py, once)
 
 
-@pytest.mark.parametrize("faults", ["2:Sendrecv@1:KILL", pytest.param("1:recv@1:KILL", marks=pytest.mark.long)])
+@pytest.mark.parametrize("faults", [pytest.param("2:Sendrecv@1:KILL", marks=pytest.mark.long),  # (make test's budget: fiftieth session)
+                                    pytest.param("1:recv@1:KILL", marks=pytest.mark.long)])
 def test_a_death_in_the_setups_point_to_point_calls_launches_the_job_again(dpmpi_run, faults):
     """bench/strangers/halo_init.py, a rank killed in its setup's point-to-point calls (rank 2 in
     the ghost cells' Sendrecv; rank 1 in its recv of the parameters): its neighbours raised the

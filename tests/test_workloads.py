@@ -249,6 +249,7 @@ def test_a_failure_the_step_caught_itself_is_recovered_at_that_steps_end(how, dp
     assert out[1]["role"] == "RECOVERED" and any(e["swallowed"] for e in out.values()), out
 
 
+@pytest.mark.long  # (make test's budget: fiftieth session)
 def test_an_update_on_a_thread_pool_is_not_cut_while_its_workers_write_the_state(dpmpi_run):
     """The update waits in ``Future.result()`` for a worker that adds to the state in passes; rank
     1 dies 0.1 s into step 5, when the survivors are half-way through theirs. Before, the failure
