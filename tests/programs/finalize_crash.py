@@ -1,8 +1,8 @@
 """A crash inside MPI_Finalize, made deterministic: an attribute on MPI_COMM_SELF whose delete
 callback is libc's abort(). MPI_Finalize deletes COMM_SELF's attributes first, so the process
-that sets it (rank 1) gets SIGABRT inside MPI_Finalize, at its normal exit. argv[1] == "kill":
-rank 2 is killed at step 5 (DPMPI_FAULTS 2:step@5:KILL) and a spare replaces it, so the job's
-end is agreed with a failure known. Rank 0 prints the ranks' digests."""
+that sets it (rank 1) gets SIGABRT inside MPI_Finalize, at its normal exit. With DPMPI_FAULTS
+2:step@5:KILL rank 2 dies and a spare replaces it, so the job's end is agreed with a failure
+known. Rank 0 prints the ranks' digests."""
 import ctypes
 import hashlib
 import json

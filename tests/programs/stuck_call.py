@@ -1,7 +1,7 @@
-"""A survivor stuck in a call that a peer's death does not reach: at step 5 (first lives only),
-world rank 1 waits in a Recv from rank 0 on a private Dup of comm.mpi that nobody sends on and
-nobody revokes, and world rank 3 is killed (DPMPI_FAULTS 3:stuck@1:KILL); argv[1] == "ref":
-no wait (the failure-free reference). Ranks 0 and 2 notice
+"""A survivor stuck in a call that a peer's death does not reach: at step 5, world rank 1 waits in a
+Recv from rank 0 on a private Dup of comm.mpi that nobody sends on and nobody revokes, and world
+rank 3 is killed (DPMPI_FAULTS 3:stuck@1:KILL); their replacements (other world ranks) redo the
+step without either. argv[1] == "ref": no wait (the failure-free reference). Ranks 0 and 2 notice
 the death at their Allreduce and wait for rank 1 in the repair's Shrink. Rank 1 and 3's snapshot
 copies are held by ranks 0 and 2. Rank 0 prints the ranks' digests."""
 import hashlib
