@@ -15,7 +15,7 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from dpmpi import (_ft, _guard, _hooks, agreements, ctxcomms, init_mark, interrupts, isendrecv, message, pending_dups,
-                   persistent)
+                   persistent, world_guard)
 from dpmpi.calls import Wrapper, class_op, translating
 from dpmpi.errors import from_mpi
 from dpmpi.mpicall import dropped_world_ranks, exchange_handles, hold_context_id, sendrecv, warm_up, within_job
@@ -96,9 +96,12 @@ def _method(name: str, fn: Callable[..., Any], raw: MPI.Comm | None,
     (``pending_dups``); ``Isendrecv`` and ``Isendrecv_replace`` are a receive and a send of a copy
     (Open MPI's never fail when a peer dies) and ``Sendrecv_replace`` from ``MPI_PROC_NULL`` a
     ``Send`` (Open MPI's can segfault): ``dpmpi.isendrecv``; partitioned communication
-    raises ``NotImplementedError`` (``_UNSUPPORTED``)."""
+    raises ``NotImplementedError`` (``_UNSUPPORTED``); a method that communicates on the world of
+    a job with spares raises ``RuntimeError`` (``dpmpi.world_guard``)."""
     if raw is None:
         return translating(name, fn, raw, _convert, cause)
+    if world_guard.guards(raw) and world_guard.refused(name):  # (the world, in a job with spares)
+        return world_guard.refusal(name)
     if name in _UNSUPPORTED:
         return _unsupported(name)
     if name in isendrecv.NAMES:
@@ -305,7 +308,7 @@ def take_handle(old: MPI.Comm | None, new: MPI.Comm) -> tuple[MPI.Comm, MPI.Comm
     replaced communicator): (old, new) after an exchange, else (new, old)."""
     if old is None or old is new or type(old) is not type(new):
         return new, old
-    if any(obj is p for obj in (old, new) for p in _PREDEFINED):
+    if any(obj == p for obj in (old, new) for p in _PREDEFINED):  # (also MPI.COMM_WORLD guarded: world_guard)
         return new, old
     if old == MPI.COMM_NULL or new == MPI.COMM_NULL:
         return new, old
@@ -350,5 +353,5 @@ def world() -> Comm:
     """``dpmpi.COMM_WORLD``: a dpmpi.Comm wrapping MPI.COMM_WORLD (created once)."""
     global _WORLD
     if _WORLD is None:
-        _WORLD = Comm(MPI.COMM_WORLD)
+        _WORLD = Comm(_PREDEFINED[2])  # (mpi4py's object, not the guarded one that dpmpi.init may put in its place)
     return _WORLD

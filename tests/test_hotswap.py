@@ -1133,3 +1133,26 @@ def test_a_rank_stuck_inside_an_intercommunicators_creation_after_a_death_ends_a
     failed = re.findall(r"rank (\d+) failed \(status 1, ([^;]*)", account)
     for r, why in failed:
         assert r in ("1", "3") and why.startswith("Create_intercomm: stuck inside Open MPI's creation"), account
+
+
+@pytest.mark.parametrize("faults", ["", "2:step@6:KILL"])
+def test_mpi_comm_world_after_init_refuses_the_calls_that_would_wait_for_the_spares(dpmpi_run, faults):
+    """MPI.COMM_WORLD (and dpmpi.COMM_WORLD) after dpmpi.init() in a job with spares: a call that
+    communicates raises at once with what to use instead (before the fifty-first session a
+    Barrier there hung silently until the job's time limit); local calls work, on a replacement
+    too, and the job ends as a failure-free one does."""
+    job = dpmpi_run(5, "world_after_init.py", 12, launcher_args=["--spares", "1"], faults=faults, timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    lines = {e["rank"]: e for e in job.events if "refused" in e}
+    assert sorted(lines) == [0, 1, 2, 3], job.stdout + job.stderr
+    for e in lines.values():
+        assert all(v is True for v in e["refused"].values()), e
+        assert e["local"] == [5, 5, True, True, True, "MPI_COMM_WORLD"], e
+    assert len({e["x"] for e in lines.values()}) == 1, lines
+    if faults:
+        assert (lines[2]["role"], lines[2]["world_rank"], lines[2]["recoveries"]) == ("RECOVERED", 4, 1), lines[2]
+        clean = dpmpi_run(5, "world_after_init.py", 12, launcher_args=["--spares", "1"], timeout=60)
+        assert {e["x"] for e in clean.events if "refused" in e} == {lines[0]["x"]}, clean.stdout + clean.stderr
+    else:
+        assert [e["world_rank"] for _, e in sorted(lines.items())] == [0, 1, 2, 3]
+        assert not job.accounts(), job.stderr

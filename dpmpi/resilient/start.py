@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import _guard, _hooks, config, ctxcomms, faults, init_mark, mpicall, placement, watcher
+from dpmpi import _guard, _hooks, config, ctxcomms, faults, init_mark, mpicall, placement, watcher, world_guard
 from dpmpi.comm import Comm
 from dpmpi.errors import PEER_FAILURE_CLASSES, ProcFailedError, from_mpi
 from dpmpi.eventlog import log_event
@@ -72,6 +72,7 @@ def init(spares: int | None = None, on_depleted: str | None = None, *, wait: boo
     state.watcher = watcher.start(state, state.watch_mode)
     _adopt(state)
     _guard.set_idle_spares(list(state.plan.spares))
+    world_guard.install(tuple(state.plan.spares))  # (MPI.COMM_WORLD's calls that would wait for the spares raise)
     if formed.dead:
         _started_without(state, formed)
     me = state.logical()

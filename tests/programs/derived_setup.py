@@ -13,7 +13,8 @@ an ``allreduce``, a ``reduce`` and a ``scan`` on the pair and an ``exscan`` on `
 the Runtime is made before those calls, so a death in one of them is repaired there
 (DPMPI_FAULTS=1:Bcast@1:KILL). ``--drift=R``: rank R makes the pair's rank-dependent calls only
 once the other pair's ranks have made theirs and gone on towards the first snapshot (told by a
-message on the raw ``MPI.COMM_WORLD``, in the job's first processes only), so that a death of
+message on the raw ``MPI.COMM_WORLD`` taken before ``dpmpi.init()``, whose guarded world refuses
+point to point; in the job's first processes only), so that a death of
 rank R there meets the ranks in two places (R=3: 2 in the setup, 0 and 1 in the first snapshot;
 R=1: 0 in the setup, 2 and 3 in the first snapshot). Prints a line
 "final" per rank: its digest, recoveries and role."""
@@ -26,6 +27,7 @@ import numpy as np
 from mpi4py import MPI
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+world = MPI.COMM_WORLD  # (mpi4py's own object: dpmpi.init() puts a guarded one in its place)
 comm = dpmpi.init()
 r, n = comm.Get_rank(), comm.Get_size()
 pair = comm.Split(r % 2 if "--parity" in sys.argv else r // 2, r)
@@ -83,10 +85,10 @@ late = next((int(a.split("=")[1]) for a in sys.argv if a.startswith("--drift="))
 ahead = [q for q in range(4) if q // 2 != late // 2] if late >= 0 and comm.role is dpmpi.Role.INITIAL else []
 if r == late and ahead:
     for src in ahead:
-        MPI.COMM_WORLD.recv(source=src, tag=77)
+        world.recv(source=src, tag=77)
 poff, psum, pmix = pair.exscan(r + 1) or 0, pair.scan(float(r)), pair.alltoall([r, -2 * r])
 if r in ahead:
-    MPI.COMM_WORLD.send(None, dest=late, tag=77)
+    world.send(None, dest=late, tag=77)
 ranked = (off + float(pre.sum()) + float(ex.sum()) + sum(mix) + float(every @ np.arange(every.size))
           + float(swap @ np.arange(1.0, n + 1)) + poff + psum + vectors)
 w /= top * norm
