@@ -3,6 +3,7 @@ records (mpirun's own exit code is 0 under --with-ft ulfm even when every rank w
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 
 def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
@@ -35,29 +36,72 @@ def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_recor
         cause = f", {rec['cause']}" if rec.get("cause") else ""
         return f"rank {r} failed (status {rec['status']}{cause})"
 
+    def listing(ranks: list[int]) -> str:
+        return ranks_account(ranks, failed, why)
+
     first_status = next((failed[r]["status"] for r in failed_ranks if r in failed), 1) or 1
     if not completed:
-        return first_status, "; ".join(why(r) for r in failed_ranks) + "; no rank completed"
+        return first_status, listing(failed_ranks) + "; no rank completed"
     # Only a repair recorded by a rank that completed (dpmpi's Shrink) makes a failure
     # recovered; a rank that completed without one may simply not have needed the lost rank's
     # work, and its result is incomplete.
     unrecovered = [r for r in failed_ranks if r not in recovered]
     if unrecovered:
         status = next((failed[r]["status"] for r in unrecovered if r in failed), 1) or 1
-        return status, "; ".join(why(r) for r in unrecovered) + "; no rank that completed repaired around it"
+        return status, listing(unrecovered) + "; no rank that completed repaired around it"
     stuck = left_out(failed)
     if stuck:  # (live processes that the completed ranks' repair counted as failed)
         return failed[stuck[0]]["status"] or 1, (
-            "; ".join(why(r) for r in failed_ranks) + f"; the other {len(completed)} rank(s) completed, but "
+            listing(failed_ranks) + f"; the other {len(completed)} rank(s) completed, but "
             f"{len(stuck)} live rank(s) were left out of a repair and ended at its deadline: the job split "
             f"(docs/limitations.md), its results are not the whole job's")
     again = repeated_error(failed)
     if again:  # (recovered, but from a program error that every replacement met again)
         return failed[again[0]]["status"] or 1, (
-            "; ".join(why(r) for r in failed_ranks) + f"; the other {len(completed)} rank(s) completed, but the "
+            listing(failed_ranks) + f"; the other {len(completed)} rank(s) completed, but the "
             f"same uncaught error ended {len(again)} ranks: a program error (that replacements repeated, or a peer's "
             f"death that the program left unhandled on those ranks), not a fault the job recovered from")
-    return 0, "; ".join(why(r) for r in failed_ranks) + f"; the other {len(completed)} rank(s) recovered and completed"
+    return 0, listing(failed_ranks) + f"; the other {len(completed)} rank(s) recovered and completed"
+
+
+# how many failed ranks an account names one by one; the rest are counted (a job of 512 ranks
+# that all raised the same error wrote an account line of one cause per rank)
+LISTED = 16
+
+
+def ranks_account(ranks: list[int], failed: dict[int, dict], why: Callable[[int], str]) -> str:
+    """The account's part that names ``ranks`` (sorted): ``why(r)`` for each, but a cause already
+    given for an earlier rank with the same status is not written again ("the same cause as rank
+    R"; before the fifty-first session four ranks that raised the same error gave a line of ~1,000
+    characters), and past LISTED ranks the rest are counted."""
+    parts, first = [], {}
+    for r in ranks[:LISTED]:
+        rec = failed.get(r)
+        cause = str(rec.get("cause") or "") if rec is not None else ""
+        key = (rec["status"], cause) if rec is not None and cause else None
+        if key is not None and key in first:
+            parts.append(f"rank {r} failed (status {rec['status']}, the same cause as rank {first[key]})")
+            continue
+        if key is not None:
+            first[key] = r
+        parts.append(why(r))
+    rest = ranks[LISTED:]
+    if rest:
+        dead = sum(1 for r in rest if r not in failed)
+        parts.append(f"{len(rest)} more rank(s) ({_spans(rest)}) failed ({dead} of them died without a status)")
+    return "; ".join(parts)
+
+
+def _spans(ranks: list[int]) -> str:
+    """Sorted ranks as ranges: [3, 4, 5, 9] -> "3-5, 9"."""
+    out, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            out.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(out)
 
 
 def repeated_error(failed: dict[int, dict]) -> list[int]:

@@ -524,6 +524,29 @@ def test_job_exit_code(n, records, mpirun_rc, expected):
     assert run.job_exit_code(n, records, mpirun_rc)[0] == expected
 
 
+def test_an_account_writes_a_cause_once_and_counts_the_ranks_past_sixteen():
+    """Four ranks that raised the same error gave an account of ~1,000 characters (the cause
+    four times; 512 ranks: one line of ~100 KB): a cause already given is named by its first rank,
+    and past 16 ranks the rest are counted."""
+    cause = "uncaught RuntimeError: " + "x" * 200
+    records = {r: {"status": 1, "cause": cause} for r in range(4)}
+    code, account = run.job_exit_code(4, records, 0)
+    assert code == 1 and account.count(cause) == 1, account
+    assert account == (f"rank 0 failed (status 1, {cause}); " + "; ".join(
+        f"rank {r} failed (status 1, the same cause as rank 0)" for r in (1, 2, 3)) + "; no rank completed")
+    records[2] = {"status": 1, "cause": "uncaught ValueError"}
+    del records[3]  # (killed by a signal)
+    _, account = run.job_exit_code(4, records, 0)
+    assert account == (f"rank 0 failed (status 1, {cause}); rank 1 failed (status 1, the same cause as rank 0); "
+                       f"rank 2 failed (status 1, uncaught ValueError); rank 3 died (no status: killed by a "
+                       f"signal); no rank completed")
+    many = {r: {"status": 1, "cause": cause} for r in range(512) if r not in (20, 21, 22, 300)}
+    _, account = run.job_exit_code(512, many, 0)
+    assert account.count(cause) == 1 and len(account) < 1500, account
+    assert account.endswith("; 496 more rank(s) (16-511) failed (4 of them died without a status); no rank "
+                            "completed"), account
+
+
 def test_python_ranks_that_all_died_by_signal_fail_the_job():
     # seen: both ranks segfaulted in MPI, mpirun --with-ft ulfm returned 0, and so did dpmpi-run
     code, account = run.job_exit_code(2, {}, 0, expect_records=True)
