@@ -94,6 +94,10 @@ class InitWatch:
                 return rank
         return None
 
+    def called_init(self) -> bool:
+        """Whether a rank entered ``dpmpi.init``'s formation of the job (which makes the spares)."""
+        return bool(self.forming or self.formed)
+
     def _gone(self) -> set[int]:
         """The ranks PRRTE said died or ended by themselves."""
         return self.died.keys() | self.ended

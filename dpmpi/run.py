@@ -313,6 +313,11 @@ def launch(opts: Options, mpirun: str) -> int:
         account = (f"{outcome.lost.node} was lost (its PRRTE daemon died or stopped answering); Open MPI "
                    f"5.0.x ends the whole job then, which dpmpi cannot repair: only ranks killed on a node "
                    f"whose daemon lives are recovered; " + (account or "no rank completed"))
+    if opts.spares and outcome.records and not outcome.init.called_init() and cancel.signum is None:
+        # (a program that never calls dpmpi.init() runs on every process: it silently had no spare)
+        sys.stderr.write(f"dpmpi-run: warning: --spares {opts.spares}, but no process called dpmpi.init(), which "
+                         f"makes the spares: all {opts.n} processes ran the program as ranks and none waited as a "
+                         f"spare (docs/spares.md)\n")
     if account:
         sys.stderr.write(f"dpmpi-run: {account}{passon.note() if code else ''}; exit code {code}\n")
     sys.stdout.flush()

@@ -1156,3 +1156,15 @@ def test_mpi_comm_world_after_init_refuses_the_calls_that_would_wait_for_the_spa
     else:
         assert [e["world_rank"] for _, e in sorted(lines.items())] == [0, 1, 2, 3]
         assert not job.accounts(), job.stderr
+
+
+def test_dpmpi_run_warns_when_no_process_called_init_with_spares_asked_for(dpmpi_run):
+    """--spares 1 for a program that never calls dpmpi.init(): every process ran it as a rank and
+    the job had no spare, silently before the fifty-first session; dpmpi-run now says so."""
+    job = dpmpi_run(5, "no_init.py", launcher_args=["--spares", "1"], timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert sorted(e["rank"] for e in job.events) == [0, 1, 2, 3, 4] and {e["sum"] for e in job.events} == {5}
+    warned = [line for line in job.stderr.splitlines() if line.startswith("dpmpi-run: warning: --spares 1")]
+    assert len(warned) == 1 and "no process called dpmpi.init()" in warned[0], job.stderr
+    plain = dpmpi_run(4, "no_init.py", timeout=60)  # (no spares asked for: nothing to say)
+    assert plain.returncode == 0 and "warning" not in plain.stderr, plain.stderr
