@@ -210,6 +210,10 @@ VARS: tuple[Var, ...] = (
         "not strike it again (set by repairs)", audience="internal"),
     Var("DPMPI_SPAWNED", "bool", False, "this process was started by a repair under policy "
         "respawn (set by the repair)", audience="internal"),
+    Var("DPMPI_JOB_TAG", "text", "", "the job's identity, the same on all its processes (a random "
+        "tag set by dpmpi-run and passed to spawned processes; without it, from the launch's PMIx "
+        "namespace): the snapshot files a job writes to persist_dir carry it, so that it never takes "
+        "another job's files for its own", audience="internal"),
     Var("DPMPI_RANK_PID", "int", None, "the pid of the process that is the rank, so that its "
         "children record nothing (set by the exit guard)", audience="internal"),
 )

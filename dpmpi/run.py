@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmpi import _guard, config, init_loss, launch_outcome, mca, node_loss, ompi_notices, setup_loss, shmclean
+from dpmpi import _guard, config, init_loss, jobid, launch_outcome, mca, node_loss, ompi_notices, setup_loss, shmclean
 from dpmpi.cancel import Cancel
 from dpmpi.exit_code import job_exit_code
 from dpmpi.launch_outcome import Outcome, pump_stderr  # noqa: F401 (dpmpi-run's launches; tests read them here)
@@ -43,7 +43,7 @@ PUMP_GRACE = 5.0  # seconds to read mpirun's last output once it has ended
 USAGE = "usage: dpmpi-run -n N [--spares S] [--dry-run] [mpirun options...] -- PROGRAM ARGS..."
 _HOST_OPTIONS = ("--host", "-H", "--hostfile", "--machinefile", "-hostfile", "-machinefile", "--map-by", "--default-hostfile")
 _BIND_OPTIONS = ("--bind-to", "--oversubscribe", "--rank-by", "--cpu-set", "--cpu-list")
-_FORWARD_ENV = ("DPMPI_SPARES", "DPMPI_BOOT", "DPMPI_STATUS", "PYTHONPATH")
+_FORWARD_ENV = ("DPMPI_SPARES", "DPMPI_BOOT", "DPMPI_STATUS", "DPMPI_JOB_TAG", "PYTHONPATH")
 _USER_ENV_PREFIX = "DPMPI_"
 GUARD_LIBRARY = "libdpmpi_guard.so"
 ENV_RANK_PID = "DPMPI_RANK_PID"  # the guard's mark of the process that is the rank (cext/dpmpi_c.c)
@@ -223,6 +223,7 @@ def launch(opts: Options, mpirun: str) -> int:
     died_in_setup: set[int] = set()  # ranks whose death in the setup ended an earlier launch (setup_loss)
     repeated = False
     for _launch in range(STARTUP_ATTEMPTS + relaunches):
+        env[jobid.ENV_TAG] = jobid.new_tag()  # (each launch's identity: persist_dir's files carry it)
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
         cancel.watch(proc)
         passon.watch(proc)

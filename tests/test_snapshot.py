@@ -121,6 +121,23 @@ def test_a_rank_and_its_only_buddy_lost_falls_back_to_disk(dpmpi_run, tmp_path):
     assert "restoring epoch 5 from" in job.stderr
 
 
+def test_a_directory_an_earlier_job_used_is_not_taken_for_this_ones(dpmpi_run, tmp_path):
+    """persist_dir holding an earlier job's newer epochs (11 and 12): this job kept only those
+    (it pruned its own files by epoch number) and restored epoch 12 from them, going on from
+    the other job's state with exit code 0 (fifty-first session). Its files now carry the job's
+    tag: it restores its own epoch 5, and the earlier job's files stay as they were."""
+    snaps = tmp_path / "snaps"
+    first = dpmpi_run(6, "snap.py", "--sync", "--epochs", "12", "--persist", snaps, launcher_args=["--spares", "2"])
+    assert first.returncode == 0, first.stdout + first.stderr
+    earlier = sorted(os.listdir(snaps))
+    assert len(earlier) == 8 and all(".epoch000000001" in name for name in earlier), earlier
+    job = dpmpi_run(6, "snap.py", "--sync", "--persist", snaps, launcher_args=["--spares", "2"], faults=TOGETHER)
+    finished(job)
+    events = restored(job)
+    assert {e["epoch"] for e in events} == {5} and all(e["detail"].get("from_disk") for e in events), job.stdout
+    assert set(earlier) <= set(os.listdir(snaps))
+
+
 @pytest.mark.parametrize("fault", [pytest.param("0:staged@3:KILL", marks=pytest.mark.long),
                                    pytest.param("1:committed@4:KILL", marks=pytest.mark.long),
                                    pytest.param("3:staged@7:KILL", marks=pytest.mark.long),  # (make test's budget)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import dpmpi
+from dpmpi import jobid
 from dpmpi.snapshot.native import Engine
 from mpi4py import MPI
 
@@ -394,16 +395,49 @@ def test_persisted_epochs_reload_and_a_corrupt_file_is_refused(tmp_path):
             snap.stage()
             snap.commit(epoch)
         snap.wait()
-    assert sorted(os.listdir(tmp_path)) == ["rank00000.epoch0000000004.dpmpi", "rank00000.epoch0000000006.dpmpi"]
+    tag = jobid.tag()
+    assert sorted(os.listdir(tmp_path)) == [f"rank00000.epoch0000000004.{tag}.dpmpi",
+                                            f"rank00000.epoch0000000006.{tag}.dpmpi"]
     fresh = state(99)
     assert dpmpi.Snapshot.load(MPI.COMM_SELF, fresh, tmp_path) == 6
     assert same(fresh, state(46))
-    path = tmp_path / "rank00000.epoch0000000006.dpmpi"
+    path = tmp_path / f"rank00000.epoch0000000006.{tag}.dpmpi"
     raw = bytearray(path.read_bytes())
     raw[-10] ^= 0xFF  # inside the last array
     path.write_bytes(bytes(raw))
     with pytest.raises(dpmpi.SnapshotLostError, match="checksum"):
         dpmpi.Snapshot.load(MPI.COMM_SELF, state(99), tmp_path)
+
+
+def test_a_job_prunes_only_its_own_files_and_load_takes_the_job_that_wrote_last(tmp_path, monkeypatch):
+    """Two jobs, one persist_dir: the later job's files carry its own tag (dpmpi.jobid), so its
+    pruning leaves the earlier job's newer epochs alone (before the fifty-first session it kept
+    those and deleted its own), and Snapshot.load takes the newest epoch of the job that wrote
+    last (the earlier job's epoch 8 is newer, but older on disk). Files without a tag (written
+    before) still load."""
+    arrays = state(40)
+    for tag, epochs in (("a" * 16, range(1, 9)), ("b" * 16, range(1, 5))):
+        monkeypatch.setattr(jobid, "_tag", tag)
+        with dpmpi.Snapshot(MPI.COMM_SELF, arrays, persist_dir=tmp_path, persist_every=2) as snap:
+            for epoch in epochs:
+                fill(arrays, (100 if tag[0] == "a" else 200) + epoch)
+                snap.stage()
+                snap.commit(epoch)
+            snap.wait()
+    assert sorted(os.listdir(tmp_path)) == sorted(f"rank00000.epoch{e:010d}.{t * 16}.dpmpi"
+                                                  for t, e in (("a", 6), ("a", 8), ("b", 2), ("b", 4)))
+    later = time.time() + 5
+    for name in os.listdir(tmp_path):  # (the b job's files are the newest on disk anyway; made certain)
+        if ".bbbb" in name:
+            os.utime(tmp_path / name, (later, later))
+    fresh = state(99)
+    assert dpmpi.Snapshot.load(MPI.COMM_SELF, fresh, tmp_path) == 4 and same(fresh, state(204))
+    for name in os.listdir(tmp_path):
+        if ".aaaa" in name:  # the earlier job's files, as written before the tags: load reads them
+            os.rename(tmp_path / name, tmp_path / name.replace(".aaaaaaaaaaaaaaaa", ""))
+        else:
+            os.unlink(tmp_path / name)
+    assert dpmpi.Snapshot.load(MPI.COMM_SELF, fresh, tmp_path) == 8 and same(fresh, state(108))
 
 
 def test_bad_input_gets_errors_that_name_the_problem():

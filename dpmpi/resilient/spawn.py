@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
-from dpmpi import eventlog, faults, watcher
+from dpmpi import eventlog, faults, jobid, watcher
 from dpmpi.mpicall import exchange, warm_up
 from dpmpi.resilient import settings
 from dpmpi.resilient.plan import Filled, Place, Plan, Recipe
@@ -46,6 +46,7 @@ def program_args() -> list[str]:
 def spawn_env() -> dict[str, str]:
     """The environment a spawned process gets on top of the launcher's."""
     env = {settings.ENV_SPAWNED: "1", faults.ENV_REPLACEMENT: "1"}
+    env[jobid.ENV_TAG] = jobid.tag()  # (the job's identity, from the launch: persist_dir's files)
     for key in ("PYTHONPATH", "DPMPI_STATUS", eventlog.ENV_EVENTS, settings.ENV_SPARE_POLL, settings.ENV_ON_DEPLETED,
                 watcher.ENV_WATCH, watcher.ENV_ULFM, watcher.ENV_PIDFD, watcher.ENV_POLL, watcher.ENV_SIGNAL):
         if os.environ.get(key):  # passed on untouched (validated where they are read)

@@ -2,19 +2,25 @@
 rank, the newest two kept), the fallback when in-memory copies are lost, and ``load`` for a
 job that restarts from disk.
 
-A file is one JSON header line (magic, epoch, rank, checksum, bytes, layout signature) and the
-slot's bytes. Owner of the writer thread: the ``Persistence`` of one Snapshot; the thread reads
+A file is one JSON header line (magic, epoch, rank, checksum, bytes, layout signature, job tag)
+and the slot's bytes. Its name carries the job's tag (``dpmpi.jobid``): a job prunes and
+restores only its own files, so that a directory an earlier job used is never taken for this
+one's (before the fifty-first session a job went on from an earlier job's newer epoch, silently);
+``load`` (a restart) takes the files of the job that wrote last. Files from before the tags
+(no tag in the name) are read by ``load`` only. Owner of the writer thread: the ``Persistence`` of one Snapshot; the thread reads
 one committed slot (never MPI), which is not staged into until it is joined.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from typing import Any, Mapping
 
 from mpi4py import MPI
 
+from dpmpi import jobid
 from dpmpi.mpicall import exchange
 from dpmpi.errors import from_mpi
 from dpmpi.snapshot.errors import SnapshotLostError
@@ -24,19 +30,52 @@ from dpmpi.snapshot.native import Engine, Slot, cext
 FILE_MAGIC = "dpmpi-snapshot-2"  # 2: large arrays at 4 KiB offsets (layout.PAGE_ALIGN)
 
 
-def file_name(directory: str, rank: int, epoch: int) -> str:
-    return os.path.join(directory, f"rank{rank:05d}.epoch{epoch:010d}.dpmpi")
+def file_name(directory: str, rank: int, epoch: int, tag: str = "") -> str:
+    return os.path.join(directory, f"rank{rank:05d}.epoch{epoch:010d}" + (f".{tag}" if tag else "") + ".dpmpi")
 
 
-def disk_epochs(directory: str, rank: int) -> list[int]:
-    """The epochs of ``rank`` that ``directory`` holds, oldest first."""
-    prefix = f"rank{rank:05d}.epoch"
+_NAME = re.compile(r"rank(\d+)\.epoch(\d+)(?:\.([0-9a-f]{16}))?\.dpmpi")
+
+
+def disk_files(directory: str, rank: int) -> list[tuple[int, str, float]]:
+    """(epoch, job tag or "", modification time) of each file ``directory`` holds for ``rank``."""
     try:
         names = os.listdir(directory)
     except OSError:
         return []
-    return sorted(int(n[len(prefix):-len(".dpmpi")]) for n in names
-                  if n.startswith(prefix) and n.endswith(".dpmpi") and n[len(prefix):-len(".dpmpi")].isdigit())
+    out = []
+    for name in names:
+        m = _NAME.fullmatch(name)
+        if m is None or int(m.group(1)) != rank:
+            continue
+        try:
+            mtime = os.stat(os.path.join(directory, name)).st_mtime
+        except OSError:  # (removed meanwhile)
+            continue
+        out.append((int(m.group(2)), m.group(3) or "", mtime))
+    return sorted(out)
+
+
+def disk_epochs(directory: str, rank: int, tag: str) -> list[int]:
+    """The epochs of ``rank`` that ``directory`` holds from the job tagged ``tag``, oldest first."""
+    return sorted(epoch for epoch, t, _m in disk_files(directory, rank) if t == tag)
+
+
+def newest_common(lists: list[list[tuple[int, str, float]]]) -> tuple[int, str] | None:
+    """Of every rank's files (``disk_files``), the newest epoch that every rank holds from the
+    job that wrote last (the tag with the latest file among those with such an epoch); None when
+    no tag has an epoch common to all ranks. Pure."""
+    if not lists:
+        return None
+    common = set.intersection(*({(e, t) for e, t, _m in files} for files in lists))
+    if not common:
+        return None
+    latest: dict[str, float] = {}
+    for files in lists:
+        for _e, t, mtime in files:
+            latest[t] = max(latest.get(t, mtime), mtime)
+    tag = max({t for _e, t in common}, key=lambda t: (latest[t], t))
+    return max(e for e, t in common if t == tag), tag
 
 
 def load_file(path: str, arrays: Mapping[str, Any], entries: tuple[Entry, ...], engine: Engine) -> None:
@@ -62,23 +101,23 @@ def load_file(path: str, arrays: Mapping[str, Any], entries: tuple[Entry, ...], 
 
 
 def load(raw: MPI.Intracomm, arrays: Mapping[str, Any], directory: str) -> int:
-    """Fill ``arrays`` from the newest epoch that ``directory`` holds for every rank of ``raw``
-    and return it (collective)."""
+    """Fill ``arrays`` from the newest epoch that ``directory`` holds for every rank of ``raw``,
+    from the job that wrote last, and return it (collective)."""
     if not isinstance(raw, MPI.Intracomm):
         raise TypeError(f"Snapshot.load needs a dpmpi.Comm or an mpi4py Intracomm, got {type(raw).__name__}")
     entries = layout(dict(arrays))
     rank = raw.Get_rank()
     try:
-        lists = exchange(lambda: raw.allgather(disk_epochs(directory, rank)))
+        lists = exchange(lambda: raw.allgather(disk_files(directory, rank)))
     except MPI.Exception as exc:
         raise from_mpi(exc, raw, "Snapshot.load") from exc
-    common = set.intersection(*(set(x) for x in lists)) if lists else set()
-    if not common:
+    found = newest_common(lists)
+    if found is None:
         missing = [r for r, x in enumerate(lists) if not x]
         raise SnapshotLostError(f"{directory} holds no epoch common to all {len(lists)} ranks "
                                 f"(ranks without any file: {missing})", MPI.ERR_OTHER, tuple(missing))
-    epoch = max(common)
-    load_file(file_name(directory, rank, epoch), dict(arrays), entries, Engine(1))
+    epoch, tag = found
+    load_file(file_name(directory, rank, epoch, tag), dict(arrays), entries, Engine(1))
     return epoch
 
 
@@ -89,6 +128,8 @@ class Persistence:
     def __init__(self, directory: str | None, every: int) -> None:
         self.directory = directory
         self.every = every
+        # this job's (dpmpi.jobid): the files it writes, prunes and restores
+        self.tag = jobid.tag() if directory is not None else ""
         self._writer: threading.Thread | None = None
         self._writer_slot: Slot | None = None
         self._writer_error: BaseException | None = None
@@ -97,7 +138,7 @@ class Persistence:
         return self.directory is not None and epoch % self.every == 0
 
     def epochs(self, rank: int) -> list[int]:
-        return [] if self.directory is None else disk_epochs(self.directory, rank)
+        return [] if self.directory is None else disk_epochs(self.directory, rank, self.tag)
 
     def write(self, slot: Slot, rank: int, entries: tuple[Entry, ...]) -> None:
         """Write ``slot`` (committed) in the background; an error is raised by the next ``join``."""
@@ -105,8 +146,8 @@ class Persistence:
         directory = self.directory
         assert directory is not None
         header = {"magic": FILE_MAGIC, "epoch": slot.epoch, "rank": rank, "digest": slot.digest,
-                  "nbytes": slot.nbytes, "layout": signature(entries)}
-        path = file_name(directory, rank, slot.epoch)
+                  "nbytes": slot.nbytes, "layout": signature(entries), "job": self.tag}
+        path, tag = file_name(directory, rank, slot.epoch, self.tag), self.tag
 
         def write() -> None:
             try:
@@ -117,9 +158,9 @@ class Persistence:
                     f.flush()
                     os.fsync(f.fileno())
                 os.replace(tmp, path)
-                for old in disk_epochs(directory, rank)[:-2]:  # keep the newest two
+                for old in disk_epochs(directory, rank, tag)[:-2]:  # keep this job's newest two
                     try:
-                        os.unlink(file_name(directory, rank, old))
+                        os.unlink(file_name(directory, rank, old, tag))
                     except OSError:
                         pass
             except BaseException as exc:  # reported on the main thread at the next join
@@ -145,4 +186,4 @@ class Persistence:
     def read(self, rank: int, epoch: int, arrays: Mapping[str, Any], entries: tuple[Entry, ...],
              engine: Engine) -> None:
         assert self.directory is not None
-        load_file(file_name(self.directory, rank, epoch), arrays, entries, engine)
+        load_file(file_name(self.directory, rank, epoch, self.tag), arrays, entries, engine)
