@@ -414,7 +414,7 @@ def test_a_job_prunes_only_its_own_files_and_load_takes_the_job_that_wrote_last(
     pruning leaves the earlier job's newer epochs alone (before the fifty-first session it kept
     those and deleted its own), and Snapshot.load takes the newest epoch of the job that wrote
     last (the earlier job's epoch 8 is newer, but older on disk). Files without a tag (written
-    before) still load."""
+    before) still load; files of more ranks than the loading job's are refused."""
     arrays = state(40)
     for tag, epochs in (("a" * 16, range(1, 9)), ("b" * 16, range(1, 5))):
         monkeypatch.setattr(jobid, "_tag", tag)
@@ -438,6 +438,10 @@ def test_a_job_prunes_only_its_own_files_and_load_takes_the_job_that_wrote_last(
         else:
             os.unlink(tmp_path / name)
     assert dpmpi.Snapshot.load(MPI.COMM_SELF, fresh, tmp_path) == 8 and same(fresh, state(108))
+    # a directory that a job of two ranks wrote, loaded by one: refused (it took rank 0's part alone)
+    shutil.copy(tmp_path / "rank00000.epoch0000000008.dpmpi", tmp_path / "rank00001.epoch0000000008.dpmpi")
+    with pytest.raises(ValueError, match="epoch 8 for more ranks than the 1 of this job"):
+        dpmpi.Snapshot.load(MPI.COMM_SELF, state(99), tmp_path)
 
 
 def test_bad_input_gets_errors_that_name_the_problem():

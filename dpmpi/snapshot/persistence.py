@@ -39,6 +39,29 @@ _NAME = re.compile(r"rank(\d+)\.epoch(\d+)(?:\.([0-9a-f]{16}))?\.dpmpi")
 
 def disk_files(directory: str, rank: int) -> list[tuple[int, str, float]]:
     """(epoch, job tag or "", modification time) of each file ``directory`` holds for ``rank``."""
+    out = []
+    for r, epoch, tag, name in _names(directory):
+        if r == rank:
+            try:
+                out.append((epoch, tag, os.stat(os.path.join(directory, name)).st_mtime))
+            except OSError:  # (removed meanwhile)
+                pass
+    return sorted(out)
+
+
+def disk_epochs(directory: str, rank: int, tag: str) -> list[int]:
+    """The epochs of ``rank`` that ``directory`` holds from the job tagged ``tag``, oldest first
+    (from the names alone: a restore's agreement lists them on every rank)."""
+    return sorted(epoch for r, epoch, t, _n in _names(directory) if r == rank and t == tag)
+
+
+def beyond(directory: str, size: int) -> set[tuple[int, str]]:
+    """The (epoch, job tag) of the files ``directory`` holds for ranks ``size`` and above."""
+    return {(epoch, tag) for r, epoch, tag, _n in _names(directory) if r >= size}
+
+
+def _names(directory: str) -> list[tuple[int, int, str, str]]:
+    """(rank, epoch, job tag or "", name) of each snapshot file in ``directory``."""
     try:
         names = os.listdir(directory)
     except OSError:
@@ -46,19 +69,9 @@ def disk_files(directory: str, rank: int) -> list[tuple[int, str, float]]:
     out = []
     for name in names:
         m = _NAME.fullmatch(name)
-        if m is None or int(m.group(1)) != rank:
-            continue
-        try:
-            mtime = os.stat(os.path.join(directory, name)).st_mtime
-        except OSError:  # (removed meanwhile)
-            continue
-        out.append((int(m.group(2)), m.group(3) or "", mtime))
-    return sorted(out)
-
-
-def disk_epochs(directory: str, rank: int, tag: str) -> list[int]:
-    """The epochs of ``rank`` that ``directory`` holds from the job tagged ``tag``, oldest first."""
-    return sorted(epoch for epoch, t, _m in disk_files(directory, rank) if t == tag)
+        if m is not None:
+            out.append((int(m.group(1)), int(m.group(2)), m.group(3) or "", name))
+    return out
 
 
 def newest_common(lists: list[list[tuple[int, str, float]]]) -> tuple[int, str] | None:
@@ -107,11 +120,16 @@ def load(raw: MPI.Intracomm, arrays: Mapping[str, Any], directory: str) -> int:
         raise TypeError(f"Snapshot.load needs a dpmpi.Comm or an mpi4py Intracomm, got {type(raw).__name__}")
     entries = layout(dict(arrays))
     rank = raw.Get_rank()
+    size = raw.Get_size()
     try:
-        lists = exchange(lambda: raw.allgather(disk_files(directory, rank)))
+        gathered = exchange(lambda: raw.allgather((disk_files(directory, rank), beyond(directory, size))))
     except MPI.Exception as exc:
         raise from_mpi(exc, raw, "Snapshot.load") from exc
+    lists = [files for files, _b in gathered]
     found = newest_common(lists)
+    if found is not None and any(found in more for _f, more in gathered):
+        raise ValueError(f"{directory} holds epoch {found[0]} for more ranks than the {size} of this job (a job "
+                         f"of another size wrote it): load it with as many ranks as wrote it")
     if found is None:
         missing = [r for r, x in enumerate(lists) if not x]
         raise SnapshotLostError(f"{directory} holds no epoch common to all {len(lists)} ranks "
