@@ -2849,3 +2849,17 @@ def test_a_creation_that_outlasts_a_noticed_death_ends_its_process():
     with patient.guarded("Merge"):
         pass
     assert len(ended) == 1, ended
+
+
+def test_a_spawns_environment_keeps_to_an_info_values_limit():
+    """The spawn's PMIX_ENVAR held all of a replacement's settings: a long DPMPI_EVENTS path or
+    PYTHONPATH passed Open MPI's 255 characters and every respawn failed with
+    MPI_ERR_INFO_VALUE (fifty-first session, a test's events path). Only what the process needs
+    at start goes there, as much as fits, most needed first; the rest comes in the SpawnInfo."""
+    from dpmpi.resilient.spawn import envar
+    env = {"DPMPI_SPAWNED": "1", "DPMPI_REPLACEMENT": "1", "DPMPI_STATUS": "1", "PYTHONPATH": "/boot",
+           "DPMPI_EVENTS": "/tmp/" + "e" * 300, "DPMPI_JOB_TAG": "0123456789abcdef"}
+    assert envar(env) == "DPMPI_SPAWNED=1\nDPMPI_REPLACEMENT=1\nDPMPI_STATUS=1\nPYTHONPATH=/boot"
+    env["PYTHONPATH"] = "/p" * 200
+    assert envar(env) == "DPMPI_SPAWNED=1\nDPMPI_REPLACEMENT=1\nDPMPI_STATUS=1"
+    assert len(envar({**env, "PYTHONPATH": "/p" * 95})) <= 255

@@ -39,7 +39,7 @@ from dpmpi.resilient.plan import (
 )
 from dpmpi.resilient.recipe_entries import place_taken, taken
 from dpmpi.resilient.remake import Remade, remake
-from dpmpi.resilient.spawn import SpawnInfo, spawn
+from dpmpi.resilient.spawn import SpawnInfo, spawn, spawn_env
 from dpmpi.resilient.state import Role, State
 from dpmpi.resilient.watchdog import WATCHDOG
 
@@ -155,7 +155,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
                 faults.point("repair-spawning")
                 info = SpawnInfo(born, base, new_plan, recipes or state.recipes, with_recipes, renumber, state.policy,
                                  state.poll, failed, filled, state.places, handed, agreed.derived_kept,
-                                 agreed.derived_left)
+                                 agreed.derived_left, spawn_env())
                 new_world = spawn(state, new_world, info)
                 state.graveyard.append(state.world)
                 state.world = fresh = new_world

@@ -32,6 +32,7 @@ class SpawnInfo(NamedTuple):
     prologue: Any = None  # the active ranks' closed prologue record (prologue.py), for the new processes
     derived_kept: bool = False  # some active rank recorded prologue calls on derived ones (prologue_derived.py)
     derived_left: bool = False  # some active rank gave up an agreement on a derived one (agreements.join_derived)
+    env: dict[str, str] = {}  # spawn_env(): the new processes set what the spawn's PMIX_ENVAR could not hold
 
 
 def program_args() -> list[str]:
@@ -41,6 +42,14 @@ def program_args() -> list[str]:
     if spec is not None and spec.name and spec.name != "__main__":  # python -m module
         return ["-m", spec.name.removesuffix(".__main__"), *sys.argv[1:]]
     return list(sys.argv)
+
+
+# What must be in a spawned process's environment when it starts (its exit guard's boot and
+# status record, dpmpi.init's choice to join, the planned faults it must not repeat), first
+# to last; the rest of spawn_env() reaches it in the SpawnInfo, before it reads them.
+_AT_START = ("DPMPI_SPAWNED", "DPMPI_REPLACEMENT", "DPMPI_STATUS", "PYTHONPATH")
+# Open MPI's limit on an info value (MPI_MAX_INFO_VAL, 256 with the terminating NUL)
+_INFO_VALUE_MAX = MPI.MAX_INFO_VAL - 1
 
 
 def spawn_env() -> dict[str, str]:
@@ -54,13 +63,27 @@ def spawn_env() -> dict[str, str]:
     return env
 
 
+def envar(env: dict[str, str]) -> str:
+    """The value of the spawn's PMIX_ENVAR: the variables of ``env`` needed at start
+    (``_AT_START``, in that order), as many as fit in an info value. Before the fifty-first
+    session it held all of spawn_env(), and a long DPMPI_EVENTS path or PYTHONPATH made every
+    respawn fail with MPI_ERR_INFO_VALUE (a test's: 262 characters). A variable left out here
+    is the launcher's, which the spawned process inherits where its node's daemon has it. Pure."""
+    lines: list[str] = []
+    for key in _AT_START:
+        line = f"{key}={env[key]}" if key in env else ""
+        if line and len("\n".join([*lines, line])) <= _INFO_VALUE_MAX:
+            lines.append(line)
+    return "\n".join(lines)
+
+
 def spawn(state: State, comm: MPI.Intracomm, info: SpawnInfo) -> MPI.Intracomm:
     """Start ``len(info.process_ids)`` new processes running this program (collective over
     ``comm``); they join in ``dpmpi.init`` (``spawned.join``). Returns the new protocol
     communicator: the live processes, then the new ones."""
     mpi_info = MPI.Info.Create()
     # a replacement must not repeat the faults planned for the first life of the job's ranks
-    mpi_info.Set("PMIX_ENVAR", "\n".join(f"{k}={v}" for k, v in spawn_env().items()))
+    mpi_info.Set("PMIX_ENVAR", envar(info.env))
     # Room for the new processes whatever the launch options: mpirun refuses a spawn into a
     # job that fills its slots (a dead rank's slot is not given back), or one that would
     # bind a process to a core already in use without overload-allowed. Unbound here, the

@@ -2,6 +2,7 @@
 the repair that started it assigned (the mirror of the parents' ``spawn.spawn`` and commit)."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict
 
@@ -31,6 +32,7 @@ def join() -> State:
         merged = parent.Merge(high=True)
         warm_up(merged, "Spawn")
         info: SpawnInfo = exchange(lambda: merged.bcast(None, root=0))
+        os.environ.update(info.env)  # (what the spawn's PMIX_ENVAR could not hold: spawn.envar)
         process_id = info.process_ids[MPI.COMM_WORLD.Get_rank()]
         table = exchange(lambda: merged.allgather((process_id, watcher.identity(), None)))
     except MPI.Exception as exc:
