@@ -63,7 +63,7 @@ def test_hang_is_ended_by_the_stall_watchdog(dpmpi_run):
     assert "made no progress" in job.stderr
 
 
-@pytest.mark.parametrize("where", ["start", "end"])
+@pytest.mark.parametrize("where", ["start", pytest.param("end", marks=pytest.mark.long)])  # (make test's budget)
 def test_the_stall_watchdog_leaves_a_slow_start_and_an_uneven_end_alone(dpmpi_run, where):
     """DPMPI_STALL_TIMEOUT=1 ended a rank that made no dpmpi call within 1 s of importing dpmpi
     (every rank, at each of dpmpi-run's relaunches: exit code 124; an import of a large package,
@@ -321,7 +321,8 @@ def test_persistent_requests_made_before_the_loop_work_after_a_repair(dpmpi_run)
     assert "Traceback" not in job.stderr and "Exception ignored" not in job.stderr, job.stderr
 
 
-@pytest.mark.parametrize("faults", ["", "1:step@80:KILL"], ids=["failure-free", "killed"])
+@pytest.mark.parametrize("faults", [pytest.param("", marks=pytest.mark.long), "1:step@80:KILL"],  # (make test's budget)
+                         ids=["failure-free", "killed"])
 def test_a_program_that_calls_mpi_finalize_itself_ends_cleanly(dpmpi_run, faults):
     """With an idle spare, a program's own MPI.Finalize() failed the job even without a failure
     (its fence waited for the spare, still waiting to be called in). Now it is dpmpi's end: every
@@ -347,8 +348,8 @@ def test_a_program_that_calls_mpi_finalize_itself_ends_cleanly(dpmpi_run, faults
 _ring_clean: dict = {}
 
 
-@pytest.mark.parametrize("fault", ["1:run-start@1:KILL", "2:run-start@1+0.005:KILL"],
-                         ids=["before-its-copy", "while-taken"])
+@pytest.mark.parametrize("fault", [pytest.param("1:run-start@1:KILL", marks=pytest.mark.long),  # (make test's budget)
+                                   "2:run-start@1+0.005:KILL"], ids=["before-its-copy", "while-taken"])
 def test_a_rank_dying_while_the_first_snapshot_is_taken_is_recovered(dpmpi_run, fault):
     """A rank killed while the runtime takes its first snapshot: the ranks that got through it
     went on to step 0 while the others raised out of rt.run (a stranger's program, a rank

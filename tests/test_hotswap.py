@@ -33,7 +33,8 @@ def check(job, n_active, replaced=None, wids=None, later_repairs=False):
     return done
 
 
-@pytest.mark.parametrize("victim", [0, pytest.param(1, marks=pytest.mark.long), 3])  # (make test's budget)
+@pytest.mark.parametrize("victim", [0, pytest.param(1, marks=pytest.mark.long),  # (make test's budget)
+                                    pytest.param(3, marks=pytest.mark.long)])
 def test_spare_takes_the_failed_rank(dpmpi_run, victim):
     job = dpmpi_run(5, "hotswap.py", "--split", launcher_args=["--spares", "1"], faults=f"{victim}:iteration@51:KILL")
     done = check(job, 4, replaced={victim: 4})
@@ -82,7 +83,9 @@ def test_two_ranks_die_together_two_spares(dpmpi_run, tmp_path):
         assert r["reassigned"] == "quick"  # the same plan everywhere: no allgather of plans
 
 
-@pytest.mark.parametrize("phase", ["shrink", "reassign", "split", "derived", "agree"])
+@pytest.mark.parametrize("phase", ["shrink", pytest.param("reassign", marks=pytest.mark.long),
+                                   pytest.param("split", marks=pytest.mark.long),
+                                   pytest.param("derived", marks=pytest.mark.long), "agree"])  # (make test's budget)
 def test_second_failure_inside_each_repair_phase(dpmpi_run, phase):
     """Rank 3 dies at the start of a phase of the repair of rank 2's death: the others are inside
     that phase's collective (or the one before) when it dies. The repair starts again and ends
@@ -1135,27 +1138,27 @@ def test_a_rank_stuck_inside_an_intercommunicators_creation_after_a_death_ends_a
         assert r in ("1", "3") and why.startswith("Create_intercomm: stuck inside Open MPI's creation"), account
 
 
-@pytest.mark.parametrize("faults", ["", "2:step@6:KILL"])
-def test_mpi_comm_world_after_init_refuses_the_calls_that_would_wait_for_the_spares(dpmpi_run, faults):
+def test_mpi_comm_world_after_init_refuses_the_calls_that_would_wait_for_the_spares(dpmpi_run):
     """MPI.COMM_WORLD (and dpmpi.COMM_WORLD) after dpmpi.init() in a job with spares: a call that
     communicates raises at once with what to use instead (before the fifty-first session a
     Barrier there hung silently until the job's time limit); local calls work, on a replacement
     too, and the job ends as a failure-free one does."""
-    job = dpmpi_run(5, "world_after_init.py", 12, launcher_args=["--spares", "1"], faults=faults, timeout=60)
-    assert job.returncode == 0, job.stdout + job.stderr
-    lines = {e["rank"]: e for e in job.events if "refused" in e}
-    assert sorted(lines) == [0, 1, 2, 3], job.stdout + job.stderr
-    for e in lines.values():
-        assert all(v is True for v in e["refused"].values()), e
-        assert e["local"] == [5, 5, True, True, True, "MPI_COMM_WORLD"], e
-    assert len({e["x"] for e in lines.values()}) == 1, lines
-    if faults:
-        assert (lines[2]["role"], lines[2]["world_rank"], lines[2]["recoveries"]) == ("RECOVERED", 4, 1), lines[2]
-        clean = dpmpi_run(5, "world_after_init.py", 12, launcher_args=["--spares", "1"], timeout=60)
-        assert {e["x"] for e in clean.events if "refused" in e} == {lines[0]["x"]}, clean.stdout + clean.stderr
-    else:
-        assert [e["world_rank"] for _, e in sorted(lines.items())] == [0, 1, 2, 3]
-        assert not job.accounts(), job.stderr
+    lines = {}
+    for faults in ("", "2:step@6:KILL"):
+        job = dpmpi_run(5, "world_after_init.py", 12, launcher_args=["--spares", "1"], faults=faults, timeout=60)
+        assert job.returncode == 0, job.stdout + job.stderr
+        lines[faults] = {e["rank"]: e for e in job.events if "refused" in e}
+        assert sorted(lines[faults]) == [0, 1, 2, 3], job.stdout + job.stderr
+        for e in lines[faults].values():
+            assert all(v is True for v in e["refused"].values()), e
+            assert e["local"] == [5, 5, True, True, True, "MPI_COMM_WORLD"], e
+        if not faults:
+            assert not job.accounts(), job.stderr
+    clean, killed = lines[""], lines["2:step@6:KILL"]
+    assert [clean[r]["world_rank"] for r in range(4)] == [0, 1, 2, 3]
+    assert (killed[2]["role"], killed[2]["world_rank"], killed[2]["recoveries"]) == ("RECOVERED", 4, 1), killed[2]
+    assert {e["x"] for e in killed.values()} == {e["x"] for e in clean.values()}
+    assert len({e["x"] for e in clean.values()}) == 1
 
 
 def test_dpmpi_run_warns_when_no_process_called_init_with_spares_asked_for(dpmpi_run):

@@ -7,8 +7,10 @@ and the slot's bytes. Its name carries the job's tag (``dpmpi.jobid``): a job pr
 restores only its own files, so that a directory an earlier job used is never taken for this
 one's (before the fifty-first session a job went on from an earlier job's newer epoch, silently);
 ``load`` (a restart) takes the files of the job that wrote last. Files from before the tags
-(no tag in the name) are read by ``load`` only. Owner of the writer thread: the ``Persistence`` of one Snapshot; the thread reads
-one committed slot (never MPI), which is not staged into until it is joined.
+(no tag in the name) are read by ``load`` only.
+
+Owner of the writer thread: the ``Persistence`` of one Snapshot; the thread reads one committed
+slot (never MPI), which is not staged into until it is joined.
 """
 from __future__ import annotations
 
