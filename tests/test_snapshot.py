@@ -1,6 +1,7 @@
 """dpmpi.Snapshot across ranks with real failures: each test is a dpmpi-run job (4 active ranks
 plus spares) of tests/programs/snap.py, judged from its JSON lines: every restored array must
 equal, bit for bit, what that logical rank held at the restored epoch."""
+import json
 import os
 
 import pytest
@@ -136,6 +137,24 @@ def test_a_directory_an_earlier_job_used_is_not_taken_for_this_ones(dpmpi_run, t
     events = restored(job)
     assert {e["epoch"] for e in events} == {5} and all(e["detail"].get("from_disk") for e in events), job.stdout
     assert set(earlier) <= set(os.listdir(snaps))
+
+
+def test_a_second_runtime_on_the_same_directory_restores_its_own_files(dpmpi_run, tmp_path):
+    """Two Runtimes one after the other on one persist_dir (a training's phases), a rank and its
+    copy's holder lost in the second: its disk fallback restored the first Runtime's last epoch
+    (its files had the newer numbers; the second's own were pruned) and the job ended with
+    another result, exit code 0 (fifty-first session). Each Snapshot's files now carry their
+    own tag (dpmpi.snapshot.persistence.snapshot_tag)."""
+    clean = dpmpi_run(6, "phases_persist.py", 60, tmp_path / "clean", launcher_args=["--spares", "2"])
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    want = {e["rank"]: e["digest"] for e in clean.events}
+    log = tmp_path / "events.jsonl"
+    job = dpmpi_run(6, "phases_persist.py", 60, tmp_path / "killed", launcher_args=["--spares", "2"],
+                    faults="0:step@150:KILL,1:repair@1:KILL", env={"DPMPI_EVENTS": str(log)})
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert {e["rank"]: e["digest"] for e in job.events} == want and sorted(want) == [0, 1, 2, 3], job.stdout
+    restored = [json.loads(line) for line in log.read_text().splitlines() if '"restored"' in line]
+    assert restored and all(e["detail"].get("from_disk") and e["epoch"] <= 30 for e in restored), restored
 
 
 @pytest.mark.parametrize("fault", [pytest.param("0:staged@3:KILL", marks=pytest.mark.long),

@@ -395,9 +395,8 @@ def test_persisted_epochs_reload_and_a_corrupt_file_is_refused(tmp_path):
             snap.stage()
             snap.commit(epoch)
         snap.wait()
-    tag = jobid.tag()
-    assert sorted(os.listdir(tmp_path)) == [f"rank00000.epoch0000000004.{tag}.dpmpi",
-                                            f"rank00000.epoch0000000006.{tag}.dpmpi"]
+    (e4, tag), (e6, tag6) = listing(tmp_path)
+    assert (e4, e6) == (4, 6) and tag == tag6 and len(tag) == 16  # (this job's tag, per Snapshot: jobid)
     fresh = state(99)
     assert dpmpi.Snapshot.load(MPI.COMM_SELF, fresh, tmp_path) == 6
     assert same(fresh, state(46))
@@ -409,12 +408,18 @@ def test_persisted_epochs_reload_and_a_corrupt_file_is_refused(tmp_path):
         dpmpi.Snapshot.load(MPI.COMM_SELF, state(99), tmp_path)
 
 
+def listing(directory):
+    """(epoch, tag) of each snapshot file in ``directory`` (rank 0's), sorted."""
+    return sorted((int(n.split(".")[1][len("epoch"):]), n.split(".")[2]) for n in os.listdir(directory))
+
+
 def test_a_job_prunes_only_its_own_files_and_load_takes_the_job_that_wrote_last(tmp_path, monkeypatch):
     """Two jobs, one persist_dir: the later job's files carry its own tag (dpmpi.jobid), so its
     pruning leaves the earlier job's newer epochs alone (before the fifty-first session it kept
     those and deleted its own), and Snapshot.load takes the newest epoch of the job that wrote
     last (the earlier job's epoch 8 is newer, but older on disk). Files without a tag (written
-    before) still load; files of more ranks than the loading job's are refused."""
+    before) still load; files of other arrays are not candidates; files of more ranks than the
+    loading job's are refused."""
     arrays = state(40)
     for tag, epochs in (("a" * 16, range(1, 9)), ("b" * 16, range(1, 5))):
         monkeypatch.setattr(jobid, "_tag", tag)
@@ -424,20 +429,30 @@ def test_a_job_prunes_only_its_own_files_and_load_takes_the_job_that_wrote_last(
                 snap.stage()
                 snap.commit(epoch)
             snap.wait()
-    assert sorted(os.listdir(tmp_path)) == sorted(f"rank00000.epoch{e:010d}.{t * 16}.dpmpi"
-                                                  for t, e in (("a", 6), ("a", 8), ("b", 2), ("b", 4)))
+    (e2, tb), (e4, tb4), (e6, ta), (e8, ta8) = listing(tmp_path)
+    assert (e2, e4, e6, e8) == (2, 4, 6, 8) and tb == tb4 and ta == ta8 and ta != tb
     later = time.time() + 5
     for name in os.listdir(tmp_path):  # (the b job's files are the newest on disk anyway; made certain)
-        if ".bbbb" in name:
+        if tb in name:
             os.utime(tmp_path / name, (later, later))
     fresh = state(99)
     assert dpmpi.Snapshot.load(MPI.COMM_SELF, fresh, tmp_path) == 4 and same(fresh, state(204))
     for name in os.listdir(tmp_path):
-        if ".aaaa" in name:  # the earlier job's files, as written before the tags: load reads them
-            os.rename(tmp_path / name, tmp_path / name.replace(".aaaaaaaaaaaaaaaa", ""))
+        if ta in name:  # the earlier job's files, as written before the tags: load reads them
+            os.rename(tmp_path / name, tmp_path / name.replace(f".{ta}", ""))
         else:
             os.unlink(tmp_path / name)
     assert dpmpi.Snapshot.load(MPI.COMM_SELF, fresh, tmp_path) == 8 and same(fresh, state(108))
+    # files of other arrays (another Snapshot's, newer) are not candidates
+    monkeypatch.setattr(jobid, "_tag", "c" * 16)
+    other = {"z": np.arange(5.0)}
+    with dpmpi.Snapshot(MPI.COMM_SELF, other, persist_dir=tmp_path) as snap:
+        snap.stage()
+        snap.commit(9)
+        snap.wait()
+    assert dpmpi.Snapshot.load(MPI.COMM_SELF, fresh, tmp_path) == 8 and same(fresh, state(108))
+    with pytest.raises(dpmpi.SnapshotLostError, match="no epoch of these arrays"):
+        dpmpi.Snapshot.load(MPI.COMM_SELF, {"z": np.zeros(6)}, tmp_path)
     # a directory that a job of two ranks wrote, loaded by one: refused (it took rank 0's part alone)
     shutil.copy(tmp_path / "rank00000.epoch0000000008.dpmpi", tmp_path / "rank00001.epoch0000000008.dpmpi")
     with pytest.raises(ValueError, match="epoch 8 for more ranks than the 1 of this job"):

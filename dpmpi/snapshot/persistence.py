@@ -14,6 +14,8 @@ slot (never MPI), which is not staged into until it is joined.
 """
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import os
 import re
@@ -39,14 +41,19 @@ def file_name(directory: str, rank: int, epoch: int, tag: str = "") -> str:
 _NAME = re.compile(r"rank(\d+)\.epoch(\d+)(?:\.([0-9a-f]{16}))?\.dpmpi")
 
 
-def disk_files(directory: str, rank: int) -> list[tuple[int, str, float]]:
-    """(epoch, job tag or "", modification time) of each file ``directory`` holds for ``rank``."""
+def disk_files(directory: str, rank: int, entries: tuple[Entry, ...]) -> list[tuple[int, str, float]]:
+    """(epoch, tag or "", modification time) of each file ``directory`` holds for ``rank`` with
+    the arrays of ``entries`` (another Snapshot's files, of other arrays, are not candidates)."""
     out = []
     for r, epoch, tag, name in _names(directory):
         if r == rank:
+            path = os.path.join(directory, name)
             try:
-                out.append((epoch, tag, os.stat(os.path.join(directory, name)).st_mtime))
-            except OSError:  # (removed meanwhile)
+                with open(path, "rb") as f:
+                    if json.loads(f.readline()).get("layout") != signature(entries):
+                        continue
+                out.append((epoch, tag, os.stat(path).st_mtime))
+            except (OSError, ValueError):  # (removed meanwhile, or not a snapshot file: load says so)
                 pass
     return sorted(out)
 
@@ -116,15 +123,15 @@ def load_file(path: str, arrays: Mapping[str, Any], entries: tuple[Entry, ...], 
 
 
 def load(raw: MPI.Intracomm, arrays: Mapping[str, Any], directory: str) -> int:
-    """Fill ``arrays`` from the newest epoch that ``directory`` holds for every rank of ``raw``,
-    from the job that wrote last, and return it (collective)."""
+    """Fill ``arrays`` from the newest epoch that ``directory`` holds for every rank of ``raw``
+    with these arrays, from the Snapshot that wrote last, and return it (collective)."""
     if not isinstance(raw, MPI.Intracomm):
         raise TypeError(f"Snapshot.load needs a dpmpi.Comm or an mpi4py Intracomm, got {type(raw).__name__}")
     entries = layout(dict(arrays))
     rank = raw.Get_rank()
     size = raw.Get_size()
     try:
-        gathered = exchange(lambda: raw.allgather((disk_files(directory, rank), beyond(directory, size))))
+        gathered = exchange(lambda: raw.allgather((disk_files(directory, rank, entries), beyond(directory, size))))
     except MPI.Exception as exc:
         raise from_mpi(exc, raw, "Snapshot.load") from exc
     lists = [files for files, _b in gathered]
@@ -134,11 +141,25 @@ def load(raw: MPI.Intracomm, arrays: Mapping[str, Any], directory: str) -> int:
                          f"of another size wrote it): load it with as many ranks as wrote it")
     if found is None:
         missing = [r for r, x in enumerate(lists) if not x]
-        raise SnapshotLostError(f"{directory} holds no epoch common to all {len(lists)} ranks "
-                                f"(ranks without any file: {missing})", MPI.ERR_OTHER, tuple(missing))
+        raise SnapshotLostError(f"{directory} holds no epoch of these arrays common to all {len(lists)} ranks "
+                                f"(ranks without any such file: {missing}; files of other arrays are not "
+                                f"candidates)", MPI.ERR_OTHER, tuple(missing))
     epoch, tag = found
     load_file(file_name(directory, rank, epoch, tag), dict(arrays), entries, Engine(1))
     return epoch
+
+
+_MADE = itertools.count(1)  # the Snapshots with a persist_dir made in this process, in order (main thread)
+
+
+def snapshot_tag(job: str, k: int) -> str:
+    """The tag of the files of the ``k``-th Snapshot with a ``persist_dir`` that a process of job
+    ``job`` made: the job's own for the first, one derived from it for the others. A replacement
+    runs the program from its start, so its k-th is the dead rank's k-th. Two ``Runtime``s one
+    after the other on one directory (a training's phases) shared the job's tag in the
+    fifty-first session's first fix: the second pruned its own files and its disk fallback
+    restored the first's last epoch (the job ended with another result, exit code 0). Pure."""
+    return job if k == 1 else hashlib.sha256(f"{job}:{k}".encode()).hexdigest()[:16]
 
 
 class Persistence:
@@ -148,8 +169,8 @@ class Persistence:
     def __init__(self, directory: str | None, every: int) -> None:
         self.directory = directory
         self.every = every
-        # this job's (dpmpi.jobid): the files it writes, prunes and restores
-        self.tag = jobid.tag() if directory is not None else ""
+        # the files it writes, prunes and restores: this job's and this Snapshot's (snapshot_tag)
+        self.tag = snapshot_tag(jobid.tag(), next(_MADE)) if directory is not None else ""
         self._writer: threading.Thread | None = None
         self._writer_slot: Slot | None = None
         self._writer_error: BaseException | None = None
