@@ -3,11 +3,12 @@ rank, the newest two kept), the fallback when in-memory copies are lost, and ``l
 job that restarts from disk.
 
 A file is one JSON header line (magic, epoch, rank, checksum, bytes, layout signature, job tag)
-and the slot's bytes. Its name carries the job's tag (``dpmpi.jobid``): a job prunes and
-restores only its own files, so that a directory an earlier job used is never taken for this
-one's (before the fifty-first session a job went on from an earlier job's newer epoch, silently);
-``load`` (a restart) takes the files of the job that wrote last. Files from before the tags
-(no tag in the name) are read by ``load`` only.
+and the slot's bytes. Its name carries a tag, the job's (``dpmpi.jobid``) and the Snapshot's
+(``snapshot_tag``): a Snapshot prunes and restores only its own files, so that a directory an
+earlier job, or an earlier Runtime of this job, used is never taken for its own (before the
+fifty-first session a job went on from another's newer epoch, silently); ``load`` (a restart)
+takes the files of these arrays that the Snapshot that wrote last left. Files from before the
+tags (no tag in the name) are read by ``load`` only.
 
 Owner of the writer thread: the ``Persistence`` of one Snapshot; the thread reads one committed
 slot (never MPI), which is not staged into until it is joined.
