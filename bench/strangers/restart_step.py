@@ -20,15 +20,11 @@ if any(name.endswith(".dpmpi") for name in os.listdir(where)):
     dpmpi.Snapshot.load(comm, state, where)
 start = int(done[0])
 rt = dpmpi.Runtime(comm, state, persist_dir=where, persist_every=10)
-left, right = (r - 1) % n, (r + 1) % n
 def step(k):
-    lo, hi = np.empty(1), np.empty(1)
-    comm.Sendrecv(u[-1:], dest=right, recvbuf=lo, source=left)
-    comm.Sendrecv(u[:1], dest=left, recvbuf=hi, source=right)
-    lap = np.concatenate([lo, u[:-1]]) + np.concatenate([u[1:], hi]) - 2 * u
+    mean = comm.allreduce(float(u.mean())) / n  # (a global term: every rank's state matters)
     with rt.update():
-        v[:] = 0.9 * v + 0.1 * lap
-        u[:] = u + 0.2 * v + 1e-6 * (start + k)
+        v[:] = 0.9 * v + 0.1 * (np.roll(u, 1) - u)
+        u[:] = u + 0.2 * v + 1e-3 * (mean - u) + 1e-6 * (start + k)
         done[0] = start + k + 1
 rt.run(step, steps - start)
 h = hashlib.sha256(u.tobytes() + v.tobytes()).hexdigest()[:16]
