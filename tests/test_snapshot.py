@@ -157,6 +157,25 @@ def test_a_second_runtime_on_the_same_directory_restores_its_own_files(dpmpi_run
     assert restored and all(e["detail"].get("from_disk") and e["epoch"] <= 30 for e in restored), restored
 
 
+def test_a_job_restarted_from_disk_recovers_a_death_after_its_load(dpmpi_run, tmp_path):
+    """A job that restarts from its persist_dir with Snapshot.load (docs/cluster.md's advice for a
+    lost node), then loses a rank: the replacement runs the program from its start and loads
+    again. Its load's allgather waited for ever for the survivors, which were restoring: the job
+    hung (fifty-first session, bench/strangers/restart_step.py). It is now answered from the
+    survivors' record, so the replacement loads what they loaded and the job ends as one never
+    stopped."""
+    want = dpmpi_run(5, "restart_load.py", 80, tmp_path / "once", launcher_args=["--spares", "1"])
+    assert want.returncode == 0, want.stdout + want.stderr
+    first = dpmpi_run(5, "restart_load.py", 40, tmp_path / "twice", launcher_args=["--spares", "1"])
+    assert first.returncode == 0, first.stdout + first.stderr
+    job = dpmpi_run(5, "restart_load.py", 80, tmp_path / "twice", launcher_args=["--spares", "1"],
+                    faults="2:step@20:KILL", timeout=60)
+    assert job.returncode == 0, job.stdout + job.stderr
+    final = {e["rank"]: e for e in job.events}
+    assert {r: e["digest"] for r, e in final.items()} == {e["rank"]: e["digest"] for e in want.events}, job.stdout
+    assert {e["started_at"] for e in final.values()} == {40} and final[2]["role"] == "RECOVERED", final
+
+
 @pytest.mark.parametrize("fault", [pytest.param("0:staged@3:KILL", marks=pytest.mark.long),
                                    pytest.param("1:committed@4:KILL", marks=pytest.mark.long),
                                    pytest.param("3:staged@7:KILL", marks=pytest.mark.long),  # (make test's budget)

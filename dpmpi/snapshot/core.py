@@ -376,5 +376,5 @@ class Snapshot:
     def load(cls, comm: Any, arrays: Mapping[str, Any], persist_dir: str | os.PathLike) -> int:
         """Fill ``arrays`` (random generators too) from the newest epoch ``persist_dir`` holds for
         every rank, and return it (collective over ``comm``): a whole job restarting from disk."""
-        return Generators.filled(arrays, lambda plain: persistence.load(
-            comm.mpi if isinstance(comm, Comm) else comm, plain, os.fspath(persist_dir)))
+        raw, gather = (comm.mpi, comm.allgather) if isinstance(comm, Comm) else (comm, None)  # (gather: prologue)
+        return Generators.filled(arrays, lambda plain: persistence.load(raw, plain, os.fspath(persist_dir), gather))

@@ -21,7 +21,7 @@ import json
 import os
 import re
 import threading
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from mpi4py import MPI
 
@@ -123,16 +123,24 @@ def load_file(path: str, arrays: Mapping[str, Any], entries: tuple[Entry, ...], 
         raise SnapshotLostError(f"{path} failed its checksum: the file is corrupt", MPI.ERR_OTHER, (header["rank"],))
 
 
-def load(raw: MPI.Intracomm, arrays: Mapping[str, Any], directory: str) -> int:
+def load(raw: MPI.Intracomm, arrays: Mapping[str, Any], directory: str,
+         allgather: Callable[[Any], list] | None = None) -> int:
     """Fill ``arrays`` from the newest epoch that ``directory`` holds for every rank of ``raw``
-    with these arrays, from the Snapshot that wrote last, and return it (collective)."""
+    with these arrays, from the Snapshot that wrote last, and return it (collective).
+    ``allgather``: the exchange of the ranks' listings (default: ``raw``'s own). Snapshot.load
+    on a ``dpmpi.Comm`` gives that communicator's, which the program's record (the prologue)
+    answers on a replacement: a replacement runs the program from its start and loads again,
+    and before the fifty-first session its allgather on ``raw`` waited for ever for survivors that
+    were restoring (a job restarted from disk hung at its first death); now it gets the listings
+    the survivors had, so it loads the same epoch they did."""
     if not isinstance(raw, MPI.Intracomm):
         raise TypeError(f"Snapshot.load needs a dpmpi.Comm or an mpi4py Intracomm, got {type(raw).__name__}")
     entries = layout(dict(arrays))
     rank = raw.Get_rank()
     size = raw.Get_size()
+    mine = (disk_files(directory, rank, entries), beyond(directory, size))
     try:
-        gathered = exchange(lambda: raw.allgather((disk_files(directory, rank, entries), beyond(directory, size))))
+        gathered = allgather(mine) if allgather is not None else exchange(lambda: raw.allgather(mine))
     except MPI.Exception as exc:
         raise from_mpi(exc, raw, "Snapshot.load") from exc
     lists = [files for files, _b in gathered]
