@@ -190,9 +190,13 @@ class Runtime:
         self._pending: int | None = None  # epoch staged and not yet committed
         self._arrays_hold: int | None = None  # the epoch the arrays hold unchanged since its stage (None: modified)
         # the arrays as built for this rank, until the first update (not on a warm spare, built
-        # for no rank in particular and overwritten by its first restore, unless same_start)
+        # for no rank in particular and overwritten by its first restore, unless same_start; not
+        # for a Runtime made after another one's runs: a replacement builds its state from what
+        # the program started with, not from that Runtime's end, so a death in this one's first
+        # snapshot, restored "as built", ended with other results, exit code 0, before the
+        # fifty-first session: two_phases.py, 3:run-start@2:KILL; now SnapshotLostError)
         self.same_start = bool(same_start)
-        self._as_built = self.same_start or comm.role is not resilient.Role.SPARE
+        self._as_built = (self.same_start or comm.role is not resilient.Role.SPARE) and not comm.prologue.runs
         self._updates, self._running, self._ran_at = 0, False, None  # update()s this step; in run(); no_alternation
         self._catching_up: Recovery | None = None
         self.closed, self._between = False, None  # close() was called; the hook _recover_between_runs sets

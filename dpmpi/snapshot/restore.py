@@ -168,7 +168,9 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
             f"starting arrays, dpmpi.Runtime takes its first snapshot again.", MPI.ERR_PROC_FAILED, foreign)
     if epoch < 0 and not lost:
         raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
-                         "snap.stage() and snap.commit(epoch) first")
+                         "snap.stage() and snap.commit(epoch) first (in a dpmpi.Runtime: a rank died in the first "
+                         "snapshot of a Runtime made after another one's runs, whose starting state a replacement "
+                         "cannot build again; keep the whole computation in one Runtime: docs/limitations.md)")
     if epoch < 0:
         disk = [set(i.disk) for i in infos]
         on_disk = set.intersection(*disk) if disk else set()
