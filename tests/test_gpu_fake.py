@@ -151,8 +151,9 @@ def _one_gpu():
         return False
 
 
-@pytest.mark.parametrize("backend", ["fake", pytest.param("cupy", marks=[
-    pytest.mark.gpu, pytest.mark.skipif(not _one_gpu(), reason="needs CuPy and a CUDA GPU")])])
+@pytest.mark.parametrize("backend", [pytest.param("fake", marks=pytest.mark.long),  # (make test's budget)
+                                     pytest.param("cupy", marks=[pytest.mark.gpu, pytest.mark.skipif(
+                                         not _one_gpu(), reason="needs CuPy and a CUDA GPU")])])
 def test_train_mlp_cupy_example_with_mpi_gradients_ends_bit_identical(dpmpi_run, backend):
     """The example's device state, snapshots and restore with the gradients averaged over MPI
     through host memory (--allreduce mpi): on one GPU this runs whatever the NCCL version (NCCL

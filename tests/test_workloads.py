@@ -102,6 +102,7 @@ def test_confirmed_steps_end_identical_with_a_rank_killed(dpmpi_run):
     assert final[2]["wid"] == 4
 
 
+@pytest.mark.long  # (make test's budget: test_hotswap's second failures inside the repair's Shrink and agreement stay)
 def test_a_second_failure_during_the_recovery(dpmpi_run):
     # rank 3 (not the buddy holding rank 1's copy) dies inside the repair that replaces rank 1
     job = launch(dpmpi_run, "jacobi", 2, "1:step@10:KILL,3:repair@1:KILL")
