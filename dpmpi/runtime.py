@@ -194,7 +194,7 @@ class Runtime:
         # for a Runtime made after another one's runs: a replacement builds its state from what
         # the program started with, not from that Runtime's end, so a death in this one's first
         # snapshot, restored "as built", ended with other results, exit code 0, before the
-        # fifty-first session: two_phases.py, 3:run-start@2:KILL; now SnapshotLostError)
+        # fifty-first session: two_phases.py, 3:run-start@2:KILL; now a ValueError that says so)
         self.same_start = bool(same_start)
         self._as_built = (self.same_start or comm.role is not resilient.Role.SPARE) and not comm.prologue.runs
         self._updates, self._running, self._ran_at = 0, False, None  # update()s this step; in run(); no_alternation
