@@ -77,6 +77,18 @@ def test_the_stall_watchdog_leaves_a_slow_start_and_an_uneven_end_alone(dpmpi_ru
     assert "made no progress" not in job.stderr and "launching the job again" not in job.stderr, job.stderr
 
 
+def test_the_stall_watchdog_counts_dpmpis_own_snapshot_work_as_a_call_in_progress(dpmpi_run):
+    """256 MiB per rank allocated lazily by the program (quick), then snapshotted by dpmpi: its
+    memory's allocation and pre-faulting and the first snapshot's copy and replication take more
+    than DPMPI_STALL_TIMEOUT=1 s here, with no MPI call of the program's. Before the fifty-first
+    session the watchdog ended every healthy rank as stalled (2 of 2 runs); dpmpi's own entry
+    points (``interrupts.uninterrupted``) now count as calls in progress."""
+    job = dpmpi_run(5, "big_first_snapshot.py", 256, launcher_args=["--spares", "1"],
+                    env={"DPMPI_STALL_TIMEOUT": "1"}, timeout=60)
+    assert job.returncode == 0 and "made no progress" not in job.stderr, job.stdout + job.stderr
+    assert sorted(e["rank"] for e in job.events) == [0, 1, 2, 3] and {e["w0"] for e in job.events} == {40.0}
+
+
 @pytest.mark.parametrize("how", [pytest.param("kill", marks=pytest.mark.long), "hang"])  # (make test's budget)
 def test_a_dead_ranks_children_do_not_keep_the_job_from_ending(dpmpi_run, how):
     """A rank's child process (a pool worker) outlived the rank, SIGKILLed or ended by the stall

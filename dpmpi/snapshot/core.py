@@ -134,10 +134,10 @@ class Snapshot:
     ``arrays`` maps names to C-contiguous writable buffers (numpy arrays, bytearrays, ...); each
     rank registers its own (names, shapes and dtypes may differ between ranks). ``replicas`` other
     ranks hold a copy of each rank's committed snapshot (default 1, its ring neighbour; 0 keeps
-    only the local copy). ``threads`` copy threads (default ``DPMPI_COPY_THREADS`` or 1).
-    ``persist_dir``/``persist_every``: also write every K-th committed epoch to disk in the
-    background (one file per rank), the fallback when in-memory copies are lost."""
+    only the local copy). ``threads`` copy threads (default ``DPMPI_COPY_THREADS`` or 1). ``persist_dir``/
+    ``persist_every``: every K-th committed epoch also to disk, the fallback when copies are lost."""
 
+    @uninterrupted  # (and not a stall: its memory's allocation and pre-faulting can take seconds)
     def __init__(self, comm: Any, arrays: Mapping[str, Any], *, replicas: int = 1, threads: int | None = None,
                  persist_dir: str | os.PathLike | None = None, persist_every: int = 0,
                  lock_memory: bool = True) -> None:
