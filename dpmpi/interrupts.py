@@ -108,8 +108,9 @@ def uninterrupted(fn: F) -> F:
     """Decorator for dpmpi's own entry points (repairs, snapshot calls): never interrupted inside;
     a failure noticed meanwhile is raised when they return to an armed program. The stall
     watchdog (``DPMPI_STALL_TIMEOUT``) counts them as calls in progress, as it does MPI calls:
-    before the fifty-first session a snapshot of 384 MiB per rank (its copy and replication)
-    with ``DPMPI_STALL_TIMEOUT=1`` ended every healthy rank as stalled, failure-free."""
+    before the fifty-first session a Snapshot of 256 MiB per rank (its memory's pre-faulting,
+    the first copy and replication) with ``DPMPI_STALL_TIMEOUT=1`` ended every healthy rank as
+    stalled, failure-free."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
