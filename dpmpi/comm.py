@@ -308,9 +308,8 @@ def take_handle(old: MPI.Comm | None, new: MPI.Comm) -> tuple[MPI.Comm, MPI.Comm
     replaced communicator): (old, new) after an exchange, else (new, old)."""
     if old is None or old is new or type(old) is not type(new):
         return new, old
-    if any(obj == p for obj in (old, new) for p in _PREDEFINED):  # (also MPI.COMM_WORLD guarded: world_guard)
-        return new, old
-    if old == MPI.COMM_NULL or new == MPI.COMM_NULL:
+    # (by handle: also a null one, and MPI.COMM_WORLD guarded by world_guard)
+    if any(obj == p for obj in (old, new) for p in _PREDEFINED):
         return new, old
     exchange_handles(old, new)
     return old, new

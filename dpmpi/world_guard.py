@@ -73,7 +73,7 @@ class _GuardedWorld(MPI.Intracomm):
 
     def __getattribute__(self, name: str) -> Any:
         attr = MPI.Intracomm.__getattribute__(self, name)
-        if not refused(name) or not callable(attr) or _spares is None:
+        if not refused(name) or not callable(attr):
             return attr
         caller = sys._getframe(1).f_globals.get("__name__", "")
         if caller == "dpmpi" or caller.startswith("dpmpi."):

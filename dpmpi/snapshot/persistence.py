@@ -45,13 +45,13 @@ _NAME = re.compile(r"rank(\d+)\.epoch(\d+)(?:\.([0-9a-f]{16}))?\.dpmpi")
 def disk_files(directory: str, rank: int, entries: tuple[Entry, ...]) -> list[tuple[int, str, float]]:
     """(epoch, tag or "", modification time) of each file ``directory`` holds for ``rank`` with
     the arrays of ``entries`` (another Snapshot's files, of other arrays, are not candidates)."""
-    out = []
+    out, mine = [], signature(entries)
     for r, epoch, tag, name in _names(directory):
         if r == rank:
             path = os.path.join(directory, name)
             try:
                 with open(path, "rb") as f:
-                    if json.loads(f.readline()).get("layout") != signature(entries):
+                    if json.loads(f.readline()).get("layout") != mine:
                         continue
                 out.append((epoch, tag, os.stat(path).st_mtime))
             except (OSError, ValueError):  # (removed meanwhile, or not a snapshot file: load says so)
