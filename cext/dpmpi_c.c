@@ -454,6 +454,8 @@ out:
 static atomic_long stall_ticks;
 static atomic_int stall_depth;
 static double stall_limit;
+static int stall_signo;        /* > 0: sent to stall_main before the end (its traceback: _guard.py) */
+static pthread_t stall_main;
 
 void dpmpi_stall_enter(void) {
     atomic_fetch_add_explicit(&stall_depth, 1, memory_order_relaxed);
@@ -483,20 +485,30 @@ static void *stall_thread(void *arg) {
         }
         idle += period;
         if (idle >= stall_limit) {
-            char msg[160];
-            int n = snprintf(msg, sizeof msg, "dpmpi: rank %d made no progress for %.1f s (DPMPI_STALL_TIMEOUT); ending it so the others can recover\n", g.rank, idle);
+            char msg[200];
+            int n = snprintf(msg, sizeof msg, "dpmpi: rank %d made no progress for %.1f s (DPMPI_STALL_TIMEOUT); ending it so the others can recover%s\n",
+                             g.rank, idle, stall_signo > 0 ? " (where its main thread was: the stack below)" : "");
             dpmpi_write_all(2, msg, (size_t)n);
             snprintf(g.cause, sizeof g.cause, "\"stalled\"");
+            if (stall_signo > 0 && pthread_kill(stall_main, stall_signo) == 0) {
+                /* the handler (faulthandler's, registered by dpmpi/_guard.py) writes where the
+                 * main thread was, in that thread, when it next runs; no word comes back when it
+                 * is done, so a fixed wait (on a loaded node it may not run in time: then no
+                 * traceback, the same end) */
+                sleep_seconds(0.5);
+            }
             dpmpi_die(124);
         }
     }
     return NULL;
 }
 
-int dpmpi_stall_start(double seconds) {
+int dpmpi_stall_start(double seconds, int dump_signo) {
     static int started;
     if (started || seconds <= 0) return 0;
     stall_limit = seconds;
+    stall_signo = dump_signo;
+    stall_main = pthread_self();
     pthread_t t;
     if (pthread_create(&t, NULL, stall_thread, NULL) != 0) return -1;
     pthread_detach(t);

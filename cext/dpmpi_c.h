@@ -52,8 +52,10 @@ int dpmpi_fatal_deadline_from_env(void);
  * says why). */
 void dpmpi_fatal_after_agreed_end(int on);
 
-/* ---- stall watchdog ---- */
-int dpmpi_stall_start(double seconds);
+/* ---- stall watchdog ----
+ * dpmpi_stall_start: from the main thread; dump_signo > 0: sent to it when it is found stalled,
+ * 0.5 s before the end (a handler there writes its traceback), 0: none. */
+int dpmpi_stall_start(double seconds, int dump_signo);
 void dpmpi_stall_enter(void);
 void dpmpi_stall_leave(void);
 

@@ -30,7 +30,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from dpmpi import config, mca
+from dpmpi import config, mca, stall_watchdog
 
 ENV_STATUS = "DPMPI_STATUS"
 ENV_FINALIZE_TIMEOUT = "DPMPI_FINALIZE_TIMEOUT"
@@ -361,12 +361,7 @@ def install() -> None:
     _lib.lib.dpmpi_exit_register()
     if rank < 0:
         return  # not an MPI rank (e.g. dpmpi-run itself): no watchdog (nor a fault plan: dpmpi/__init__)
-    stall = config.get(ENV_STALL_TIMEOUT)
-    if stall > 0:
-        from dpmpi import _hooks
-
-        _lib.lib.dpmpi_stall_start(stall)
-        _hooks.enable_stall(_lib.lib.dpmpi_stall_enter, _lib.lib.dpmpi_stall_leave)
+    stall_watchdog.start(_lib.lib, config.get(ENV_STALL_TIMEOUT))
 
 
 def mpi_defaults() -> None:

@@ -146,7 +146,8 @@ VARS: tuple[Var, ...] = (
         "stops this long (e.g. SIGSTOP) is killed by a rank on its node", minimum=1, zero_ok=True),
     Var("DPMPI_STALL_TIMEOUT", "seconds", 0.0, "a C watchdog ends a rank that makes no progress "
         "outside MPI calls for this long, from its first dpmpi call to its end (start-up, an idle "
-        "spare's wait and the wait at the end for the other ranks are not a hang)", minimum=0),
+        "spare's wait and the wait at the end for the other ranks are not a hang); its main "
+        "thread's traceback goes to stderr first", minimum=0),
     Var("DPMPI_FINALIZE_TIMEOUT", "seconds", None, "MPI_Finalize runs under this watchdog (default "
         "2 s + 2 ms per process)", minimum=0),
     Var("DPMPI_FATAL_DEADLINE", "int", 5, "a process still inside the MPI library's handler of a fatal "

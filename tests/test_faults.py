@@ -61,6 +61,9 @@ def test_hang_is_ended_by_the_stall_watchdog(dpmpi_run):
     job = dpmpi_run(N, "survive.py", faults="2:Allreduce@200:HANG", env={"DPMPI_STALL_TIMEOUT": "1"})
     check_recovered(job, [2])
     assert "made no progress" in job.stderr
+    # where the rank was stuck, from its main thread (faulthandler's, on the watchdog's signal)
+    stack = job.stderr.split("where its main thread was: the stack below", 1)[-1]
+    assert "Stack (most recent call first)" in stack and 'survive.py", line' in stack, job.stderr
 
 
 @pytest.mark.parametrize("where", ["start", pytest.param("end", marks=pytest.mark.long)])  # (make test's budget)
@@ -108,6 +111,8 @@ def test_a_dead_ranks_children_do_not_keep_the_job_from_ending(dpmpi_run, how):
     except OSError:
         state = "gone"
     assert state in ("gone", "Z"), (child, state)  # (a zombie until PID 1 reaps it)
+    if how == "hang":  # (the stalled rank's last words: where its program was)
+        assert 'orphan_child.py", line 33 in step' in job.stderr, job.stderr
 
 
 def test_a_rank_stuck_in_its_fatal_signal_handler_is_ended_and_replaced(dpmpi_run):
