@@ -81,15 +81,16 @@ def test_the_stall_watchdog_leaves_a_slow_start_and_an_uneven_end_alone(dpmpi_ru
 
 
 def test_the_stall_watchdog_counts_dpmpis_own_snapshot_work_as_a_call_in_progress(dpmpi_run):
-    """256 MiB per rank allocated lazily by the program (quick), then snapshotted by dpmpi: its
+    """384 MiB per rank allocated lazily by the program (quick), then snapshotted by dpmpi: its
     memory's allocation and pre-faulting and the first snapshot's copy and replication take more
     than DPMPI_STALL_TIMEOUT=1 s here, with no MPI call of the program's. Before the fifty-first
-    session the watchdog ended every healthy rank as stalled (2 of 2 runs); dpmpi's own entry
-    points (``interrupts.uninterrupted``) now count as calls in progress."""
-    job = dpmpi_run(5, "big_first_snapshot.py", 256, launcher_args=["--spares", "1"],
+    session the watchdog ended every healthy rank as stalled (4 of 4 runs; 2 steps: this test
+    took 19 s in make test with 256 MiB and 5 steps); dpmpi's own entry points
+    (``interrupts.uninterrupted``) now count as calls in progress."""
+    job = dpmpi_run(5, "big_first_snapshot.py", 384, 2, launcher_args=["--spares", "1"],
                     env={"DPMPI_STALL_TIMEOUT": "1"}, timeout=60)
     assert job.returncode == 0 and "made no progress" not in job.stderr, job.stdout + job.stderr
-    assert sorted(e["rank"] for e in job.events) == [0, 1, 2, 3] and {e["w0"] for e in job.events} == {40.0}
+    assert sorted(e["rank"] for e in job.events) == [0, 1, 2, 3] and {e["w0"] for e in job.events} == {4.0}
 
 
 @pytest.mark.parametrize("how", [pytest.param("kill", marks=pytest.mark.long), "hang"])  # (make test's budget)

@@ -1,7 +1,7 @@
 """A Runtime over a large state that numpy allocates lazily (``np.zeros``): the program's own code
 between dpmpi calls is quick, while dpmpi's work on the state (its snapshot memory's allocation
 and pre-faulting, the first snapshot's copy and replication) takes seconds. Prints one JSON
-line per rank: its rank and the state's first value. Argument: MIB per rank."""
+line per rank: its rank and the state's first value. Arguments: MIB per rank, steps (5)."""
 import json
 import sys
 
@@ -19,5 +19,5 @@ def step(k):
         w[:8] += s
 
 
-rt.run(step, 5)
+rt.run(step, int(sys.argv[2]) if len(sys.argv) > 2 else 5)
 print(json.dumps({"rank": comm.Get_rank(), "w0": float(w[0])}), flush=True)
