@@ -35,7 +35,8 @@ class Aliases:
         self._visited: set[int] = {id(state)}  # holders looked into by the current scan (_watch_inside)
         # snapshots in a row, from this process's first, with the checksum of the one before
         # (committed); None once judged (it changed, or the warning was given) or not to judge
-        self._unchanged: int | None = 0 if judge_unchanged else None
+        # (a rank whose state is empty, e.g. no rows of an uneven decomposition, cannot change it)
+        self._unchanged: int | None = 0 if judge_unchanged and any(map(_holds_bytes, state.values())) else None
         for key, obj in list(state.items()):  # (the program's own dict: weights["w"] = ...)
             self._watched.append((lambda k=key: state.get(k), f"the entry {key!r} of the state dict", obj))
         for name, obj in list(namespace.items()):
@@ -172,3 +173,14 @@ def _follow(root: Callable[[], Any], path: tuple) -> Any:
         return obj
     except (LookupError, TypeError, ValueError):
         return None
+
+
+def _holds_bytes(array: Any) -> bool:
+    """Whether a state array holds any byte (one without ``nbytes`` or a buffer: assumed to)."""
+    n = getattr(array, "nbytes", None)
+    if n is None:
+        try:
+            n = memoryview(array).nbytes
+        except TypeError:
+            return True
+    return n > 0
