@@ -332,11 +332,18 @@ static int end_mpi(int at_exit) {
     if (g.job_failed && g.mpi->async_finalize) *g.mpi->async_finalize = 1;
     int quiet = g.job_failed && at_exit; /* (a crash inside this Finalize: dpmpi_fatal.c) */
     if (quiet) dpmpi_fatal_after_agreed_end(1);
+    static char crash_head[160]; /* (no failure known: a crash is the library's, or the program's) */
+    int recorded = at_exit && !quiet && g.recorded;
+    if (recorded && snprintf(crash_head, sizeof crash_head, "[dpmpi-status] {\"rank\": %d, \"pid\": %ld, \"status\": 1, "
+                             "\"mpi\": true, \"recovered\": [], \"idle_spares\": [], \"finalize_crash\": ",
+                             g.rank, (long)getpid()) < (int)sizeof crash_head)
+        dpmpi_fatal_record_finalize_crash(crash_head);
     pthread_t t;
     if (pthread_create(&t, NULL, finalize_watchdog, NULL) == 0) pthread_detach(t);
     int rc = g.mpi->finalize();
     atomic_store(&finalize_returned, 1);
     if (quiet) dpmpi_fatal_after_agreed_end(0);
+    if (recorded) dpmpi_fatal_record_finalize_crash(NULL);
     return rc;
 }
 

@@ -26,8 +26,11 @@
  * results are out. So from dpmpi_fatal_after_agreed_end(1) (the exit guard's end_mpi, just before
  * MPI_Finalize at a normal exit, only when the agreement knew of a failure) until MPI_Finalize
  * returns, a fatal signal ends the process with _exit(0) and one line saying so, as the Finalize
- * watchdog does for a Finalize that hangs. A crash in a failure-free job's Finalize, or in an
- * explicit MPI.Finalize() the program goes on after, keeps the library's handler.
+ * watchdog does for a Finalize that hangs. A crash in a failure-free job's Finalize at a normal
+ * exit keeps the library's handler, after a status record that says so (before the fifty-second
+ * session dpmpi-run counted that process as completed, and the job's exit code was 0 whatever
+ * the crash: dpmpi_fatal_record_finalize_crash); one in an explicit MPI.Finalize() that the
+ * program goes on after keeps the library's handler alone.
  *
  * Owner: the thread that initialised MPI calls it, once per copy of this code (the preloaded
  * guard at MPI_Init, the Python module at its first dpmpi communicator: the second copy wraps
@@ -57,14 +60,41 @@ static volatile sig_atomic_t after_agreed_end;
 
 void dpmpi_fatal_after_agreed_end(int on) { after_agreed_end = on != 0; }
 
+/* Written by dpmpi_fatal_record_finalize_crash (the exit guard, around MPI_Finalize at a normal
+ * exit with no failure known: the process's status record, with status 0, is out); read only by
+ * in_front. Not NULL: a fatal signal first writes a status record that replaces it (dpmpi-run
+ * keeps a process's last), then runs the library's handler as before. */
+static const char *volatile crash_record_head;
+
+void dpmpi_fatal_record_finalize_crash(const char *head) { crash_record_head = head; }
+
+static size_t sig_digits(int sig, char num[2]) {
+    size_t k = 0;
+    if (sig >= 10) num[k++] = (char)('0' + sig / 10 % 10);
+    num[k++] = (char)('0' + sig % 10);
+    return k;
+}
+
+static void write_crash_record(const char *head, int sig) { /* (async-signal-safe: write only) */
+    static const char mid[] = ", \"cause\": \"MPI_Finalize crashed (signal ";
+    static const char tail[] = ") after the program had ended\"}\n";
+    char num[2];
+    size_t k = sig_digits(sig, num);
+    size_t n = 0;
+    while (head[n]) n++;
+    dpmpi_write_all(2, head, n);
+    dpmpi_write_all(2, num, k);
+    dpmpi_write_all(2, mid, sizeof mid - 1);
+    dpmpi_write_all(2, num, k);
+    dpmpi_write_all(2, tail, sizeof tail - 1);
+}
+
 static void end_quietly(int sig) { /* (async-signal-safe: write and _exit only) */
     static const char head[] = "dpmpi: MPI_Finalize crashed (signal ";
     static const char tail[] = ") after every live process had agreed to end, a failure known; "
                                "ending this process without it, exit status 0\n";
     char num[2];
-    size_t k = 0;
-    if (sig >= 10) num[k++] = (char)('0' + sig / 10 % 10);
-    num[k++] = (char)('0' + sig % 10);
+    size_t k = sig_digits(sig, num);
     dpmpi_write_all(2, head, sizeof head - 1);
     dpmpi_write_all(2, num, k);
     dpmpi_write_all(2, tail, sizeof tail - 1);
@@ -73,6 +103,11 @@ static void end_quietly(int sig) { /* (async-signal-safe: write and _exit only) 
 
 static void in_front(int sig, siginfo_t *info, void *ctx) {
     if (after_agreed_end) end_quietly(sig);
+    const char *record = crash_record_head;
+    if (record) {
+        crash_record_head = NULL; /* (once: the library's handler raises the signal again) */
+        write_crash_record(record, sig);
+    }
     size_t i = 0;
     while (i < N_FATAL && fatal_signals[i] != sig) i++;
     struct sigaction dfl;

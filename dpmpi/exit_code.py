@@ -8,7 +8,23 @@ from typing import Callable
 
 def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
     """The job's exit code, and a one-line account when something failed. ``expect_records``:
-    every rank runs the exit guard, so a rank without a record was killed by a signal."""
+    every rank runs the exit guard, so a rank without a record was killed by a signal. A rank
+    whose MPI_Finalize crashed after its program had ended, in a job that knew of no failure
+    (its record's ``finalize_crash``: the signal) completed, but the job's exit code is 128 + that
+    signal, as mpirun's (before the fifty-second session: 0, and no word of it)."""
+    crashed = {r: int(rec["finalize_crash"]) for r, rec in records.items() if rec.get("finalize_crash")}
+    code, account = _job_exit_code(n, {r: dict(rec, status=0) if r in crashed else rec for r, rec in records.items()},
+                                   mpirun_rc, expect_records)
+    if not crashed:
+        return code, account
+    first = min(crashed)
+    where = f"rank {first}" if len(crashed) == 1 else f"ranks {_spans(sorted(crashed))} (the first: signal {crashed[first]})"
+    note = (f"MPI_Finalize crashed in {where}{f' (signal {crashed[first]})' if len(crashed) == 1 else ''} after the "
+            f"program had ended, with no failure in the job (its results are out; the MPI library's report above)")
+    return code or 128 + crashed[first], f"{account}; {note}" if account else note
+
+
+def _job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool) -> tuple[int, str]:
     if not records:
         if expect_records and n > 0 and mpirun_rc != 0:  # (mpirun --with-ft says 0 when ranks die)
             return mpirun_rc, (f"mpirun ended with exit code {mpirun_rc} and no rank left a status: mpirun's own "

@@ -551,6 +551,23 @@ def test_an_account_writes_a_cause_once_and_counts_the_ranks_past_sixteen():
                             "completed"), account
 
 
+def test_a_crash_in_mpi_finalize_after_a_failure_free_program_is_in_the_account_and_the_exit_code():
+    """A rank whose MPI_Finalize crashed at its normal exit, after its status 0 was out, in a job
+    that knew of no failure: dpmpi-run counted it as completed and said nothing (exit code 0, the
+    library's report alone). Its exit guard now writes a record with the signal (dpmpi_fatal.c)."""
+    ok = {"status": 0, "recovered": [], "idle_spares": []}
+    crash = {"status": 1, "recovered": [], "idle_spares": [], "finalize_crash": 6,
+             "cause": "MPI_Finalize crashed (signal 6) after the program had ended"}
+    code, account = run.job_exit_code(4, {0: ok, 1: crash, 2: ok, 3: ok}, 0)
+    assert code == 134 and account == ("MPI_Finalize crashed in rank 1 (signal 6) after the program had ended, with "
+                                       "no failure in the job (its results are out; the MPI library's report above)")
+    code, account = run.job_exit_code(4, {0: ok, 1: crash, 2: dict(crash, finalize_crash=11), 3: crash}, 0)
+    assert code == 134 and account.startswith("MPI_Finalize crashed in ranks 1-3 (the first: signal 6) after"), account
+    code, account = run.job_exit_code(4, {0: ok, 1: crash, 2: {"status": 3, "cause": "os._exit(3)"}, 3: ok}, 0)
+    assert code == 3 and account.startswith("rank 2 failed (status 3, os._exit(3)); no rank that completed repaired "
+                                            "around it; MPI_Finalize crashed in rank 1 (signal 6)"), account
+
+
 def test_python_ranks_that_all_died_by_signal_fail_the_job():
     # seen: both ranks segfaulted in MPI, mpirun --with-ft ulfm returned 0, and so did dpmpi-run
     code, account = run.job_exit_code(2, {}, 0, expect_records=True)
