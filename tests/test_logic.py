@@ -551,6 +551,16 @@ def test_an_account_writes_a_cause_once_and_counts_the_ranks_past_sixteen():
                             "completed"), account
 
 
+def test_a_plan_names_the_processes_the_job_went_on_without():
+    from dpmpi.resilient.plan import Plan
+
+    assert Plan(0, (0, 1, 2, 3), (4,)).departed() == []
+    assert Plan(1, (0, 4, 2, 3), ()).departed() == [1]
+    assert Plan(2, (0, 4, 2), ()).departed() == [1, 3]  # (shrunk)
+    assert Plan(3, (5, 4, 2, 6), (), next_process_id=8).departed() == [0, 1, 3, 7]  # (7: spawned, died)
+    assert Plan(1, (0, 1), (), next_process_id=3).departed() == [2]
+
+
 def test_a_crash_in_mpi_finalize_after_a_failure_free_program_is_in_the_account_and_the_exit_code():
     """A rank whose MPI_Finalize crashed at its normal exit, after its status 0 was out, in a job
     that knew of no failure: dpmpi-run counted it as completed and said nothing (exit code 0, the

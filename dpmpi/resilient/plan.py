@@ -42,6 +42,13 @@ class Plan:
     spares: tuple[int, ...]  # idle spares' process ids, in the order they will be used
     next_process_id: int = -1  # the id the next spawned process gets (policy "respawn")
 
+    def departed(self) -> list[int]:
+        """The process ids the job had and that this plan holds no longer: dead ones (or ones
+        that left the job), which earlier repairs went on without. Ids run from 0 (the processes
+        mpirun started) up to ``next_process_id`` (the spawned ones)."""
+        held = set(self.actives) | set(self.spares)
+        return [p for p in range(max([self.next_process_id, *(q + 1 for q in held)])) if p not in held]
+
     def logical(self, process_id: int) -> int:
         """The logical rank ``process_id`` holds (-1: none, a spare or a process not in the job)."""
         try:

@@ -265,7 +265,9 @@ def commit(state: State, was_active: bool, old_plan: Plan, decided: Decision, ph
     (attempt, alive, base, new_plan, failed, filled, renumber, me, raw, recipes, keep, quick, handed, held,
      remade, _unredone) = decided
     dead = [proc for proc in old_plan.actives + old_plan.spares if proc not in alive]
-    _guard.note_recovered(dead)
+    # every process the job went on without so far, not only this repair's dead (a spare called in
+    # later, whose record may be the only one left: Plan.departed)
+    _guard.note_recovered(new_plan.departed())
     if me >= 0 and not was_active:
         adopt_cpus(cpus_of_place(state.places, base, filled, state.process_id))
     state.places = inherit_places(state.places, base, filled)

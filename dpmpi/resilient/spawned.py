@@ -44,6 +44,9 @@ def join() -> State:
     state.watch_mode = next(watcher.Mode(*m) for _p, _i, m in table if m is not None)  # the parents'
     state.watcher = watcher.start(state, state.watch_mode)
     _guard.set_record_rank(process_id)
+    # the job's earlier repairs are this process's too (its status record, dpmpi-run's exit code:
+    # before, a job whose processes that had seen a repair all died later ended with exit code 1)
+    _guard.note_recovered(info.plan.departed())
     me = info.plan.logical(process_id)
     raw, made, agreed = MPI.COMM_NULL, [], False
     try:
