@@ -1,21 +1,11 @@
 """``dpmpi.Runtime``: a step loop that survives the death of a rank without recovery code.
 
-The program describes its state (arrays) and one step; the runtime runs the steps, snapshots
-the state, and when a peer fails inside a step it repairs the communicator (``Respawn``: a
-spare takes the dead rank's place), restores the newest globally restorable snapshot on every
-rank (the replacement gets the dead rank's copy from a buddy), and resumes at the step after
-that snapshot (a program: the README's tour, ``examples/train_mlp.py``).
-
-Snapshots: epoch ``e`` is the state after ``e`` steps (epoch 0: the state ``run`` starts with);
-a later run first snapshots the state it starts from, which the code between the runs may have
-changed (the Snapshot's own epoch numbers: ``dpmpi.epochs``). After the update of every
-``snapshot_every``-th step the state is staged; the copy runs on C threads while the next step
-computes and is committed (and replicated) in the background as soon as it is done;
-``rt.update()`` of the next step waits for it (and, with ``bounded_loss``, for its replication)
-before the state changes again. Snapshotting every step, a failure loses a step and the current.
-
-Every step modifies the state only inside ``with rt.update():`` (once per step); deterministic
-steps (of state, step number, rank) end a recovered run bit for bit where a failure-free one ends.
+The runtime runs the program's steps and snapshots its state (epoch ``e``: the state after ``e``
+steps; a later run first snapshots the state it starts from: ``dpmpi.epochs``); when a peer fails
+inside a step it repairs the communicator (``Respawn``), restores the newest globally restorable
+snapshot on every rank and resumes after it. A step modifies the state only inside ``with
+rt.update():``, which stages the snapshot the copy threads take while the next step computes and
+waits for the previous one's commit (docs/runtime.md).
 """
 from __future__ import annotations
 
@@ -42,13 +32,11 @@ _JUDGES = (resilient.Role.INITIAL, resilient.Role.SURVIVOR)  # (processes whose 
 
 def _recover_between_runs(rt: Runtime) -> None:
     """A peer's failure between two runs (in a collective the prologue watches) is repaired and
-    restored by ``rt``: the epoch the last run ended with (durable by its commit and barrier; not
-    the next run's start: ``_begin``), not copied back into a survivor's arrays, which hold it.
-    Only when the last run ended on a committed epoch its arrays held (``_end``): else the
-    program's (the same decision on every rank). Held weakly (the communicator outlives a
-    Runtime). A Runtime made after another one's runs leaves such a failure to the earlier one
-    until its own first run: the replacement restores in the earlier one's last run."""
+    restored by ``rt``: the epoch its last run ended with, if its arrays hold it (``_end``; else
+    the program's), not copied back into a survivor's arrays. Held weakly. A Runtime made after
+    another one's runs leaves such a failure to the earlier one until its own first run."""
     me, earlier = weakref.ref(rt), rt.comm.prologue.recover
+    rt._earlier = earlier  # (_retake_start)
 
     def recover(caught: BaseException) -> None:
         runtime = me()
@@ -65,6 +53,35 @@ def _recover_between_runs(rt: Runtime) -> None:
     rt.comm.prologue.recover = rt._between = recover
 
 
+def _retake_start(rt: Runtime, caught: BaseException | None) -> bool:
+    """A death in the first snapshot of a Runtime made after another one's runs, repaired as one
+    between the runs (the replacement redoes the code since from the earlier Runtime's end:
+    ``Prologue.retaking``), then every rank restores with its arrays as built and takes it again;
+    a death in that restore starts over (``caught`` None: a replacement's first pass). False if
+    the earlier one cannot (``_held_end``): ``_recover``'s ValueError, as always before the
+    fifty-second session (two_phases.py, 3:run-start@2:KILL)."""
+    if caught is not None and (not rt._after_runs or rt._earlier is None):
+        return False
+    first = True
+    while True:
+        if caught is not None:
+            rt.comm.prologue.retaking = True
+            try:
+                rt._earlier(caught)
+            except BaseException as exc:
+                if exc is caught and first:
+                    return False
+                raise
+            finally:
+                rt.comm.prologue.retaking = False
+        rt._as_built, first = True, False
+        try:
+            rt._recover(caught=None, starting=True, retry=False)
+            return True
+        except _RECOVERABLE as exc:
+            caught = exc
+
+
 def _held_end(rt: Runtime) -> int | None:
     """The committed epoch the arrays hold at the step ``rt`` is at, between two runs (the last
     run's end: ``_end``), or None (``commit_at_end=False`` took no snapshot of the final state, or
@@ -76,16 +93,11 @@ def _held_end(rt: Runtime) -> int | None:
 
 
 def _begin(rt: Runtime) -> None:
-    """A run after one that ended on a committed epoch its arrays hold (``_end``) first snapshots
-    the state it starts from (``epochs.run_start``), which the code since may have changed
-    (before, a death ahead of the run's first snapshot lost that change: another result, no
-    error). Collective (the same condition everywhere; not a replacement's first run); it ends
-    with an agreement: a failure is repaired as one between the runs (arrays not copied back,
-    the replacement redoes that code from the last run's end: ``at_most``). After a run whose
-    final state was not snapshotted (``commit_at_end=False``: ``_unended``), the start is
-    snapshotted anyway (45th session); a failure there, with no held end: the program's. A rank
-    that left the agreement, its part done, as a repair began (``RevokedError``: the others may
-    have seen it succeed and gone on) sets no bound; the restore's smallest bound decides."""
+    """A run after one that ended on a committed epoch its arrays hold (``_end``), or whose end
+    was not snapshotted (``_unended``), first snapshots the state it starts from, which the code
+    since may have changed. Collective; it ends with an agreement: a failure is repaired as one
+    between the runs (``at_most``; the replacement redoes that code). A rank that left the
+    agreement, its part done, as a repair began (``RevokedError``) sets no bound."""
     unended, rt._unended = rt._unended, False
     while True:
         hold = _held_end(rt)  # (again after a recovery: the epoch it restored)
@@ -106,12 +118,9 @@ def _begin(rt: Runtime) -> None:
 
 
 def _taken_together(rt: Runtime, epoch: int, point: str, what: str, then: Callable[[], None] = lambda: None) -> None:
-    """Stage, commit and wait for ``epoch`` (``_start``'s 0, ``_begin``'s run start; after the fault
-    point ``point``: tests kill a rank before it, or +delay, while it is taken), then ``then()``,
-    ending with an agreement: the ranks leave together or all raise ``ProcFailedError`` (before, a
-    rank killed while epoch 0 was replicated ended the job: some went on to step 0). A rank whose
-    part failed ends the replication and revokes its communicator, so that a peer whose
-    replication waits for it fails its commit too, instead of never reaching the agreement."""
+    """Stage, commit and wait for ``epoch`` (after the fault point ``point``), then ``then()``,
+    ending with an agreement: the ranks leave together or all raise ``ProcFailedError``. A rank
+    whose part failed ends the replication and revokes its communicator (a peer's waits fail)."""
     done = 1
     try:
         faults.point(point)
@@ -133,14 +142,9 @@ def _taken_together(rt: Runtime, epoch: int, point: str, what: str, then: Callab
 
 
 def _end(rt: Runtime, final: bool = True) -> None:
-    """The final commit, then a barrier on the communicator: without it, ranks whose part of
-    the final replication was done before a peer died (the background commit had sent it)
-    left ``run`` and went on to exit while the others repaired without them (1 run in ~20).
-    No rank passes the barrier while another is missing: a rank whose commit failed goes to
-    the repair, whose revoke fails the barrier for the others, who join it. (An ``Agree``
-    instead, as in ``_start``, made Open MPI's next ``Shrink`` leave live processes out in 4
-    of 8 runs of that test: docs/mpi-facts.md.) Not ``final`` (``commit_at_end=False``): only
-    a step's staged state is committed; the next run snapshots its start (``_begin``)."""
+    """The final commit, then a barrier (without it, ranks whose part of the final replication was
+    done left ``run`` while the others repaired without them; an ``Agree`` made Open MPI's next
+    ``Shrink`` leave live processes out: docs/mpi-facts.md). Not ``final``: only a staged step."""
     if final and rt._pending is None and rt._arrays_hold is None:  # (the last step's state was not
         rt._pending = epochs.after(rt.step)  # staged: a later run's _begin and a failure between runs need it)
         rt.snapshot.stage(rt._pending)
@@ -189,17 +193,13 @@ class Runtime:
         self._callbacks: list[Callable[[dict], None]] = []
         self._pending: int | None = None  # epoch staged and not yet committed
         self._arrays_hold: int | None = None  # the epoch the arrays hold unchanged since its stage (None: modified)
-        # the arrays as built for this rank, until the first update (not on a warm spare, built
-        # for no rank in particular and overwritten by its first restore, unless same_start; not
-        # for a Runtime made after another one's runs: a replacement builds its state from what
-        # the program started with, not from that Runtime's end, so a death in this one's first
-        # snapshot, restored "as built", ended with other results, exit code 0, before the
-        # fifty-first session: two_phases.py, 3:run-start@2:KILL; now a ValueError that says so)
-        self.same_start = bool(same_start)
-        self._as_built = (self.same_start or comm.role is not resilient.Role.SPARE) and not comm.prologue.runs
+        # the arrays as built for this rank, until the first update (not on a warm spare, unless
+        # same_start; not for a Runtime made after another one's runs: _retake_start)
+        self.same_start, self._after_runs = bool(same_start), bool(comm.prologue.runs)
+        self._as_built = (self.same_start or comm.role is not resilient.Role.SPARE) and not self._after_runs
         self._updates, self._running, self._ran_at = 0, False, None  # update()s this step; in run(); no_alternation
         self._catching_up: Recovery | None = None
-        self.closed, self._between = False, None  # close() was called; the hook _recover_between_runs sets
+        self.closed, self._between, self._earlier = False, None, None  # close(); _recover_between_runs's hooks
         self._unended = False  # the last run left its end to the next (commit_at_end=False: _begin)
         _recover_between_runs(self)
 
@@ -274,11 +274,14 @@ class Runtime:
                 self._recover(caught=None)
                 if skip:  # (its survivors failed after this run: the program's code next modifies the arrays)
                     self.snapshot.wait_refill()
+            elif self.snapshot.epoch < 0 and record.retakes():  # (a replacement, maybe SURVIVOR since)
+                _retake_start(self, None)
             elif self.snapshot.epoch < 0 and not skip:
                 try:
                     self._start()
                 except _RECOVERABLE as exc:  # (every rank: _start ends with an agreement)
-                    self._recover(caught=exc, starting=True)
+                    if not _retake_start(self, exc):
+                        self._recover(caught=exc, starting=True)
             while not skip:
                 try:
                     while self.step < n_steps:
@@ -329,13 +332,12 @@ class Runtime:
         _taken_together(self, epochs.after(0), "run-start", "the first snapshot", same_start)
         self.step = 0
 
-    def _recover(self, caught: BaseException | None, starting: bool = False, at_most: int | None = None) -> None:
+    def _recover(self, caught: BaseException | None, starting: bool = False, at_most: int | None = None,
+                 retry: bool = True) -> None:
         """Repair, restore, and go on from the restored epoch. ``starting``: the failure came in
-        ``_start`` (on every rank: it ends with an agreement); caught None: a replacement.
-        ``at_most``: a failure between two runs restores no epoch newer than the one the arrays
-        hold (not the next run's start, which the code between the runs, redone by the
-        replacement, would change again: ``_begin``). In ``_start`` while a rank was still in
-        its setup (``Prologue.behind``), nothing: the first snapshot is taken with it."""
+        ``_start`` (on every rank); caught None: a replacement (or ``_retake_start``). ``at_most``:
+        no epoch newer (a failure between two runs: not the next run's start, ``_begin``). While a
+        rank was still in its setup (``Prologue.behind``), nothing. ``retry``: repair again."""
         caught_at = time.time()
         failed_step = self.step if caught is not None and not starting else -1
         detected_by = (getattr(caught, "noticed_by", "") or "mpi") if caught is not None else ""
@@ -370,6 +372,8 @@ class Runtime:
                 failed_step = failed_step if behind else int(self.snapshot.last_restore["carried"])
                 break
             except _RECOVERABLE as exc:
+                if not retry:  # (the caller repairs: _retake_start)
+                    raise
                 if attempts >= _MAX_RECOVERY_ATTEMPTS:
                     raise ProcFailedError(f"recovery did not succeed in {attempts} attempts (failures kept "
                                           f"coming); last error: {exc}", MPI.ERR_PROC_FAILED) from exc

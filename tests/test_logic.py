@@ -1021,8 +1021,8 @@ def test_quick_reassign_holds_only_when_every_process_brings_the_same_plan():
     assert reassign_agreed(_and([spare, reassign_words(plan, True, True, in_setup=True), spare])).in_setup
     assert not reassign_agreed(_and([spare, reassign_words(plan, True, True, True, True)])).in_setup
     from dpmpi.resilient.plan import from_setup
-    in_run = ([("bcast",)], False, 1, 3, False)  # (a survivor in its first run's first snapshot)
-    assert from_setup(in_run, True) == ([("bcast",)], False, 0, 3, True)  # (told: in the setup, with the others)
+    in_run = ([("bcast",)], False, 1, 3, False, False)  # (a survivor in its first run's first snapshot)
+    assert from_setup(in_run, True) == ([("bcast",)], False, 0, 3, True, False)  # (told: in the setup, with the others)
     assert from_setup(in_run, False) is in_run and from_setup(None, True) is None
     # a warm spare (already in its first run) called in while a survivor is in its setup: an error
     from dpmpi.resilient.plan import Filled, setup_not_redone
@@ -1846,7 +1846,7 @@ def test_a_replacements_receives_in_the_prologue_are_answered_from_what_its_surv
     assert [(src, place, dest, len(msgs)) for src, place, dest, msgs in offered] == [(1, -1, 2, 3), (1, 4, 2, 1)]
     new = prologue.Prologue()
     new.p2p.stage([offered, []], 2, [2, 0])  # (rank 0 is replaced in the same repair)
-    new.adopt((survivor.entries, False, 1, 0, False))
+    new.adopt((survivor.entries, False, 1, 0, False, False))
     assert new.replaying is not None and new.p2p.fresh == {2, 0}
     got, status = np.zeros(4), MPI.Status()
     assert p2p.point_to_point(new, "recv", fn, (None, 1, 6), {}, plain_of) == {"a": 1}  # (by tag: overtakes none)
@@ -2273,7 +2273,7 @@ def test_a_prologue_gather_or_reduce_of_buffers_has_its_roots_result_broadcast_i
     assert new.replay("Reduce", (np.ones(2), got, None, 1), {}, rank=2) is None and got.tolist() == [0, 0]
     assert new.replay("Reduce", (np.ones(2), got), {"root": 1}, rank=1) is None and got.tolist() == [3.0, 4.0]
     big = prologue.Prologue()
-    big.adopt(([prologue.Entry("Gather", 0, -1, b"", "", 0)], False, 0, 1, False))
+    big.adopt(([prologue.Entry("Gather", 0, -1, b"", "", 0)], False, 0, 1, False, False))
     with pytest.raises(prologue.ReplayError, match="over 16777216 bytes is not recorded"):
         big.replay("Gather", (np.ones(1), np.zeros(4)), {}, rank=0)
 
@@ -2333,7 +2333,7 @@ def test_a_call_between_two_runs_is_left_together_and_made_again_after_a_repair(
     rec.run_begins()  # (a failure now, between runs 1 and 2, is handed over as "between")
     rec.run_ends()
     handed = rec.handover()
-    assert handed[2:] == (3, rec.seen, True)
+    assert handed[2:] == (3, rec.seen, True, False)
 
     new = prologue.Prologue()
     new.adopt(handed)
@@ -2345,6 +2345,34 @@ def test_a_call_between_two_runs_is_left_together_and_made_again_after_a_repair(
     assert new.finished_by_survivors() and new.restores()  # (run 2: skipped, restored at its end)
     new.run_ends()
     assert new.replay("bcast", ("x",), {}) is prologue.REAL and new.replaying is None and new.seen == rec.seen
+
+
+def test_a_retaken_first_snapshot_is_handed_as_a_failure_between_the_runs(monkeypatch):
+    """A survivor whose later Runtime retakes its first snapshot (dpmpi.runtime._retake_start)
+    hands the run it is in as the next one after a failure between the runs, and says so; the
+    replacement restores at the end of the run before, then joins the retake's restore in that
+    run, once. A replacement still replaying hands what it was handed: where the survivors are
+    (before the fifty-second session its own place: the next replacement ran a finished run)."""
+    prologue, rec = _prologue_with(monkeypatch)
+    rec.run_begins()
+    rec.run_ends()
+    assert rec.handover()[2:] == (2, 0, True, False)  # (between runs 1 and 2)
+    rec.run_begins()  # (run 2: its first snapshot failed)
+    assert rec.handover()[2:] == (2, 0, False, False)
+    rec.retaking = True
+    handed = rec.handover()
+    assert handed[2:] == (2, 0, True, True)
+
+    new = prologue.Prologue()
+    new.adopt(handed)
+    new.run_begins()
+    assert new.finished_by_survivors() and new.restores() and not new.retakes()  # (run 1: restored at its end)
+    assert new.handover() == handed  # (replaying: what it was handed)
+    new.restoring()
+    new.run_ends()
+    new.run_begins()
+    assert not new.finished_by_survivors() and not new.restores() and new.retakes() and not new.retakes()
+    assert new.replaying is None and new.handover()[2:] == (2, 0, False, False)  # (now where the survivors are)
 
 
 def test_a_communicator_made_between_runs_is_agreed_on_and_on_a_failure_made_again_by_every_rank(monkeypatch):
@@ -2437,10 +2465,10 @@ def test_a_replacement_remakes_its_survivors_setup_outside_its_runs_and_in_its_p
     handed no record (its survivors had no snapshot yet: their calls and its own are made together)."""
     from dpmpi.resilient import prologue
 
-    for handed in [([], False, 0, 0, False),  # primitives: the prologue closed, no runs
-                   ([], False, 2, 0, False),  # inside run 2
-                   ([], False, 0, 0, True),  # in the prologue, a Runtime made
-                   ([], False, 3, 0, True)]:  # between runs 2 and 3
+    for handed in [([], False, 0, 0, False, False),  # primitives: the prologue closed, no runs
+                   ([], False, 2, 0, False, False),  # inside run 2
+                   ([], False, 0, 0, True, False),  # in the prologue, a Runtime made
+                   ([], False, 3, 0, True, False)]:  # between runs 2 and 3
         new = prologue.Prologue()
         new.adopt(handed)
         assert new.remakes_survivors_setup(), handed
@@ -2530,7 +2558,7 @@ def test_the_setup_watch_hands_its_record_only_in_its_own_repair_and_a_replaceme
     seen = []
     state.active.Respawn = lambda: seen.append(p.handover())
     watch(RuntimeError("a peer failed"))
-    assert seen == [([], False, 0, 2, True)] and watch.on and not watch.repairing
+    assert seen == [([], False, 0, 2, True, False)] and watch.on and not watch.repairing
     assert p.handover() is None and not watch.on  # (the program's own Respawn, later)
     # a call no replacement could redo since the last agreement, then a death in the next watched
     # call (the agreement could not end the watch): the repair is the program's (by_program)
@@ -2545,7 +2573,7 @@ def test_the_setup_watch_hands_its_record_only_in_its_own_repair_and_a_replaceme
     watch.on = True
     watch(RuntimeError("a peer failed"))
     assert seen[-1] == (True, False)
-    for handed, on in [(([], False, 0, 2, True), True), (None, False), (([], False, 2, 5, False), False)]:
+    for handed, on in [(([], False, 0, 2, True, False), True), (None, False), (([], False, 2, 5, False, False), False)]:
         new, _ = _setup_state()
         new.prologue.setup = None
         setup.adopted(new, handed)
@@ -2687,7 +2715,7 @@ def test_a_replacement_skips_the_runs_its_survivors_finished_and_replays_what_li
     # a warm spare, called in inside its first run while the survivors are in it too
     warm = prologue.Prologue()
     warm.run_begins()
-    warm.adopt(([prologue.Entry("bcast", 0, -1, b"", "", 0)], False, 1, 1, False))
+    warm.adopt(([prologue.Entry("bcast", 0, -1, b"", "", 0)], False, 1, 1, False, False))
     assert warm.replaying is None and not warm.finished_by_survivors()
 
 

@@ -255,7 +255,7 @@ def setup_not_redone(agreed: Agreed, filled: dict[int, Filled]) -> str:
 
 def from_setup(handed: Any, in_setup: bool) -> Any:
     """The prologue record a replacement gets (``Prologue.handover``'s tuple: entries, full, the
-    run the survivors are in, their count of calls, whether between runs) when some survivor is
+    run the survivors are in, their count of calls, whether between runs, whether retaking) when some survivor is
     still in its setup (``in_setup``, the Runtime made first) while the one whose record is
     handed is in its first run's first snapshot, which waits for them: their place, the setup
     (run 0, between), so that the replacement redoes the setup's calls and takes the first
@@ -263,8 +263,8 @@ def from_setup(handed: Any, in_setup: bool) -> Any:
     call its group's survivor made again with it (the job went on with fewer ranks). Pure."""
     if not in_setup or handed is None or not handed[2]:
         return handed
-    entries, full, _runs, seen, _between = handed
-    return entries, full, 0, seen, True
+    entries, full, _runs, seen, _between, _retake = handed
+    return entries, full, 0, seen, True, False
 
 
 def recipes_root(base: Plan, new_plan: Plan, filled: dict[int, Filled]) -> int:

@@ -80,6 +80,7 @@ class Prologue:
         self.derived = DerivedRecords()  # the calls on derived communicators (prologue_derived.py)
         self.p2p = P2PRecords()  # the messages sent outside the runs (prologue_p2p.py)
         self.behind = False  # a survivor: its last repair found a rank still in its setup (plan.from_setup)
+        self.retaking = self.retake = False  # a survivor / a replacement: dpmpi.runtime._retake_start
 
     # -- a survivor's side --
     @property
@@ -144,25 +145,15 @@ class Prologue:
         ``restore()`` has nothing to restore, and they take the first snapshot next."""
         if self.runs:
             return False
-        self._tell(tell, "before its first snapshot")
+        _tell(self, tell, "before its first snapshot")
         first = not self.closed and self.unsnapshotted
         self.closed, self.replaying, self.unsnapshotted = True, None, False
         return first
 
-    def _tell(self, tell: bool, when: str) -> None:
-        if tell and self.replaying is None and self.refused:
-            made = ", ".join(f"{name} at {where}" for name, where in self.refused.items())
-            self.refused = {}
-            warnings.warn(f"dpmpi: {when} this program made {made}, which a process that replaces a failed rank "
-                          f"cannot redo (the survivors are recovering by then): a failure would end the job with "
-                          f"a ReplayError on the replacement. Make such calls inside the step, or use "
-                          f"{REPLAYABLE_NAMES} on the communicator dpmpi.init() returned or on one derived "
-                          f"from it (docs/spares.md, the prologue)", RuntimeWarning, stacklevel=program_level())
-
     def run_begins(self, tell: bool = False) -> None:
         """dpmpi.Runtime.run starts: nothing is recorded until it returns. On a replacement that
         reached the run its survivors are in, the replay is over."""
-        self._tell(tell, "before its first snapshot" if self.runs == 0 else "between two dpmpi.Runtime.run calls")
+        _tell(self, tell, "before its first snapshot" if self.runs == 0 else "between two dpmpi.Runtime.run calls")
         self.runs += 1
         self.inside = True
         if self.replaying is not None:
@@ -187,28 +178,38 @@ class Prologue:
             return False
         return not self.finished_by_survivors() or (self.between and self.runs == self.target - 1)
 
+    def retakes(self) -> bool:
+        """On a replacement, in the run its survivors are in: whether they retake its first snapshot; once."""
+        at = self.inside and self.runs == self.target
+        retake, self.retake = self.retake and at, self.retake and self.runs < self.target
+        return retake
+
     def restoring(self) -> None:
         """A replacement restores once: a later run is the survivors' next run too (a second
         dpmpi.Runtime's first run then takes its epoch 0 with them, as theirs does)."""
         self.restored = True
 
-    def handover(self) -> tuple[list[Entry], bool, int, int, bool] | None:
+    def handover(self) -> tuple[list[Entry], bool, int, int, bool, bool] | None:
         """What a repair hands a replacement: the record, whether it stopped at its limit, the run
-        the survivors are in (0: no Runtime; between two runs: the next), how many replayable
-        calls they made outside runs (``seen``) and whether they are between two runs (or in the
-        prologue, with its failure repaired there: run 0), once the prologue is over or its
-        failures are repaired there (``recovery``; else None: the replacement's calls are made
-        together with the survivors)."""
+        the survivors are in (0: no Runtime; between two runs or ``retaking``: the next), their
+        count of replayable calls outside runs (``seen``), whether they are between two runs (or
+        in the prologue, its failure repaired there: run 0) and whether ``retaking``, once the
+        prologue is over or its failures are repaired there (``recovery``; else None). One still
+        replaying hands what it was handed (before the fifty-second session its own place: the
+        next replacement ran a run the survivors had finished, and hung)."""
+        if self.replaying is not None:
+            return list(self.entries), self.full, self.target, self.handed_seen, self.between, self.retake
         if not self.closed and not self.runs:
             recover = self.recovery()
             if recover is None or (recover is self.setup and not self.setup.handing()):
                 return None
             # the replacement answers the calls before the interrupted one and takes the first
             # snapshot with the survivors (nothing to restore)
-            return list(self.entries), self.full, 0, self.seen, True
-        if self.runs and not self.inside:  # (a failure between two runs: the replacement skips them all)
-            return list(self.entries), self.full, self.runs + 1, self.seen, True
-        return list(self.entries), self.full, self.runs, self.seen, False
+            return list(self.entries), self.full, 0, self.seen, True, False
+        if self.runs and (not self.inside or self.retaking):  # (a failure between two runs: the replacement
+            # skips them all; it restores at the end of the last one the survivors finished)
+            return list(self.entries), self.full, self.runs + (not self.retaking), self.seen, True, self.retaking
+        return list(self.entries), self.full, self.runs, self.seen, False, False
 
     def watches_creation(self) -> Callable[[BaseException], None] | None:
         """Whether a derived communicator made from the active one now is followed by an
@@ -244,9 +245,9 @@ class Prologue:
         self.p2p.adopt(replays)
         if not replays:
             return
-        entries, full, runs, seen, between = handed
+        entries, full, runs, seen, between, retake = handed
         self.entries, self.full, self.target = [Entry(*e) for e in entries], bool(full), int(runs)
-        self.between = bool(between)
+        self.between, self.retake = bool(between), bool(retake)
         self.unsnapshotted = self.between and not self.target
         self.size = sum(len(e.payload or b"") for e in self.entries)
         self.replaying, self.handed_seen = 0, int(seen)
@@ -301,6 +302,18 @@ class Prologue:
         write_recorded(f"comm.{op}()", op, args, kwargs, entry.payload, "the survivors'")
         self.replaying = i + 1
         return None
+
+
+def _tell(record: Prologue, tell: bool, when: str) -> None:
+    """Warn (``tell``: one rank does) of the calls in this process's record that a replacement could not redo."""
+    if tell and record.replaying is None and record.refused:
+        made = ", ".join(f"{name} at {where}" for name, where in record.refused.items())
+        record.refused = {}
+        warnings.warn(f"dpmpi: {when} this program made {made}, which a process that replaces a failed rank "
+                      f"cannot redo (the survivors are recovering by then): a failure would end the job with "
+                      f"a ReplayError on the replacement. Make such calls inside the step, or use "
+                      f"{REPLAYABLE_NAMES} on the communicator dpmpi.init() returned or on one derived "
+                      f"from it (docs/spares.md, the prologue)", RuntimeWarning, stacklevel=program_level())
 
 
 from dpmpi.resilient.prologue_guard import cached, guarded  # noqa: E402,F401 (this module's API too)

@@ -128,7 +128,7 @@ def attempts(state: State, was_active: bool, phases: dict[str, float]) -> Decisi
             if quick:  # every process holds the same plan: the live ones are the shrunk group
                 alive, base = live_processes(new_world), state.plan
                 recipes = state.recipes if was_active else []
-                handed = mine if was_active else ([], False, 0, 0, False) if agreed.prologue_over else None
+                handed = mine if was_active else ([], False, 0, 0, False, False) if agreed.prologue_over else None
             else:
                 alive, base, recipes, handed = gather_views(state, was_active, new_world)
             new_plan, failed, filled, renumber = plan_repair(base, alive, state.policy)

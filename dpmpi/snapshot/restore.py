@@ -169,8 +169,8 @@ def restore(buffers: Buffers, repl: Replication, persist: Persistence, t0: float
     if epoch < 0 and not lost:
         raise ValueError("restore() before any commit: no rank holds a committed snapshot. Call "
                          "snap.stage() and snap.commit(epoch) first (in a dpmpi.Runtime: a rank died in the first "
-                         "snapshot of a Runtime made after another one's runs, whose starting state a replacement "
-                         "cannot build again; keep the whole computation in one Runtime: docs/limitations.md)")
+                         "snapshot of a Runtime made after another one's runs, and the earlier one could not restore "
+                         "its end (closed, or its last run ended with commit_at_end=False): docs/limitations.md)")
     if epoch < 0:
         disk = [set(i.disk) for i in infos]
         on_disk = set.intersection(*disk) if disk else set()
