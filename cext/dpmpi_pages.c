@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "dpmpi_c.h"
+#include "dpmpi_util.h"
 
 #ifndef MREMAP_DONTUNMAP
 #define MREMAP_DONTUNMAP 4 /* Linux >= 5.7 */
@@ -62,5 +63,6 @@ int dpmpi_pages_swap(void *a, void *b, size_t len, int unlock_b) {
 
 int dpmpi_pages_lock(void *p, size_t len, int lock) {
     if (!p || len == 0) return 0;
-    return (lock ? mlock(p, len) : munlock(p, len)) == 0 ? 0 : errno;
+    if (lock) return dpmpi_settle_pieces(p, len, 1); /* (in pieces: dpmpi_util.h) */
+    return munlock(p, len) == 0 ? 0 : errno;
 }

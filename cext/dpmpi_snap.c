@@ -38,6 +38,7 @@
 
 #include "dpmpi_c.h"
 #include "dpmpi_mpi.h"
+#include "dpmpi_util.h"
 
 /* ---------------------------------------------------------------- checksum kernels */
 typedef struct {
@@ -234,20 +235,14 @@ void dpmpi_mem_settle(void *p, size_t nbytes, int want_lock, int *locked, int *e
     *locked = 0;
     *err = 0;
     if (want_lock) {
-        if (mlock(p, size) == 0)
-            *locked = 1; /* mlock faults every page in */
-        else
-            *err = errno;
+        *err = dpmpi_settle_pieces(p, size, 1); /* mlock faults every page in */
+        *locked = *err == 0;
     }
     if (!*locked) { /* fault the pages in now, not during the first (timed) copy */
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
         for (size_t i = 0; i < size; i += page) ((volatile char *)p)[i] = 0;
     }
 }
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux >= 5.14 */
-#endif
 
 /* Fault in the pages of [p, p + nbytes) writable without changing their contents, so that a
  * later copy into them runs at memory speed (measured here: a 64 MiB copy with streaming stores
@@ -257,7 +252,7 @@ int dpmpi_prefault(void *p, size_t nbytes) {
     if (!p || nbytes == 0) return 0;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p & ~(page - 1), end = ((uintptr_t)p + nbytes + page - 1) & ~(page - 1);
-    return madvise((void *)start, end - start, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
+    return dpmpi_settle_pieces((void *)start, end - start, 0); /* (in pieces: dpmpi_util.h) */
 }
 
 void dpmpi_mem_free(void *p, size_t nbytes, int locked) {

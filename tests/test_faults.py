@@ -90,7 +90,8 @@ def test_the_stall_watchdog_counts_dpmpis_own_snapshot_work_as_a_call_in_progres
     job = dpmpi_run(5, "big_first_snapshot.py", 384, 2, launcher_args=["--spares", "1"],
                     env={"DPMPI_STALL_TIMEOUT": "1"}, timeout=60)
     assert job.returncode == 0 and "made no progress" not in job.stderr, job.stdout + job.stderr
-    assert sorted(e["rank"] for e in job.events) == [0, 1, 2, 3] and {e["w0"] for e in job.events} == {4.0}
+    assert sorted(e["rank"] for e in job.events) == [0, 1, 2, 3] and {e["w0"] for e in job.events} == {4.0}, \
+        job.stdout + job.stderr
 
 
 @pytest.mark.parametrize("how", [pytest.param("kill", marks=pytest.mark.long), "hang"])  # (make test's budget)
