@@ -230,28 +230,21 @@ def test_a_repair_after_a_respawn_allgathers_the_plans(dpmpi_run, tmp_path):
     assert second == [(0, "allgather"), (1, "allgather"), (4, "allgather"), (5, "")], second
 
 
-def test_a_job_whose_processes_that_saw_a_repair_all_died_later_still_exits_0(dpmpi_run):
-    """Policy "respawn", 2 ranks: rank 1 dies and process 2 takes its place; then rank 0 dies and
-    process 3 takes its place. The completed processes (2 and 3) had not seen rank 1's repair, so
-    dpmpi-run found no record of it and ended a job with right results with exit code 1 ("no rank
-    that completed repaired around it"; fifty-second session, bench/strangers/marathon.sh: 1 of 4
-    jobs with 6 deaths). Each process's record now names every process the job went on without."""
-    job = dpmpi_run(2, "hotswap.py", "--split", env={"DPMPI_ON_DEPLETED": "respawn"},
-                    faults="1:iteration@51:KILL,0:iteration@121:KILL")
-    check(job, 2, replaced={1: 2, 0: 3}, later_repairs=True)
-    assert "rank 0 died (no status: killed by a signal); rank 1 died (no status: killed by a signal); the other 2 " \
-           "rank(s) recovered and completed; exit code 0" in job.stderr, job.stderr
-
-
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 cores: the job must fill them")
 def test_respawn_when_the_ranks_fill_the_cores(dpmpi_run):
     """Policy "respawn" at -n 2, N <= cores: before dpmpi-run left room for Comm.Spawn, mpirun
-    refused it ("All nodes ... are already filled") and the job ended in DpmpiError. The new
-    process takes the failed rank's place and its CPU; the initial ranks are bound one core each
-    and the survivor stays where it was."""
-    job = dpmpi_run(2, "hotswap.py", "--split", env={"DPMPI_ON_DEPLETED": "respawn"}, faults="1:iteration@51:KILL")
-    done = check(job, 2, replaced={1: 2})
-    assert done[0]["epoch"] == done[1]["epoch"] == 1
+    refused it ("All nodes ... are already filled") and the job ended in DpmpiError. Rank 1 dies,
+    then rank 0: each new process takes the failed rank's place and its CPU (the initial ranks are
+    bound one core each). The completed processes (2 and 3) had not seen rank 1's repair, and
+    before the fifty-second session dpmpi-run found no record of it: exit code 1 with right
+    results ("no rank that completed repaired around it"; bench/strangers/marathon.sh, 1 of 4 jobs
+    with 6 deaths). Each status record now names every process the job went on without."""
+    job = dpmpi_run(2, "hotswap.py", "--split", env={"DPMPI_ON_DEPLETED": "respawn"},
+                    faults="1:iteration@51:KILL,0:iteration@121:KILL")
+    done = check(job, 2, replaced={1: 2, 0: 3}, later_repairs=True)
+    assert done[0]["epoch"] == done[1]["epoch"] == 2
+    assert "rank 0 died (no status: killed by a signal); rank 1 died (no status: killed by a signal); the other 2 " \
+           "rank(s) recovered and completed; exit code 0" in job.stderr, job.stderr
     start = {e["wid"]: e["cpus"] for e in job.events if e["event"] == "active"}
     assert start[0] and start[1] and not set(start[0]) & set(start[1]), start  # bound, one core each
     assert start[0] != sorted(os.sched_getaffinity(0))
