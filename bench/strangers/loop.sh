@@ -19,13 +19,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
 P=$here/$1; S=$2; N=$3; SIG=${4:-KILL}; SPARES=${SPARES:-1}; KILLS=${KILLS:-1}; GAP=${GAP:-0.03}
 PY=${PY:-$root/.venv/bin/python}; RUN=${RUN:-$root/.venv/bin/dpmpi-run}; NP=$((4 + SPARES))
-tmp=$(mktemp -d)
-digest() { grep digest "$1" | tail -n 1 | "$PY" -c "import sys,json; d=json.load(sys.stdin); print(d['digest'], d['recoveries'])" 2>/dev/null; }
-$RUN -n $NP --spares $SPARES -- $PY $P $S > $tmp/ref.out 2> $tmp/ref.err
-ref=$(digest $tmp/ref.out); ref=${ref% *}
-[ -n "$ref" ] || { echo "the failure-free run failed: $tmp/ref.err"; exit 1; }
-# the lines of Open MPI's report of a SIGSEGV that the victim itself prints
-victim_report='^(\[[^]]*:[0-9]+\] (\*\*\* (Process received signal|End of error message)|Signal: Segmentation|Signal code|Failing at address|\[ ?[0-9]+\] )|Fatal Python error: Segmentation fault$)'
+. "$here/common.sh"
 ok=0
 for i in $(seq 1 $N); do
   ( timeout 120 $RUN -n $NP --spares $SPARES -- $PY $P $S > $tmp/run.out 2> $tmp/run.err; echo $? > $tmp/run.rc ) &
@@ -45,9 +39,7 @@ for i in $(seq 1 $N); do
   rc=$(cat $tmp/run.rc); got=$(digest $tmp/run.out)
   # (a launch that a death in the setup ended and dpmpi-run launched again: its errors are the account's)
   from=$(grep -a -n "died in the program's setup, before any rank had committed" $tmp/run.err | tail -n 1 | cut -d: -f1)
-  bad=$(tail -n +$((${from:-0} + 1)) $tmp/run.err | grep -a -v -F -x -f $tmp/ref.err | grep -a -E -i "OPAL ERROR|Traceback|error|warning" | grep -a -v -e "dpmpi-run: " -e "NBC_Progress" -e "NBC_Start_round" \
-        -e "Send error after request freed" -e "is not tested for post-failure" -e "osc_ucx_component.c" \
-        | grep -a -v -E "$victim_report" | head -3)
+  bad=$(bad_lines ${from:-0})
   if [ "$rc" = 0 ] && [ "${got% *}" = "$ref" ] && [ -z "$bad" ]; then ok=$((ok + 1)); st=ok; else st=BAD; cp $tmp/run.err $tmp/bad$i.err; cp $tmp/run.out $tmp/bad$i.out; fi
   echo "$i: after ${d}s, rc $rc, recoveries ${got##* }, $st: $(grep -a 'dpmpi-run:' $tmp/run.err | cut -c1-110)"
 done
