@@ -17,11 +17,12 @@ def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_recor
                                    mpirun_rc, expect_records)
     if not crashed:
         return code, account
-    first = min(crashed)
-    where = f"rank {first}" if len(crashed) == 1 else f"ranks {_spans(sorted(crashed))} (the first: signal {crashed[first]})"
-    note = (f"MPI_Finalize crashed in {where}{f' (signal {crashed[first]})' if len(crashed) == 1 else ''} after the "
-            f"program had ended, with no failure in the job (its results are out; the MPI library's report above)")
-    return code or 128 + crashed[first], f"{account}; {note}" if account else note
+    first, sig = min(crashed), crashed[min(crashed)]
+    where = (f"rank {first} (signal {sig})" if len(crashed) == 1
+             else f"ranks {_spans(sorted(crashed))} (the first: signal {sig})")
+    note = (f"MPI_Finalize crashed in {where} after the program had ended, with no failure in the job (its results "
+            f"are out; the MPI library's report above)")
+    return code or 128 + sig, f"{account}; {note}" if account else note
 
 
 def _job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool) -> tuple[int, str]:

@@ -58,28 +58,28 @@ def _retake_start(rt: Runtime, caught: BaseException | None) -> bool:
     between the runs (the replacement redoes the code since from the earlier Runtime's end:
     ``Prologue.retaking``), then every rank restores with its arrays as built and takes it again;
     a death in that restore starts over (``caught`` None: a replacement's first pass). False if
-    the earlier one cannot (``_held_end``): ``_recover``'s ValueError, as always before the
-    fifty-second session (two_phases.py, 3:run-start@2:KILL)."""
+    the earlier one cannot (``_held_end``): ``_recover``'s ValueError (always, before session 52)."""
     if caught is not None and (not rt._after_runs or rt._earlier is None):
         return False
-    first = True
-    while True:
+    for attempt in range(_MAX_RECOVERY_ATTEMPTS):
         if caught is not None:
             rt.comm.prologue.retaking = True
             try:
                 rt._earlier(caught)
             except BaseException as exc:
-                if exc is caught and first:
+                if exc is caught and not attempt:
                     return False
                 raise
             finally:
                 rt.comm.prologue.retaking = False
-        rt._as_built, first = True, False
+        rt._as_built = True
         try:
             rt._recover(caught=None, starting=True, retry=False)
             return True
         except _RECOVERABLE as exc:
             caught = exc
+    raise ProcFailedError(f"the first snapshot's retake did not succeed in {_MAX_RECOVERY_ATTEMPTS} attempts "
+                          f"(failures kept coming); last error: {caught}", MPI.ERR_PROC_FAILED)
 
 
 def _held_end(rt: Runtime) -> int | None:

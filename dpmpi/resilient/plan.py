@@ -255,12 +255,13 @@ def setup_not_redone(agreed: Agreed, filled: dict[int, Filled]) -> str:
 
 def from_setup(handed: Any, in_setup: bool) -> Any:
     """The prologue record a replacement gets (``Prologue.handover``'s tuple: entries, full, the
-    run the survivors are in, their count of calls, whether between runs, whether retaking) when some survivor is
-    still in its setup (``in_setup``, the Runtime made first) while the one whose record is
-    handed is in its first run's first snapshot, which waits for them: their place, the setup
-    (run 0, between), so that the replacement redoes the setup's calls and takes the first
-    snapshot with everyone. Before, it was told run 1 and raised ``ReplayError`` at the setup
-    call its group's survivor made again with it (the job went on with fewer ranks). Pure."""
+    run the survivors are in, their count of calls, whether between runs, whether retaking) when
+    some survivor is still in its setup (``in_setup``, the Runtime made first) while the one
+    whose record is handed is in its first run's first snapshot, which waits for them: their
+    place, the setup (run 0, between), so that the replacement redoes the setup's calls and
+    takes the first snapshot with everyone. Before, it was told run 1 and raised
+    ``ReplayError`` at the setup call its group's survivor made again with it (the job went on
+    with fewer ranks). Pure."""
     if not in_setup or handed is None or not handed[2]:
         return handed
     entries, full, _runs, seen, _between, _retake = handed
