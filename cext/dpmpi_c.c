@@ -461,7 +461,7 @@ out:
 static atomic_long stall_ticks;
 static atomic_int stall_depth;
 static double stall_limit;
-static int stall_signo;        /* > 0: sent to stall_main before the end (its traceback: _guard.py) */
+static int stall_signo;        /* > 0: sent to stall_main before the end (its traceback: dpmpi/stall_watchdog.py) */
 static pthread_t stall_main;
 
 void dpmpi_stall_enter(void) {
@@ -498,7 +498,7 @@ static void *stall_thread(void *arg) {
             dpmpi_write_all(2, msg, (size_t)n);
             snprintf(g.cause, sizeof g.cause, "\"stalled\"");
             if (stall_signo > 0 && pthread_kill(stall_main, stall_signo) == 0) {
-                /* the handler (faulthandler's, registered by dpmpi/_guard.py) writes where the
+                /* the handler (faulthandler's, registered by dpmpi/stall_watchdog.py) writes where the
                  * main thread was, in that thread, when it next runs; no word comes back when it
                  * is done, so a fixed wait (on a loaded node it may not run in time: then no
                  * traceback, the same end) */
