@@ -86,8 +86,10 @@ static int mpi_active(void) {
 /* One line on stderr that dpmpi-run reads to compute the job's exit code. Written by the process
  * that is the rank: the one that initialised MPI, or the one the launcher started; never by a
  * child that a rank forked or started (it inherits the environment, not the rank). */
+static int records(void) { return g.record && !g.stood_down && getpid() == g.pid && (g.owner || g.mpi_seen); }
+
 static void write_record(int status) {
-    if (!g.record || g.stood_down || getpid() != g.pid || !(g.owner || g.mpi_seen)) return;
+    if (!records()) return;
     g.recorded = 1; /* (a later record of this process replaces it: dpmpi-run keeps the last) */
     char buf[8192];
     int n = snprintf(buf, sizeof buf, "[dpmpi-status] {\"rank\": %d, \"pid\": %ld, \"status\": %d, \"mpi\": %s, \"cause\": %s, \"recovered\": [",
@@ -332,8 +334,10 @@ static int end_mpi(int at_exit) {
     if (g.job_failed && g.mpi->async_finalize) *g.mpi->async_finalize = 1;
     int quiet = g.job_failed && at_exit; /* (a crash inside this Finalize: dpmpi_fatal.c) */
     if (quiet) dpmpi_fatal_after_agreed_end(1);
-    static char crash_head[160]; /* (no failure known: a crash is the library's, or the program's) */
-    int recorded = at_exit && !quiet && g.recorded;
+    /* no failure known: a crash is the library's, or the program's (an attribute's callback), in
+     * the program's own MPI_Finalize as at its exit: a status record says so (dpmpi_fatal.c) */
+    static char crash_head[160];
+    int recorded = !g.job_failed && records();
     if (recorded && snprintf(crash_head, sizeof crash_head, "[dpmpi-status] {\"rank\": %d, \"pid\": %ld, \"status\": 1, "
                              "\"mpi\": true, \"recovered\": [], \"idle_spares\": [], \"finalize_crash\": ",
                              g.rank, (long)getpid()) < (int)sizeof crash_head)

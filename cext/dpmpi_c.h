@@ -53,7 +53,7 @@ int dpmpi_fatal_deadline_from_env(void);
 void dpmpi_fatal_after_agreed_end(int on);
 /* head not NULL: from now on the first fatal signal writes a status record (head, then the
  * signal's number, then its cause) before the library's handler; NULL: no longer. The exit
- * guard sets it around MPI_Finalize at a normal exit with no failure known. head must live on. */
+ * guard sets it around MPI_Finalize when no failure is known. head must live on. */
 void dpmpi_fatal_record_finalize_crash(const char *head);
 
 /* ---- stall watchdog ----

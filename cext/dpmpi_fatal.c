@@ -26,11 +26,11 @@
  * results are out. So from dpmpi_fatal_after_agreed_end(1) (the exit guard's end_mpi, just before
  * MPI_Finalize at a normal exit, only when the agreement knew of a failure) until MPI_Finalize
  * returns, a fatal signal ends the process with _exit(0) and one line saying so, as the Finalize
- * watchdog does for a Finalize that hangs. A crash in a failure-free job's Finalize at a normal
- * exit keeps the library's handler, after a status record that says so (before the fifty-second
- * session dpmpi-run counted that process as completed, and the job's exit code was 0 whatever
- * the crash: dpmpi_fatal_record_finalize_crash); one in an explicit MPI.Finalize() that the
- * program goes on after keeps the library's handler alone.
+ * watchdog does for a Finalize that hangs. A crash in a failure-free job's Finalize (at its exit
+ * or the program's own) keeps the library's handler, after a status record that says so (before
+ * the fifty-second session dpmpi-run counted that process as completed at its exit, exit code 0
+ * whatever the crash, and as "killed by a signal" in a C program's own MPI_Finalize:
+ * dpmpi_fatal_record_finalize_crash).
  *
  * Owner: the thread that initialised MPI calls it, once per copy of this code (the preloaded
  * guard at MPI_Init, the Python module at its first dpmpi communicator: the second copy wraps
@@ -77,7 +77,7 @@ static size_t sig_digits(int sig, char num[2]) {
 
 static void write_crash_record(const char *head, int sig) { /* (async-signal-safe: write only) */
     static const char mid[] = ", \"cause\": \"MPI_Finalize crashed (signal ";
-    static const char tail[] = ") after the program had ended\"}\n";
+    static const char tail[] = ")\"}\n";
     char num[2];
     size_t k = sig_digits(sig, num);
     size_t n = 0;

@@ -9,9 +9,10 @@ from typing import Callable
 def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_records: bool = False) -> tuple[int, str]:
     """The job's exit code, and a one-line account when something failed. ``expect_records``:
     every rank runs the exit guard, so a rank without a record was killed by a signal. A rank
-    whose MPI_Finalize crashed after its program had ended, in a job that knew of no failure
-    (its record's ``finalize_crash``: the signal) completed, but the job's exit code is 128 + that
-    signal, as mpirun's (before the fifty-second session: 0, and no word of it)."""
+    whose MPI_Finalize crashed in a job that knew of no failure (its record's ``finalize_crash``:
+    the signal) counts as completed, but the job's exit code is 128 + that signal, as mpirun's
+    (before the fifty-second session: 0 and no word of it at the exit, and "killed by a
+    signal", exit code 1, in a C program's own MPI_Finalize)."""
     crashed = {r: int(rec["finalize_crash"]) for r, rec in records.items() if rec.get("finalize_crash")}
     code, account = _job_exit_code(n, {r: dict(rec, status=0) if r in crashed else rec for r, rec in records.items()},
                                    mpirun_rc, expect_records)
@@ -20,8 +21,7 @@ def job_exit_code(n: int, records: dict[int, dict], mpirun_rc: int, expect_recor
     first, sig = min(crashed), crashed[min(crashed)]
     where = (f"rank {first} (signal {sig})" if len(crashed) == 1
              else f"ranks {_spans(sorted(crashed))} (the first: signal {sig})")
-    note = (f"MPI_Finalize crashed in {where} after the program had ended, with no failure in the job (its results "
-            f"are out; the MPI library's report above)")
+    note = f"MPI_Finalize crashed in {where}, with no failure in the job (the MPI library's report above)"
     return code or 128 + sig, f"{account}; {note}" if account else note
 
 

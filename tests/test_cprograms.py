@@ -75,6 +75,15 @@ def test_a_c_rank_returning_3_after_finalize_sets_the_exit_code(cbin, launch):
     assert job.returncode == 3 and "rank 1 failed (status 3)" in job.stderr
 
 
+def test_a_c_rank_crashing_in_its_mpi_finalize_sets_the_exit_code_and_says_so(cbin, launch):
+    """abort() inside the program's own MPI_Finalize, no failure before: "rank 1 died (no status:
+    killed by a signal)", exit code 1, before the fifty-second session; now the exit guard's
+    status record names the crash and its signal, and the exit code is 128 + 6, as mpirun's."""
+    job = launch(2, cbin / "shrink", 20, "finalize-abort", 1)
+    assert job.returncode == 134 and sorted(e["wid"] for e in done(job)) == [0, 1], job.stderr
+    assert "MPI_Finalize crashed in rank 1 (signal 6), with no failure in the job" in job.stderr, job.stderr
+
+
 def test_a_c_program_respawns_a_replacement(cbin, launch):
     """The tutorial's respawn scenario: shrink, MPI_Comm_spawn, merge; the spawned process has
     the guard too (its record names no rank of the job)."""

@@ -567,12 +567,12 @@ def test_a_crash_in_mpi_finalize_after_a_failure_free_program_is_in_the_account_
     library's report alone). Its exit guard now writes a record with the signal (dpmpi_fatal.c)."""
     ok = {"status": 0, "recovered": [], "idle_spares": []}
     crash = {"status": 1, "recovered": [], "idle_spares": [], "finalize_crash": 6,
-             "cause": "MPI_Finalize crashed (signal 6) after the program had ended"}
+             "cause": "MPI_Finalize crashed (signal 6)"}
     code, account = run.job_exit_code(4, {0: ok, 1: crash, 2: ok, 3: ok}, 0)
-    assert code == 134 and account == ("MPI_Finalize crashed in rank 1 (signal 6) after the program had ended, with "
-                                       "no failure in the job (its results are out; the MPI library's report above)")
+    assert code == 134 and account == ("MPI_Finalize crashed in rank 1 (signal 6), with no failure in the job (the "
+                                       "MPI library's report above)")
     code, account = run.job_exit_code(4, {0: ok, 1: crash, 2: dict(crash, finalize_crash=11), 3: crash}, 0)
-    assert code == 134 and account.startswith("MPI_Finalize crashed in ranks 1-3 (the first: signal 6) after"), account
+    assert code == 134 and account.startswith("MPI_Finalize crashed in ranks 1-3 (the first: signal 6), with"), account
     code, account = run.job_exit_code(4, {0: ok, 1: crash, 2: {"status": 3, "cause": "os._exit(3)"}, 3: ok}, 0)
     assert code == 3 and account.startswith("rank 2 failed (status 3, os._exit(3)); no rank that completed repaired "
                                             "around it; MPI_Finalize crashed in rank 1 (signal 6)"), account

@@ -8,6 +8,8 @@
  *          exit: VICTIM calls exit(3) at iteration AT without MPI_Finalize
  *          fail: VICTIM returns 3 from main at iteration AT after MPI_Finalize-less cleanup
  *          finalize-exit: VICTIM calls MPI_Finalize at the end, then returns 3
+ *          finalize-abort: VICTIM's MPI_Finalize calls abort() (a COMM_SELF attribute's delete
+ *          callback), no failure before
  *     a 5th argument "norepair": after a failure the survivors stop, print and call MPI_Finalize
  *     (the tutorial's error-handler scenario) instead of shrinking
  */
@@ -17,6 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int abort_on_delete(MPI_Comm c, int key, void *value, void *extra) {
+    (void)c, (void)key, (void)value, (void)extra;
+    abort();
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -64,6 +71,11 @@ int main(int argc, char **argv) {
     printf("{\"event\": \"done\", \"wid\": %d, \"size\": %d, \"sum\": %ld, \"shrinks\": %d}\n", wrank, size, sum, shrinks);
     fflush(stdout);
     MPI_Comm_free(&comm);
+    if (!strcmp(mode, "finalize-abort") && victim == wrank) {
+        int key;
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, abort_on_delete, &key, NULL);
+        MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL);
+    }
     MPI_Finalize();
     return !strcmp(mode, "finalize-exit") && victim == wrank ? 3 : 0;
 }
