@@ -28,9 +28,12 @@ def _dump_signal() -> int:
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGRTMIN"):
         return 0
     sig = signal.SIGRTMIN + 7
-    if sig == config.get("DPMPI_WATCH_SIGNAL"):
-        sig += 1
-    if signal.getsignal(sig) not in (signal.SIG_DFL, None):
+    try:
+        if sig == config.get("DPMPI_WATCH_SIGNAL"):
+            sig += 1
+        if signal.getsignal(sig) not in (signal.SIG_DFL, None):
+            return 0
+        faulthandler.register(sig, file=2, all_threads=False, chain=False)  # (fd 2: where the C message goes)
+    except (OSError, RuntimeError, ValueError):  # (no traceback then; the watchdog works all the same)
         return 0
-    faulthandler.register(sig, file=2, all_threads=False, chain=False)  # (fd 2: where the C message goes)
     return int(sig)
