@@ -1058,7 +1058,9 @@ def _prologue_ok(job):
     final = job.by_rank("final")
     assert sorted(final) == [0, 1, 2, 3], job.stdout + job.stderr
     assert all(f["ok"] and f["prologue_ok"] for f in final.values()), final  # bit for bit, exact arithmetic
-    assert "Warning" not in job.stderr and "Error" not in job.stderr, job.stderr
+    # (Open MPI's libnbc notices of a collective a death cut short are not dpmpi's: bench/strangers/loop.sh)
+    err = "\n".join(line for line in job.stderr.splitlines() if "NBC_Start_round" not in line)
+    assert "Warning" not in err and "Error" not in err, job.stderr
     return final
 
 
