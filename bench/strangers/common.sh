@@ -8,6 +8,14 @@ ref=$(digest $tmp/ref.out); ref=${ref% *}
 [ -n "$ref" ] || { echo "the failure-free run failed: $tmp/ref.err"; exit 1; }
 # the lines of Open MPI's report of a SIGSEGV that the victim itself prints
 victim_report='^(\[[^]]*:[0-9]+\] (\*\*\* (Process received signal|End of error message)|Signal: Segmentation|Signal code|Failing at address|\[ ?[0-9]+\] )|Fatal Python error: Segmentation fault$)'
+# the job's MPI processes (not dpmpi-run, mpirun or timeout, whose command lines hold the program's
+# too), one "PID RANK" line each (RANK: its OMPI_COMM_WORLD_RANK; a spawned one's world is its own)
+mpi_pids() {
+  for p in $(pgrep -f "python $P $S"); do
+    r=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep '^OMPI_COMM_WORLD_RANK=' | cut -d= -f2)
+    [ -n "$r" ] && echo "$p $r"
+  done
+}
 # the first lines of the run's stderr (from line $1 + 1 on) that neither the failure-free run
 # printed nor are known notices
 bad_lines() {

@@ -26,13 +26,7 @@ for i in $(seq 1 $N); do
   bg=$!
   d=$("$PY" -c "import random; print(round(random.uniform(${LO:-0.6}, ${HI:-2.0}), 2))")
   sleep $d
-  pids=""
-  for p in $(pgrep -f "python $P $S"); do
-    r=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep '^OMPI_COMM_WORLD_RANK=' | cut -d= -f2)
-    [ -n "$r" ] || continue
-    if [ -z "${ACTIVE:-}" ] || [ "$r" -lt 4 ]; then pids="$pids $p"; fi
-  done
-  victims=$(echo $pids | tr ' ' '\n' | shuf -n $KILLS)
+  victims=$(mpi_pids | while read -r p r; do [ -z "${ACTIVE:-}" ] || [ "$r" -lt 4 ] && echo $p; done | shuf -n $KILLS)
   first=1
   for v in $victims; do [ $first = 1 ] || sleep $GAP; first=0; kill -$SIG $v 2>/dev/null; done
   wait $bg

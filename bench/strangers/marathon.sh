@@ -21,8 +21,7 @@ for i in $(seq 1 $N); do
   sleep $FIRST
   killed=0
   while [ $killed -lt $DEATHS ] && kill -0 $bg 2>/dev/null; do
-    v=$(for p in $(pgrep -f "python $P $S"); do  # (MPI processes only: not dpmpi-run, mpirun or timeout)
-          tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=' && echo $p; done | shuf -n 1)
+    v=$(mpi_pids | cut -d' ' -f1 | shuf -n 1)
     [ -n "$v" ] && kill -$SIG $v 2>/dev/null && killed=$((killed + 1))
     sleep $GAP
   done
